@@ -1,0 +1,312 @@
+"""Typed run configuration, YAML loading and validation with clear errors (DESIGN.md §3–4, §6).
+
+One flat ``RunConfig`` holds everything a single training run needs. Method options default to
+None, meaning "the method's own default" (methods/*.py); ``resolve`` fills them in so the stored
+config.yaml is complete. Overrides use the same key names everywhere: YAML suites, ``key=value``
+on the command line, and Python.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from grpo_bench.errors import UserError, unknown
+
+METHOD_OPTIONS = (
+    "noise_level", "logprob", "score_term", "train_fraction", "max_train_steps", "shared_noise",
+    "clip_range", "kl", "equalizer", "window",
+)
+
+
+@dataclass
+class RunConfig:
+    """One GRPO run. Every field is a valid ``key=value`` override."""
+
+    # --- what is compared ---------------------------------------------------------------
+    method: str = "sage_grpo"
+    """Registered method (`grpo-bench methods`)."""
+    setting: str = "A"
+    """Reward weights: A = (VQ, MQ, TA) (1, 1, 1); B = (0.5, 0.5, 1)."""
+    seed: int = 0
+    """Run seed: prompt order, initial noise and SDE noise derive from it (shared across methods)."""
+    model: str = "world"
+    """Generator: 'world' (embedded) or a diffusers preset / hub id / local folder."""
+    reward: str = "world_judge"
+    """Training reward (registered in grpo_bench.rewards)."""
+
+    # --- method options (None = the method's default) -------------------------------------
+    noise_level: float | None = None
+    """Kernel noise scale (eta or a)."""
+    logprob: str | None = None
+    """'gaussian' or 'unscaled'."""
+    score_term: bool | None = None
+    """Score correction in the SDE mean."""
+    train_fraction: float | None = None
+    """Random share of eligible steps trained per sample."""
+    max_train_steps: int | None = None
+    """Cap on trained steps per sample."""
+    shared_noise: bool | None = None
+    """Same initial noise for all rollouts of a prompt."""
+    clip_range: float | None = None
+    """PPO ratio clip epsilon."""
+    kl: str | None = None
+    """KL trust region: none, fixed, stepwise, moving, dual."""
+    equalizer: bool | None = None
+    """Per-step gradient-norm equalizer S_i."""
+    window: list[int] | None = None
+    """[k, w]: SDE and training only on steps k..k+w-1."""
+
+    # --- sampling -------------------------------------------------------------------------
+    steps: int = 10
+    """Sampler steps T."""
+    shift: float = 3.0
+    """Schedule shift."""
+    guidance: float = 1.0
+    """Classifier-free guidance scale (1 = off; >1 doubles the batch in one call)."""
+    prompts_per_update: int = 4
+    """P: prompt groups per update."""
+    group_size: int = 8
+    """G: rollouts per prompt (>= 2)."""
+    video_size: int = 16
+    """World video height/width (16 or 24)."""
+
+    # --- optimisation ---------------------------------------------------------------------
+    updates: int = 200
+    """Number of rollout+train iterations."""
+    lr: float = 1e-5
+    """AdamW learning rate."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    max_grad_norm: float = 1.0
+    """Gradient-norm clip."""
+    inner_epochs: int = 1
+    """Optimizer passes over each rollout batch."""
+    minibatches: int = 1
+    """Optimizer steps per pass (the batch is split; gradients accumulate within each)."""
+    adv_clip: float = 5.0
+    """Advantage clip (±)."""
+    on_bad_reward: str = "error"
+    """Non-finite reward: 'error' stops the run, 'zero' gives that sample A = 0."""
+
+    # --- trust region ---------------------------------------------------------------------
+    kl_weight: float = 0.0
+    """Constant KL weight (used when kl_adaptive is false)."""
+    kl_adaptive: bool = False
+    """Warm-up from kl_beta_min to kl_beta_max over kl_warmup updates, then feedback on kl_target."""
+    kl_beta_min: float = 1e-7
+    kl_beta_max: float = 1e-5
+    kl_warmup: int = 100
+    kl_target: float = 1e-3
+    beta_pos: float = 1.0
+    """Dual KL: weight of the moving-anchor (position) term."""
+    beta_vel: float = 0.1
+    """Dual KL: weight of the step-wise (velocity) term."""
+    anchor_every: int = 10
+    """Moving anchor: copy the policy every N optimizer steps."""
+    stepwise_estimator: str = "sample"
+    """Step-wise KL: 'sample' (mean logp_old - logp) or 'analytic' (stored mu_old)."""
+
+    # --- evaluation and logging -------------------------------------------------------------
+    eval_every: int = 25
+    """Oracle/judge evaluation on the eval prompts every K updates (and at 0 and the last)."""
+    eval_samples: int = 4
+    """Videos per eval prompt (fixed noise)."""
+    diag_every: int = 50
+    """Measured per-step gradient norms every D updates (0 = never)."""
+    checkpoint_every: int = 25
+    """Save accelerate state every N updates (resume point)."""
+    save_videos: bool = True
+    """Store eval sample videos (final update) in the run directory."""
+
+    # --- system ---------------------------------------------------------------------------
+    device: str = "auto"
+    """'auto', 'cpu', 'cuda' or 'cuda:N'."""
+    mixed_precision: str = "no"
+    """accelerate mixed precision: no, bf16, fp16."""
+    threads: int = 0
+    """torch intra-op threads (0 = leave as is)."""
+
+    # --- real models (ignored by the world) -------------------------------------------------
+    lora_rank: int = 0
+    """LoRA rank (0 = full fine-tuning)."""
+    lora_alpha: float = 0.0
+    """LoRA alpha (0 = equal to the rank)."""
+    lora_targets: list[str] = field(default_factory=lambda: ["to_q", "to_k", "to_v", "to_out.0"])
+    """Module names LoRA wraps."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass."""
+    frames: int = 8
+    """Frames per video (real models: latent frames follow the VAE)."""
+    height: int = 16
+    width: int = 16
+
+    def method_overrides(self) -> dict[str, Any]:
+        """The method options set in this config (None = keep the method default)."""
+        return {k: getattr(self, k) for k in METHOD_OPTIONS if getattr(self, k) is not None}
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+FIELDS = {f.name: f for f in dataclasses.fields(RunConfig)}
+
+
+def _type_of(name: str) -> Any:
+    return typing.get_type_hints(RunConfig)[name]
+
+
+def coerce(name: str, value: Any, where: str = "") -> Any:
+    """Convert a YAML/CLI value to the field's type, or raise a UserError naming key and type."""
+    if name not in FIELDS:
+        raise unknown("config key", name, FIELDS, where)
+    tp = _type_of(name)
+    args = typing.get_args(tp)
+    optional = typing.get_origin(tp) in (typing.Union, types.UnionType) and type(None) in args
+    base = next((a for a in args if a is not type(None)), tp) if optional else tp
+    if value is None or (isinstance(value, str) and value.lower() in ("null", "none") and optional):
+        if optional:
+            return None
+        raise UserError(f"{where}config key {name!r} cannot be null")
+    try:
+        if base is bool:
+            if isinstance(value, str):
+                low = value.lower()
+                if low in ("true", "1", "yes", "on"):
+                    return True
+                if low in ("false", "0", "no", "off"):
+                    return False
+                raise ValueError
+            if isinstance(value, (bool, int)) and value in (0, 1):
+                return bool(value)
+            raise ValueError
+        if base is int:
+            if isinstance(value, bool):
+                raise ValueError
+            f = float(value)
+            if not f.is_integer():
+                raise ValueError
+            return int(f)
+        if base is float:
+            if isinstance(value, bool):
+                raise ValueError
+            f = float(value)
+            if math.isnan(f):
+                raise ValueError
+            return f
+        if base is str:
+            if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+                raise ValueError
+            return str(value)
+        if typing.get_origin(base) is list:
+            (inner,) = typing.get_args(base)
+            if isinstance(value, str):
+                value = yaml.safe_load(value) if value.strip().startswith("[") else value.split(",")
+            if not isinstance(value, (list, tuple)):
+                raise ValueError
+            return [inner(v) if not isinstance(v, inner) else v for v in value]
+    except (TypeError, ValueError):
+        pass
+    else:
+        return value
+    tname = getattr(base, "__name__", str(base))
+    raise UserError(f"{where}config key {name!r} expects {tname}{' or null' if optional else ''}, got {value!r}")
+
+
+def parse_overrides(items: list[str], where: str = "command line: ") -> dict[str, Any]:
+    """``["lr=1e-4", "kl=dual"]`` → typed dict (unknown keys and bad values are UserErrors)."""
+    out: dict[str, Any] = {}
+    for item in items:
+        if "=" not in item:
+            raise UserError(f"{where}override {item!r} is not of the form key=value")
+        key, raw = item.split("=", 1)
+        key = key.strip()
+        out[key] = coerce(key, yaml.safe_load(raw) if raw.strip() else raw, where)
+    return out
+
+
+def from_dict(data: dict[str, Any], where: str = "") -> RunConfig:
+    """Build and validate a RunConfig from a plain mapping."""
+    if not isinstance(data, dict):
+        raise UserError(f"{where}a run config must be a mapping of key: value, got {type(data).__name__}")
+    cfg = RunConfig(**{k: coerce(k, v, where) for k, v in data.items()})
+    validate(cfg, where)
+    return cfg
+
+
+def load(path: str | Path) -> RunConfig:
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"config file {str(path)!r} does not exist")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise UserError(f"{path}: invalid YAML ({exc.__class__.__name__}: {str(exc).splitlines()[0]})") from None
+    return from_dict(data, where=f"{path}: ")
+
+
+def validate(cfg: RunConfig, where: str = "") -> None:
+    """Names and ranges, checked before any work starts."""
+    from grpo_bench.method import METHODS
+    from grpo_bench.rewards.base import SETTINGS
+
+    METHODS.get(cfg.method, where=where)
+    if cfg.setting not in SETTINGS:
+        raise unknown("setting", cfg.setting, SETTINGS, where)
+    if cfg.kl is not None:
+        from grpo_bench.trust_region import KL_VARIANTS
+
+        KL_VARIANTS.get(cfg.kl, where=where)
+    choices = {
+        "on_bad_reward": ("error", "zero"),
+        "mixed_precision": ("no", "bf16", "fp16"),
+        "stepwise_estimator": ("sample", "analytic"),
+    }
+    for key, allowed in choices.items():
+        if getattr(cfg, key) not in allowed:
+            raise unknown(key, getattr(cfg, key), allowed, where)
+    positive = ("steps", "prompts_per_update", "updates", "inner_epochs", "minibatches", "eval_samples", "anchor_every")
+    for key in positive:
+        if getattr(cfg, key) < 1:
+            raise UserError(f"{where}config key {key!r} must be >= 1, got {getattr(cfg, key)!r}")
+    if cfg.group_size < 2:
+        raise UserError(f"{where}config key 'group_size' must be >= 2 (GRPO needs a group), got {cfg.group_size}")
+    for key in ("lr", "shift", "guidance", "adv_clip", "max_grad_norm"):
+        if not (math.isfinite(getattr(cfg, key)) and getattr(cfg, key) > 0):
+            raise UserError(f"{where}config key {key!r} must be a finite number > 0, got {getattr(cfg, key)!r}")
+    if cfg.kl_weight < 0 or cfg.kl_beta_min < 0 or cfg.kl_beta_max < cfg.kl_beta_min:
+        raise UserError(f"{where}KL weights must satisfy 0 <= kl_beta_min <= kl_beta_max and kl_weight >= 0")
+    # The method accepts its overrides (ranges of noise level, clip, window …).
+    from grpo_bench.method import make_method
+
+    try:
+        make_method(cfg.method, **cfg.method_overrides())
+    except UserError as exc:
+        raise UserError(f"{where}{exc}") from None
+
+
+def resolve(cfg: RunConfig) -> RunConfig:
+    """A copy with every method option filled from the method's defaults."""
+    from grpo_bench.method import make_method
+
+    method = make_method(cfg.method, **cfg.method_overrides())
+    filled = {k: getattr(method.config, k) for k in METHOD_OPTIONS}
+    if filled["window"] is not None:
+        filled["window"] = list(filled["window"])
+    return dataclasses.replace(cfg, **filled)
+
+
+def config_id(cfg: RunConfig | dict[str, Any], length: int = 12) -> str:
+    """Stable hash of a resolved config (key order and float formatting do not matter)."""
+    data = cfg.to_dict() if isinstance(cfg, RunConfig) else cfg
+    blob = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:length]

@@ -1,0 +1,40 @@
+"""The reward protocol and the composite reward (DESIGN.md §5).
+
+A reward is called as ``reward(videos, prompts) -> {"vq": Tensor[B], "mq": Tensor[B], "ta": Tensor[B]}``
+(videos Tensor[B, 3, F, H, W] in [-1, 1]); it runs under no_grad and never trains.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import torch
+from torch import Tensor
+
+from grpo_bench.errors import unknown
+
+SETTINGS: dict[str, dict[str, float]] = {
+    "A": {"vq": 1.0, "mq": 1.0, "ta": 1.0},
+    "B": {"vq": 0.5, "mq": 0.5, "ta": 1.0},
+}
+
+
+class Reward(Protocol):
+    dimensions: tuple[str, ...]
+
+    def __call__(self, videos: Tensor, prompts: list[str]) -> dict[str, Tensor]: ...
+
+
+def setting_weights(setting: str) -> dict[str, float]:
+    if setting not in SETTINGS:
+        raise unknown("setting", setting, SETTINGS)
+    return SETTINGS[setting]
+
+
+def composite(scores: dict[str, Tensor], setting: str | dict[str, float]) -> Tensor:
+    """w_vq*VQ + w_mq*MQ + w_ta*TA: Tensor[B]. ``setting`` is 'A', 'B' or explicit weights."""
+    weights = setting_weights(setting) if isinstance(setting, str) else setting
+    missing = sorted(set(weights) - set(scores))
+    if missing:
+        raise KeyError(f"reward scores lack dimension(s) {missing}; have {sorted(scores)}")
+    return torch.stack([w * scores[k].float() for k, w in weights.items()]).sum(0)

@@ -1,0 +1,209 @@
+"""Step kernels: the Gaussian x_{i+1} ~ N(mu, std^2) each method samples from (DESIGN.md §2–3).
+
+Every kernel is linear in (x, v):  mu = a_i * x + b_i * v,  var = var_i  (per step, scalar).
+The methods differ only in (a_i, b_i, var_i). With the derived quantities
+
+    x0_hat = x - sigma*v,   x1_hat = x + (1-sigma)*v,   score = -x1_hat / sigma
+
+the score-corrected SDE kernels have mu = x - Delta*v + (var/2)*score, i.e.
+    a = 1 - var/(2 sigma),   b = -(Delta + var*(1-sigma)/(2 sigma)).
+The equalizer's lambda_i = |d mu / d v| is |b_i|. Coefficients are float64 Python scalars; the
+tensor work (mu, log-probs) runs in float32 whatever the model dtype.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from functools import lru_cache
+
+import torch
+from torch import Tensor
+
+from grpo_bench.errors import UserError
+from grpo_bench.registry import Registry
+from grpo_bench.schedule import validate
+
+KERNELS: Registry[type[Kernel]] = Registry("kernel")
+LOGPROB_FORMS: Registry = Registry("log-prob form")
+
+
+class ScheduleWarning(UserWarning):
+    """A step of a schedule that a kernel treats specially (e.g. made deterministic)."""
+
+
+class Kernel:
+    """One rollout step x -> x'. Subclasses define ``variance`` and ``coefficients``."""
+
+    name: str
+    std_formula: str = ""  # shown in Table 1
+
+    def __init__(self, noise_level: float = 0.0, score_term: bool = True) -> None:
+        if not (isinstance(noise_level, (int, float)) and math.isfinite(noise_level) and noise_level >= 0):
+            raise UserError(f"noise level of kernel {self.name!r} must be a finite number >= 0, got {noise_level!r}")
+        self.noise_level = float(noise_level)
+        self.score_term = bool(score_term)
+
+    # --- per-step scalars -------------------------------------------------------------
+    def variance(self, sigma: float, sigma_next: float, sigma_1: float) -> float:
+        raise NotImplementedError  # abstract: every registered kernel overrides it
+
+    def coefficients(self, sigma: float, sigma_next: float, var: float) -> tuple[float, float]:
+        """(a, b) with mu = a*x + b*v. Default: Euler step plus the score correction."""
+        delta = sigma - sigma_next
+        if not self.score_term:
+            return 1.0, -delta
+        return 1.0 - var / (2 * sigma), -(delta + var * (1 - sigma) / (2 * sigma))
+
+    def variances(self, sigmas: Tensor) -> list[float]:
+        """var_i for every step of a schedule (cached; negative values become 0 with a warning)."""
+        return list(_variances(self, tuple(float(s) for s in sigmas)))
+
+    def table(self, sigmas: Tensor) -> list[tuple[float, float, float]]:
+        """(a_i, b_i, var_i) for every step."""
+        s = [float(v) for v in sigmas]
+        return [(*self.coefficients(s[i], s[i + 1], var), var) for i, var in enumerate(self.variances(sigmas))]
+
+    # --- tensors ------------------------------------------------------------------------
+    def step(self, x: Tensor, v: Tensor, sigmas: Tensor, i: int) -> tuple[Tensor, Tensor]:
+        """(mu, std) of x_{i+1} given x_i and velocity v; float32; std is a 0-dim tensor."""
+        var = self.variances(sigmas)[i]
+        a, b = self.coefficients(float(sigmas[i]), float(sigmas[i + 1]), var)
+        mu = a * x.float() + b * v.float()
+        return mu, torch.tensor(math.sqrt(var), dtype=torch.float32, device=x.device)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(noise_level={self.noise_level}, score_term={self.score_term})"
+
+
+@lru_cache(maxsize=256)
+def _variances(kernel: Kernel, sigmas: tuple[float, ...]) -> tuple[float, ...]:
+    out = []
+    for i in range(len(sigmas) - 1):
+        var = kernel.variance(sigmas[i], sigmas[i + 1], sigmas[1])
+        if not math.isfinite(var) or var < 0:
+            warnings.warn(
+                f"kernel {kernel.name!r}: step {i} (sigma {sigmas[i]:.6g} -> {sigmas[i + 1]:.6g}) has "
+                f"variance {var:.3g} < 0; it is treated as deterministic (var = 0)",
+                ScheduleWarning,
+                stacklevel=3,
+            )
+            var = 0.0
+        out.append(var)
+    return tuple(out)
+
+
+@KERNELS.register("ode")
+class ODEKernel(Kernel):
+    """Deterministic Euler step x' = x - Delta*v (the base sampler)."""
+
+    std_formula = "0"
+
+    def variance(self, sigma, sigma_next, sigma_1):
+        return 0.0
+
+    def coefficients(self, sigma, sigma_next, var):
+        return 1.0, -(sigma - sigma_next)
+
+
+@KERNELS.register("flow")
+class FlowKernel(Kernel):
+    """FlowGRPO: left-point estimate of the integral of g^2(s) = a^2 s/(1-s) over the step."""
+
+    std_formula = "a·sqrt(σ/(1-σ)·Δ)"
+
+    def variance(self, sigma, sigma_next, sigma_1):
+        st = sigma_1 if sigma == 1.0 else sigma
+        return self.noise_level**2 * sigma / (1 - st) * (sigma - sigma_next)
+
+
+@KERNELS.register("dance")
+class DanceKernel(Kernel):
+    """DanceGRPO: constant diffusion coefficient, var = eta^2 * Delta."""
+
+    std_formula = "η·sqrt(Δ)"
+
+    def variance(self, sigma, sigma_next, sigma_1):
+        return self.noise_level**2 * (sigma - sigma_next)
+
+
+@KERNELS.register("sage")
+class SageKernel(Kernel):
+    """SAGE-GRPO: the exact integral of eta^2 s/(1-s) over [sigma', sigma] (log correction)."""
+
+    std_formula = "η·sqrt(-Δ + ln((1-σ')/(1-σ)))"
+    clamp = 1 - 3e-3  # the integral diverges at sigma = 1
+
+    def variance(self, sigma, sigma_next, sigma_1):
+        st = min(sigma, self.clamp)
+        return self.noise_level**2 * (-(sigma - sigma_next) + math.log((1 - sigma_next) / (1 - st)))
+
+
+@KERNELS.register("cps")
+class CPSKernel(Kernel):
+    """CPS (coefficient-preserving sampling): re-noise x0_hat with a rotated share of x1_hat."""
+
+    std_formula = "σ'·sin(aπ/2)"
+
+    def __init__(self, noise_level: float = 0.0, score_term: bool = True) -> None:
+        super().__init__(noise_level, score_term)
+        if self.noise_level > 1:
+            raise UserError(f"noise level of kernel 'cps' must be in [0, 1], got {noise_level!r}")
+
+    def variance(self, sigma, sigma_next, sigma_1):
+        return (sigma_next * math.sin(self.noise_level * math.pi / 2)) ** 2
+
+    def coefficients(self, sigma, sigma_next, var):
+        # mu = (1-s')*x0_hat + s'*cos(a pi/2)*x1_hat, expanded in x and v.
+        c = math.cos(self.noise_level * math.pi / 2)
+        return (1 - sigma_next) + sigma_next * c, -sigma * (1 - sigma_next) + sigma_next * c * (1 - sigma)
+
+
+def make_kernel(name: str, noise_level: float = 0.0, score_term: bool = True) -> Kernel:
+    """Build a registered kernel by name (ValueError naming the allowed kernels otherwise)."""
+    return KERNELS.get(name)(noise_level, score_term)
+
+
+# --- log-probabilities ------------------------------------------------------------------------
+LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+
+
+@LOGPROB_FORMS.register("gaussian")
+def gaussian_log_prob(x_next: Tensor, mu: Tensor, std: Tensor) -> Tensor:
+    """Gaussian log density averaged over the non-batch elements: Tensor[B]."""
+    std = torch.as_tensor(std, dtype=torch.float32, device=mu.device)
+    lp = -((x_next.float() - mu.float()) ** 2) / (2 * std**2) - torch.log(std) - LOG_SQRT_2PI
+    return lp.flatten(1).mean(1)
+
+
+@LOGPROB_FORMS.register("unscaled")
+def unscaled_log_prob(x_next: Tensor, mu: Tensor, std: Tensor) -> Tensor:
+    """CPS's reference surrogate mean(-(x'-mu)^2): Tensor[B]."""
+    return (-((x_next.float() - mu.float()) ** 2)).flatten(1).mean(1)
+
+
+def log_prob(x_next: Tensor, mu: Tensor, std: Tensor, form: str = "gaussian") -> Tensor:
+    """Per-sample log-prob of a transition, Tensor[batch], in float32."""
+    return LOGPROB_FORMS.get(form)(x_next, mu, std)
+
+
+# --- the gradient-norm equalizer ---------------------------------------------------------------
+def equalizer(kernel: Kernel, sigmas: Tensor) -> Tensor:
+    """S_i = median(N over stochastic steps) / (N_i + 1e-12), N_i = lambda_i / std_i: Tensor[steps].
+
+    Deterministic steps (std 0) get S = 0 and are left out of the median (torch's lower median).
+    """
+    validate(sigmas)
+    rows = kernel.table(sigmas)
+    n = torch.tensor([abs(b) / math.sqrt(var) if var > 0 else float("nan") for _, b, var in rows], dtype=torch.float64)
+    stochastic = ~torch.isnan(n)
+    s = torch.zeros(len(rows), dtype=torch.float64)
+    if stochastic.any():
+        med = n[stochastic].median()
+        s[stochastic] = med / (n[stochastic] + 1e-12)
+    return s.float()
+
+
+def stochastic_steps(kernel: Kernel, sigmas: Tensor) -> Tensor:
+    """Bool Tensor[steps]: where the kernel injects noise (var > 0)."""
+    return torch.tensor([var > 0 for var in kernel.variances(sigmas)], dtype=torch.bool)

@@ -1,0 +1,25 @@
+"""DanceGRPO (Xue et al., 2025): constant-coefficient SDE, shared group noise, random step subset."""
+
+from grpo_bench.method import Method, MethodConfig, register_method
+
+
+@register_method("dance_grpo")
+class DanceGRPO(Method):
+    """DanceGRPO.
+
+    Kernel ``dance``: var = eta^2 * Delta with the score correction on. All G rollouts of a prompt
+    start from the same initial noise, so the group's spread comes from the SDE alone. Each
+    sample trains a random 60% of steps 0..T-2 (timestep fraction in the reference code).
+    """
+
+    paper = "DanceGRPO: Unleashing GRPO on Visual Generation (Xue et al., 2025)"
+    defaults = MethodConfig(
+        kernel="dance",
+        noise_level=0.3,
+        logprob="gaussian",
+        train_fraction=0.6,
+        shared_noise=True,
+        clip_range=1e-4,
+        kl="none",
+        equalizer=False,
+    )
