@@ -56,28 +56,52 @@ def sample_params(prompts: list[str], seed: int, size: int = 24, frames: int = 8
     return VideoParams(idx[:, 0], idx[:, 1], idx[:, 2], centre[0], centre[1], radius, speed)
 
 
-def render_params(p: VideoParams, size: int = 24, frames: int = 8) -> Tensor:
-    """Render Tensor[B, 3, F, H, W] in [-1, 1] from explicit parameters (differentiable in floats)."""
-    dirs = torch.tensor([DIRECTIONS[m] for m in MOTIONS], dtype=p.cx.dtype)[p.motion]  # [B, 2]
-    t = torch.arange(frames, dtype=p.cx.dtype)
-    cx = p.cx[:, None] + dirs[:, 0, None] * p.speed[:, None] * t  # [B, F]
-    cy = p.cy[:, None] + dirs[:, 1, None] * p.speed[:, None] * t
-    grid = torch.arange(size, dtype=p.cx.dtype) + 0.5
+def shape_alpha(shape: Tensor, cx: Tensor, cy: Tensor, radius: Tensor, size: int) -> Tensor:
+    """Anti-aliased coverage Tensor[B, F, H, W] in [0, 1] of shapes centred at arbitrary per-frame points.
+
+    shape: long Tensor[B]; cx, cy: Tensor[B, F] (pixels); radius: Tensor[B] or Tensor[B, F]. Differentiable in
+    the float inputs (the oracle fits and re-renders with it)."""
+    grid = torch.arange(size, dtype=cx.dtype, device=cx.device) + 0.5
     dx = grid[None, None, None, :] - cx[:, :, None, None]  # [B, F, 1, W]
     dy = grid[None, None, :, None] - cy[:, :, None, None]  # [B, F, H, 1]
-    r = p.radius[:, None, None, None]
+    r = radius[:, None, None, None] if radius.ndim == 1 else radius[:, :, None, None]
     circle = torch.sqrt(dx**2 + dy**2) - r
     square = torch.maximum(dx.abs(), dy.abs()) - _SQ_HALF * r
     # Equilateral triangle pointing up: outward normals (0, 1), (±sin 60°, -cos 60°).
     tri = torch.maximum(torch.maximum(dy, 0.8660254 * dx - 0.5 * dy), -0.8660254 * dx - 0.5 * dy)
     tri = tri - _TRI_INRADIUS * r
     sdf = torch.stack(torch.broadcast_tensors(circle, square, tri), dim=1)  # [B, 3, F, H, W]
-    sdf = sdf.gather(1, p.shape[:, None, None, None, None].expand(-1, 1, *sdf.shape[2:])).squeeze(1)
-    alpha = (0.5 - sdf).clamp(0.0, 1.0)[:, None]  # [B, 1, F, H, W]
-    colour = torch.tensor([PALETTE[c] for c in COLORS], dtype=p.cx.dtype)[p.color][:, :, None, None, None]
-    bg = torch.tensor(BACKGROUND, dtype=p.cx.dtype)[None, :, None, None, None]
-    video = bg * (1 - alpha) + colour * alpha
-    return (video * 2 - 1).float()
+    sdf = sdf.gather(1, shape[:, None, None, None, None].expand(-1, 1, *sdf.shape[2:])).squeeze(1)
+    return (0.5 - sdf).clamp(0.0, 1.0)
+
+
+def composite(alpha: Tensor, colour: Tensor) -> Tensor:
+    """Videos Tensor[B, 3, F, H, W] in [-1, 1]: coverage alpha [B, F, H, W] of RGB colour [B, 3] (in [0, 1])
+    over the world's background."""
+    bg = torch.tensor(BACKGROUND, dtype=alpha.dtype, device=alpha.device)[None, :, None, None, None]
+    a = alpha[:, None]  # [B, 1, F, H, W]
+    video = bg * (1 - a) + colour[:, :, None, None, None] * a
+    return video * 2 - 1
+
+
+def palette_rgb(dtype: torch.dtype = torch.float32) -> Tensor:
+    """The palette as Tensor[len(COLORS), 3] in [0, 1], in COLORS order."""
+    return torch.tensor([PALETTE[c] for c in COLORS], dtype=dtype)
+
+
+def direction_vectors(dtype: torch.dtype = torch.float32) -> Tensor:
+    """Unit motion directions Tensor[len(MOTIONS), 2] (dx, dy), in MOTIONS order."""
+    return torch.tensor([DIRECTIONS[m] for m in MOTIONS], dtype=dtype)
+
+
+def render_params(p: VideoParams, size: int = 24, frames: int = 8) -> Tensor:
+    """Render Tensor[B, 3, F, H, W] in [-1, 1] from explicit parameters (differentiable in floats)."""
+    dirs = direction_vectors(p.cx.dtype)[p.motion]  # [B, 2]
+    t = torch.arange(frames, dtype=p.cx.dtype)
+    cx = p.cx[:, None] + dirs[:, 0, None] * p.speed[:, None] * t  # [B, F]
+    cy = p.cy[:, None] + dirs[:, 1, None] * p.speed[:, None] * t
+    alpha = shape_alpha(p.shape, cx, cy, p.radius, size)
+    return composite(alpha, palette_rgb(p.cx.dtype)[p.color]).float()
 
 
 def render(prompts: list[str], seed: int, size: int = 24, frames: int = 8) -> Tensor:

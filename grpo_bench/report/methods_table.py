@@ -1,0 +1,53 @@
+"""`grpo-bench methods`: the registered methods, kernels and KL variants as rich tables."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from grpo_bench.method import METHODS, make_method
+from grpo_bench.schedule import sigmas
+from grpo_bench.sde import KERNELS
+
+
+def _trained(method, steps: int = 10, shift: float = 3.0) -> str:
+    """Which steps are trained, shown on the default 10-step schedule."""
+    sig = sigmas(steps, shift)
+    eligible = method.eligible_steps(sig).nonzero().flatten().tolist()
+    span = f"{eligible[0]}..{eligible[-1]}" if eligible else "none"
+    frac = method.config.train_fraction
+    return span if frac >= 1 else f"random {frac:.0%} of {span}"
+
+
+def print_methods(console: Console) -> None:
+    table = Table(title="Registered methods (reference defaults, DESIGN.md §3)")
+    table.add_column("method", no_wrap=True)
+    for col in ("kernel", "noise", "log-prob", "trained (T=10)", "shared noise", "clip", "KL", "equalizer"):
+        table.add_column(col)
+    for name in METHODS.names():
+        m = make_method(name)
+        c = m.config
+        table.add_row(
+            name, c.kernel, f"{c.noise_level:g}", c.logprob, _trained(m), "yes" if c.shared_noise else "no",
+            f"{c.clip_range:g}", c.kl, "on" if c.equalizer else "off",
+        )
+    console.print(table)
+    kernels = Table(title="Step kernels")
+    kernels.add_column("kernel")
+    kernels.add_column("noise std")
+    kernels.add_column("description")
+    for name in KERNELS.names():
+        cls = KERNELS.get(name)
+        kernels.add_row(name, cls.std_formula, escape((cls.__doc__ or "").strip().splitlines()[0]))
+    console.print(kernels)
+    try:
+        from grpo_bench.trust_region import KL_VARIANTS
+    except ImportError:  # the trainer is an optional part of a partial install
+        return
+    kl = Table(title="KL trust regions")
+    kl.add_column("variant")
+    kl.add_column("description")
+    for name in KL_VARIANTS.names():
+        kl.add_row(name, escape((KL_VARIANTS.get(name).__doc__ or "").strip().splitlines()[0]))
+    console.print(kl)

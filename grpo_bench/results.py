@@ -1,0 +1,281 @@
+"""Run directories, atomic writes, failure records and the suite's one results table (DESIGN.md §7).
+
+Layout of a suite run::
+
+    runs/<suite>/
+      suite.yaml              the suite file as run (copied at start)
+      results.parquet         every cell aggregated (schema below); the report reads only this
+      <cell-id>/              one cell (id = config_id of the resolved RunConfig)
+        cell.json             id, suite, labels (grid values), group, resolved config (written first)
+        config.yaml           resolved config (the trainer)
+        metrics.jsonl         one line per update (the trainer)
+        final.json            last metrics, last eval, wall time, eval_videos (the trainer)
+        samples/final_eval.pt final eval videos Tensor[N, 3, F, H, W] in [-1, 1] (the trainer)
+        rows.parquet          this cell's rows of results.parquet (the runner, after the trainer)
+        ERROR.json            type, message, traceback of a failed attempt (removed on retry)
+        DONE                  written last: the cell is finished and is never run again
+
+``results.parquet`` is one long table; ``kind`` says what a row is. Columns:
+
+=========  ==========  =====================================================================
+column     type        meaning
+=========  ==========  =====================================================================
+suite      str         suite name
+cell       str         cell id
+group      str         the cell's row label without seed and setting ("sage_grpo kl=dual")
+setting    str         reward setting (A, B)
+method     str         method name (resolved)
+kl         str         KL variant (resolved)
+equalizer  bool        equalizer on/off (resolved)
+seed       int64       run seed
+kind       str         cell | update | final | video | grad | strip (see below)
+update     Int64       update index (update, grad rows), null otherwise
+metric     str         metric name (cell, update, final, video rows)
+value      float64     the metric's value (NaN when the trainer logged null)
+prompt     str         eval prompt (video, strip rows)
+sample     Int64       sample index within the prompt (video rows)
+video_seed Int64       the eval video's noise seed (video rows): pairs videos across methods
+array      list<f64>   grad: per-step gradient norms (NaN = untrained step); strip: uint8 pixels
+shape      list<i64>   strip: array shape [videos, frames, H, W, 3]
+text       str         cell: JSON {labels, config, status, error}
+=========  ==========  =====================================================================
+
+kinds: ``cell`` one row per cell (metric ``wall_time``; failed cells: metric ``error``);
+``update`` one row per (update, metric) of metrics.jsonl (scalars only); ``final`` the last
+non-null value of every scalar metric plus the numeric scalars of final.json; ``video`` one row
+per (eval video, metric) of final.json's eval_videos; ``grad`` one row per diagnostic update
+(metric ``grad_norm_per_step``); ``strip`` one row per prompt: the first sample's frames at four
+evenly spaced times, for the figure of sample frames.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+import traceback
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+RESULTS = "results.parquet"
+ROWS = "rows.parquet"
+DONE = "DONE"
+ERROR = "ERROR.json"
+CELL = "cell.json"
+STRIP_PROMPTS = 4
+"""Eval prompts shown per cell in the frame strip."""
+STRIP_FRAMES = 4
+"""Frames per video in the strip (evenly spaced, first and last included)."""
+
+COLUMNS = {
+    "suite": "string", "cell": "string", "group": "string", "setting": "string", "method": "string",
+    "kl": "string", "equalizer": "boolean", "seed": "Int64", "kind": "string", "update": "Int64",
+    "metric": "string", "value": "float64", "prompt": "string", "sample": "Int64", "video_seed": "Int64",
+    "array": "object", "shape": "object", "text": "string",
+}
+
+
+# --- atomic writes --------------------------------------------------------------------------
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Write via a temp file in the same folder + fsync + rename: readers never see half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode())
+
+
+def atomic_write_json(path: str | Path, data: Any) -> None:
+    atomic_write_text(path, json.dumps(data, indent=1, sort_keys=True, default=str) + "\n")
+
+
+def _atomic_parquet(path: Path, frame: pd.DataFrame) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    frame.to_parquet(tmp, index=False)
+    os.replace(tmp, path)
+
+
+# --- markers and records --------------------------------------------------------------------
+def is_done(cell_dir: Path) -> bool:
+    return (cell_dir / DONE).is_file()
+
+
+def mark_done(cell_dir: Path) -> None:
+    atomic_write_text(cell_dir / DONE, "")
+
+
+def record_failure(cell_dir: Path, exc: BaseException, attempt_seconds: float) -> dict[str, Any]:
+    """ERROR.json with the exception and its traceback; the suite goes on with the other cells."""
+    record = {
+        "type": type(exc).__name__,
+        "message": str(exc),
+        "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+        "seconds": attempt_seconds,
+    }
+    atomic_write_json(cell_dir / ERROR, record)
+    return record
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Lines of a JSONL file; a truncated last line (a killed writer) is skipped."""
+    if not path.is_file():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return out
+
+
+# --- one cell's rows --------------------------------------------------------------------------
+def _is_scalar(v: Any) -> bool:
+    return v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
+
+
+def _num(v: Any) -> float:
+    return math.nan if v is None else float(v)
+
+
+def _strip_rows(cell_dir: Path, videos: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """First sample of the first STRIP_PROMPTS prompts: STRIP_FRAMES frames each, as uint8."""
+    path = cell_dir / "samples" / "final_eval.pt"
+    if not path.is_file() or not videos:
+        return []
+    import torch
+
+    clip = torch.load(path, map_location="cpu", weights_only=True)  # Tensor[N, 3, F, H, W]
+    first: dict[str, int] = {}
+    for i, row in enumerate(videos[: clip.shape[0]]):
+        first.setdefault(row["prompt"], i)
+    rows = []
+    frames = clip.shape[2]
+    pick = torch.linspace(0, frames - 1, min(STRIP_FRAMES, frames)).round().long()
+    for prompt, i in list(first.items())[:STRIP_PROMPTS]:
+        img = ((clip[i, :, pick].clamp(-1, 1) + 1) * 127.5).round().to(torch.uint8)  # [3, K, H, W]
+        img = img.permute(1, 2, 3, 0).unsqueeze(0)  # [1, K, H, W, 3]
+        rows.append({"kind": "strip", "prompt": prompt, "sample": int(videos[i].get("sample", 0)),
+                     "array": img.flatten().double().tolist(), "shape": list(img.shape)})
+    return rows
+
+
+def cell_rows(cell_dir: Path, meta: dict[str, Any], wall_time: float | None = None) -> pd.DataFrame:
+    """This cell's rows of results.parquet, built from the trainer's files (deterministic)."""
+    rows: list[dict[str, Any]] = []
+    metrics = read_jsonl(cell_dir / "metrics.jsonl")
+    last: dict[str, float] = {}
+    for line in metrics:
+        u = int(line.get("update", len(rows)))
+        for k, v in line.items():
+            if k == "update":
+                continue
+            if k == "grad_norm_per_step" and isinstance(v, list):
+                rows.append({"kind": "grad", "update": u, "metric": k, "array": [_num(x) for x in v]})
+            elif _is_scalar(v):
+                rows.append({"kind": "update", "update": u, "metric": k, "value": _num(v)})
+                if v is not None:
+                    last[k] = float(v)
+    final_path = cell_dir / "final.json"
+    final = json.loads(final_path.read_text()) if final_path.is_file() else {}
+    videos = final.get("eval_videos") or []
+    for k, v in _flatten(final, skip=("eval_videos", "update")):
+        last.setdefault(k, _num(v))
+    rows += [{"kind": "final", "metric": k, "value": v} for k, v in sorted(last.items())]
+    for v in videos:
+        for k, x in v.items():
+            if k not in ("prompt", "sample", "seed") and _is_scalar(x):
+                rows.append({"kind": "video", "metric": k, "value": _num(x), "prompt": v["prompt"],
+                             "sample": int(v.get("sample", 0)), "video_seed": int(v.get("seed", 0))})
+    rows += _strip_rows(cell_dir, videos)
+    # The trainer's own wall time covers every attempt of a resumed cell; the runner's only the last.
+    trainer_wall = [v for k, v in last.items() if "wall" in k]
+    wall = trainer_wall[0] if trainer_wall else (wall_time if wall_time is not None else math.nan)
+    status = {"labels": meta["labels"], "config": meta["config"], "status": "done"}
+    rows.append({"kind": "cell", "metric": "wall_time", "value": wall, "text": json.dumps(status, sort_keys=True)})
+    return _frame(rows, meta)
+
+
+def failure_rows(cell_dir: Path, meta: dict[str, Any]) -> pd.DataFrame:
+    err = json.loads((cell_dir / ERROR).read_text())
+    text = {"labels": meta["labels"], "config": meta["config"], "status": "failed",
+            "error": f"{err['type']}: {err['message']}"}
+    row = {"kind": "cell", "metric": "error", "value": err.get("seconds", math.nan),
+           "text": json.dumps(text, sort_keys=True)}
+    return _frame([row], meta)
+
+
+def _flatten(d: dict[str, Any], skip: Iterable[str] = (), prefix: str = "") -> Iterable[tuple[str, Any]]:
+    """Numeric scalars of a nested dict; nested keys keep their own name (the last value wins)."""
+    for k, v in d.items():
+        if k in skip:
+            continue
+        if isinstance(v, dict):
+            yield from _flatten(v, skip)
+        elif _is_scalar(v) and v is not None:
+            yield prefix + k, v
+
+
+def _frame(rows: list[dict[str, Any]], meta: dict[str, Any]) -> pd.DataFrame:
+    cfg = meta["config"]
+    fixed = {"suite": meta["suite"], "cell": meta["id"], "group": meta["group"], "setting": cfg["setting"],
+             "method": cfg["method"], "kl": cfg["kl"], "equalizer": bool(cfg["equalizer"]), "seed": cfg["seed"]}
+    frame = pd.DataFrame([{**fixed, **r} for r in rows], columns=list(COLUMNS))
+    return frame.astype({k: v for k, v in COLUMNS.items() if v != "object"})
+
+
+def write_cell_rows(cell_dir: Path, meta: dict[str, Any], wall_time: float | None = None) -> pd.DataFrame:
+    frame = cell_rows(cell_dir, meta, wall_time)
+    _atomic_parquet(cell_dir / ROWS, frame)
+    return frame
+
+
+# --- the suite table ------------------------------------------------------------------------
+def aggregate(suite_dir: Path, metas: list[dict[str, Any]]) -> pd.DataFrame:
+    """results.parquet from the given cells (finished: their rows; failed: an error row).
+
+    Only the cells of the current expansion are read, so a stale cell folder from an older
+    version of the suite never leaks into the table.
+    """
+    parts = []
+    for meta in metas:
+        cdir = suite_dir / meta["id"]
+        if is_done(cdir):
+            rows_path = cdir / ROWS
+            parts.append(pd.read_parquet(rows_path) if rows_path.is_file() else write_cell_rows(cdir, meta))
+        elif (cdir / ERROR).is_file():
+            parts.append(failure_rows(cdir, meta))
+    frame = pd.concat(parts, ignore_index=True) if parts else _frame([], {"suite": "", "id": "", "group": "",
+                                                                            "config": _EMPTY_CFG})
+    frame = frame.astype({k: v for k, v in COLUMNS.items() if v != "object"})
+    _atomic_parquet(suite_dir / RESULTS, frame)
+    return frame
+
+
+_EMPTY_CFG = {"setting": "", "method": "", "kl": "", "equalizer": False, "seed": 0}
+
+
+def load_results(path: str | Path) -> pd.DataFrame:
+    """results.parquet of a run folder (or the file itself)."""
+    from grpo_bench.errors import UserError
+
+    path = Path(path)
+    file = path / RESULTS if path.is_dir() else path
+    if not file.is_file():
+        raise UserError(f"{path}: no {RESULTS} (run the suite first: grpo-bench run SUITE)")
+    return pd.read_parquet(file)
