@@ -177,3 +177,11 @@ def test_equalizer_uses_lambda_formula():
 def test_bad_input_is_a_value_error_naming_allowed_values(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_flow_variance_matches_design_formula():
+    a = 0.7
+    s = [float(x) for x in SIG]
+    for i, var in enumerate(make_kernel("flow", a).variances(SIG)):
+        st = s[1] if s[i] == 1.0 else s[i]
+        assert var == pytest.approx(a**2 * s[i] / (1 - st) * (s[i] - s[i + 1]), rel=1e-12)
