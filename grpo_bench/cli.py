@@ -48,6 +48,149 @@ def samplers(
     run_samplers_report(steps=steps, shift=shift, data_std=data_std, out=out, json_path=json_path, console=console)
 
 
+pretrain_app = typer.Typer(help="Rebuild the embedded world's shipped networks (base video model, judge).", no_args_is_help=True)
+app.add_typer(pretrain_app, name="pretrain")
+
+
+@pretrain_app.command("base")
+def pretrain_base(
+    out: Path = typer.Option(None, "--out", help="Weights file to write (default: the shipped grpo_bench/assets/world_base.safetensors); the card goes next to it (.json)."),
+    steps: Optional[int] = typer.Option(None, "--steps", help="Optimizer steps (batch 64); the shipped model's card gives the number."),
+    minutes: Optional[float] = typer.Option(None, "--minutes", help="Wall-clock budget instead of --steps (the card records the steps run)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of every random draw."),
+    size: int = typer.Option(16, "--size", help="Video height/width (16 or 24)."),
+    save_every: int = typer.Option(0, "--save-every", help="Also save EMA checkpoints every N steps (0: off)."),
+    init: Optional[Path] = typer.Option(None, "--init", help="Start from these weights (a fine-tuning stage) instead of a random init."),
+    lr: float = typer.Option(1e-3, "--lr", help="AdamW learning rate after the warm-up."),
+    warmup: int = typer.Option(200, "--warmup", help="Linear learning-rate warm-up steps."),
+    evaluate: bool = typer.Option(True, "--eval/--no-eval", help="Score 20-step ODE samples with the oracle and add them to the card."),
+) -> None:
+    """Pretrain the world's base video model (rectified flow, train prompts only) and write weights + card."""
+    from grpo_bench.world.pretrain import PretrainConfig, run_pretrain
+
+    cfg = PretrainConfig(
+        steps=steps, minutes=minutes, seed=seed, size=size, save_every=save_every,
+        init=str(init) if init is not None else None, lr=lr, warmup=warmup,
+    )
+    run_pretrain(cfg, out, evaluate_card=evaluate, console=console)
+
+
+@pretrain_app.command("judge")
+def pretrain_judge(
+    out: Path = typer.Option(None, "--out", help="Weights file to write (default: the shipped grpo_bench/assets/world_judge.safetensors); the card goes next to it (.json)."),
+    steps: int = typer.Option(1000, "--steps", help="Optimizer steps."),
+    seed: int = typer.Option(0, "--seed", help="Seed of every random draw."),
+    size: int = typer.Option(16, "--size", help="Video height/width (16 or 24; needs base-model weights of that size)."),
+    base_videos: int = typer.Option(1024, "--base-videos", help="Base-model samples to train on (0: rendered videos only)."),
+    heldout_videos: int = typer.Option(512, "--heldout-videos", help="Held-out base-model samples for normalisation and the Spearman check."),
+    base_checkpoint: Optional[Path] = typer.Option(None, "--base-checkpoint", help="Base-model weights to sample from (default: the shipped ones)."),
+) -> None:
+    """Train the world judge (the VideoAlign stand-in) to regress the oracle; write weights + card."""
+    from grpo_bench.rewards.judge_train import JudgeTrainConfig, train_judge
+
+    cfg = JudgeTrainConfig(steps=steps, seed=seed, size=size, base_videos=base_videos, heldout_videos=heldout_videos,
+                           base_checkpoint=str(base_checkpoint or ""))
+    train_judge(cfg, out, console=console)
+
+
+@app.command()
+def sample(
+    prompt: str = typer.Option(..., "--prompt", help="e.g. 'a red circle moving left' (world vocabulary)."),
+    n: int = typer.Option(4, "--n", help="Videos to sample."),
+    steps: int = typer.Option(20, "--steps", help="Sampler steps."),
+    shift: float = typer.Option(3.0, "--shift", help="Schedule shift."),
+    kernel: str = typer.Option("ode", "--kernel", help="Step kernel: ode, flow, dance, sage, cps."),
+    noise_level: float = typer.Option(0.0, "--noise-level", help="Kernel noise level (a or eta); 0 for ode."),
+    guidance: float = typer.Option(1.0, "--guidance", help="Classifier-free guidance scale (1 = off)."),
+    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="World-model weights (.safetensors); default: the shipped base model."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the initial noise and the kernel noise."),
+    out: Path = typer.Option(Path("sample.gif"), "--out", help="Animated GIF to write; a PNG strip goes next to it."),
+    json_path: Optional[Path] = typer.Option(None, "--json", help="Also write the per-video scores as JSON."),
+) -> None:
+    """Sample videos for one prompt: animated GIF, PNG strip, and oracle and judge scores per video."""
+    from grpo_bench.preview import run_sample
+
+    run_sample(
+        prompt=prompt, n=n, steps=steps, shift=shift, kernel=kernel, noise_level=noise_level, guidance=guidance,
+        checkpoint=checkpoint, seed=seed, out=out, json_path=json_path, console=console,
+    )
+
+
+@app.command()
+def train(
+    method: str = typer.Option("sage_grpo", "--method", help="Registered method (grpo-bench methods)."),
+    kl: Optional[str] = typer.Option(None, "--kl", help="KL trust region: none, fixed, stepwise, moving, dual."),
+    setting: Optional[str] = typer.Option(None, "--setting", help="Reward weights: A (1,1,1) or B (0.5,0.5,1)."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Run seed (prompt order, noise)."),
+    updates: Optional[int] = typer.Option(None, "--updates", help="Number of GRPO updates."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Run folder (default: a new folder under runs/train/)."),
+    device: Optional[str] = typer.Option(None, "--device", help="auto, cpu, cuda or cuda:N."),
+    resume: bool = typer.Option(True, "--resume/--no-resume", help="Continue from the folder's latest checkpoint."),
+    model: Optional[str] = typer.Option(None, "--model", help="Generator: world, tiny-wan, tiny-hunyuan15, a preset, hub id or folder."),
+    accelerate_config: Optional[str] = typer.Option(
+        None, "--accelerate-config",
+        help="Re-launch through `accelerate launch` with a shipped config (single_gpu, multi_gpu, fsdp2, deepspeed_zero2) or a YAML file."),
+    overrides: Optional[list[str]] = typer.Argument(None, help="key=value config overrides (any RunConfig key)."),
+) -> None:
+    """Train one GRPO run: config.yaml, metrics.jsonl, checkpoints, final.json and DONE in the run folder."""
+    from grpo_bench.train_command import build_config, run_train
+
+    cfg = build_config(method, kl, setting, seed, updates, device, [*(overrides or []), *([f"model={model}"] if model else [])])
+    if accelerate_config is not None:
+        from grpo_bench import distributed
+
+        distributed.config_path(accelerate_config)  # a bad name fails here, before any launch
+        if not distributed.launched():
+            raise typer.Exit(distributed.relaunch(accelerate_config, sys.argv[1:]))
+    run_train(cfg, out, resume, console)
+
+
+_JOBS_HELP = "Parallel cells (default: the GPU count, each worker pinned to its GPU; else the core count)."
+
+
+@app.command()
+def run(
+    suite: Path = typer.Argument(..., help="Suite YAML (e.g. suites/main_table.yaml)."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", help=_JOBS_HELP),
+    backend: str = typer.Option("local", "--backend", help="local (process pool) or submitit (SLURM job array)."),
+    out: Path = typer.Option(Path("runs"), "--out", help="Runs folder; the suite goes to OUT/<suite name>/."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="List the cells and their status; run nothing."),
+    resume: bool = typer.Option(True, "--resume/--no-resume", help="Skip DONE cells, continue partial ones."),
+    overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides of the suite's base config."),
+) -> None:
+    """Run every cell of a suite (resumable, parallel), aggregate results.parquet and render the report."""
+    from grpo_bench.suite_command import run_command
+
+    raise typer.Exit(run_command(suite, jobs, backend, out, dry_run, resume, overrides or [], console))
+
+
+@app.command()
+def ablate(
+    kl: Optional[str] = typer.Option(None, "--kl", help="'all' or a comma list of KL variants."),
+    equalizer: Optional[str] = typer.Option(None, "--equalizer", help="Comma list of on/off, e.g. on,off."),
+    sde: Optional[str] = typer.Option(None, "--sde", help="Comma list of methods or kernels (dance, flow, sage, cps)."),
+    base: Optional[Path] = typer.Option(None, "--base", help="Suite giving base config, budget, seeds (default suites/ablate_kl.yaml)."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", help=_JOBS_HELP),
+    backend: str = typer.Option("local", "--backend", help="local or submitit."),
+    out: Path = typer.Option(Path("runs"), "--out", help="Runs folder."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="List the cells; run nothing."),
+    resume: bool = typer.Option(True, "--resume/--no-resume", help="Skip DONE cells, continue partial ones."),
+    overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides of the base config."),
+) -> None:
+    """Build an ablation grid (KL variant x equalizer x SDE) on a base suite and run it like `run`."""
+    from grpo_bench.suite_command import ablate_command
+
+    raise typer.Exit(ablate_command(kl, equalizer, sde, base, jobs, backend, out, dry_run, resume, overrides or [], console))
+
+
+@app.command()
+def report(run_dir: Path = typer.Argument(..., help="A suite's run folder (runs/<suite>).")) -> None:
+    """Re-render tables, figures and report.md from RUN_DIR/results.parquet."""
+    from grpo_bench.suite_command import report_command
+
+    raise typer.Exit(report_command(run_dir, console))
+
+
 def main() -> None:
     try:
         app()

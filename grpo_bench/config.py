@@ -53,8 +53,10 @@ class RunConfig:
     """Score correction in the SDE mean."""
     train_fraction: float | None = None
     """Random share of eligible steps trained per sample."""
-    max_train_steps: int | None = None
-    """Cap on trained steps per sample."""
+    max_train_steps: int | None = 3
+    """Cap on trained steps per sample: a random subset of the method's eligible steps, drawn per
+    sample. The world default 3 keeps an update cheap and the training compute equal across methods;
+    null restores each method's own selection (every eligible step, or DanceGRPO's 60%)."""
     shared_noise: bool | None = None
     """Same initial noise for all rollouts of a prompt."""
     clip_range: float | None = None
@@ -73,8 +75,8 @@ class RunConfig:
     """Schedule shift."""
     guidance: float = 1.0
     """Classifier-free guidance scale (1 = off; >1 doubles the batch in one call)."""
-    prompts_per_update: int = 4
-    """P: prompt groups per update."""
+    prompts_per_update: int = 2
+    """P: prompt groups per update (world default sized for ~10 min per 200 updates on 2 cores)."""
     group_size: int = 8
     """G: rollouts per prompt (>= 2)."""
     video_size: int = 16
@@ -83,8 +85,9 @@ class RunConfig:
     # --- optimisation ---------------------------------------------------------------------
     updates: int = 200
     """Number of rollout+train iterations."""
-    lr: float = 1e-5
-    """AdamW learning rate."""
+    lr: float = 3e-5
+    """AdamW learning rate. World-calibrated on the judge reward (sage_grpo, P=2, G=8, T=10): 3e-5
+    raises it steadily over 200 updates; 1e-4 without KL already over-optimises the judge."""
     weight_decay: float = 0.0
     """AdamW weight decay."""
     max_grad_norm: float = 1.0
@@ -93,20 +96,30 @@ class RunConfig:
     """Optimizer passes over each rollout batch."""
     minibatches: int = 1
     """Optimizer steps per pass (the batch is split; gradients accumulate within each)."""
+    micro_batch: int = 0
+    """Samples per training forward (0 = the whole minibatch); lower it to fit GPU memory."""
     adv_clip: float = 5.0
     """Advantage clip (±)."""
     on_bad_reward: str = "error"
     """Non-finite reward: 'error' stops the run, 'zero' gives that sample A = 0."""
 
     # --- trust region ---------------------------------------------------------------------
-    kl_weight: float = 0.0
+    kl_weight: float = 0.05
     """Constant KL weight (used when kl_adaptive is false)."""
-    kl_adaptive: bool = False
+    kl_adaptive: bool = True
     """Warm-up from kl_beta_min to kl_beta_max over kl_warmup updates, then feedback on kl_target."""
-    kl_beta_min: float = 1e-7
-    kl_beta_max: float = 1e-5
-    kl_warmup: int = 100
+    kl_beta_min: float = 1e-3
+    """Adaptive KL weight: start and floor. World-calibrated: the paper's 1e-7 -> 1e-5 range is for
+    HunyuanVideo latents; on the world |grad KL| ~ 2 * sqrt(KL / 0.04) against |grad policy| ~ 0.02,
+    so weights ~1e-3 .. 1e-1 span "negligible" to "holds KL near 1e-3"."""
+    kl_beta_max: float = 1e-1
+    """Adaptive KL weight: end of the warm-up and ceiling."""
+    kl_warmup: int = 50
+    """Adaptive KL weight: linear warm-up length in updates."""
     kl_target: float = 1e-3
+    """Adaptive KL weight: target of the mean KL over the last kl_window updates."""
+    kl_window: int = 10
+    """Adaptive KL weight: feedback on the mean KL of the last N updates."""
     beta_pos: float = 1.0
     """Dual KL: weight of the moving-anchor (position) term."""
     beta_vel: float = 0.1
@@ -127,6 +140,8 @@ class RunConfig:
     """Save accelerate state every N updates (resume point)."""
     save_videos: bool = True
     """Store eval sample videos (final update) in the run directory."""
+    trackers: list[str] = field(default_factory=list)
+    """Extra accelerate trackers mirroring metrics.jsonl (e.g. [tensorboard] or [wandb])."""
 
     # --- system ---------------------------------------------------------------------------
     device: str = "auto"
@@ -173,7 +188,9 @@ def coerce(name: str, value: Any, where: str = "") -> Any:
     args = typing.get_args(tp)
     optional = typing.get_origin(tp) in (typing.Union, types.UnionType) and type(None) in args
     base = next((a for a in args if a is not type(None)), tp) if optional else tp
-    if value is None or (isinstance(value, str) and value.lower() in ("null", "none") and optional):
+    # 'none' is a real value of string fields (kl: none is the no-KL variant, not "method default").
+    nulls = ("null",) if base is str else ("null", "none")
+    if value is None or (isinstance(value, str) and value.lower() in nulls and optional):
         if optional:
             return None
         raise UserError(f"{where}config key {name!r} cannot be null")
@@ -274,7 +291,10 @@ def validate(cfg: RunConfig, where: str = "") -> None:
     for key, allowed in choices.items():
         if getattr(cfg, key) not in allowed:
             raise unknown(key, getattr(cfg, key), allowed, where)
-    positive = ("steps", "prompts_per_update", "updates", "inner_epochs", "minibatches", "eval_samples", "anchor_every")
+    positive = (
+        "steps", "prompts_per_update", "updates", "inner_epochs", "minibatches", "eval_samples", "anchor_every",
+        "kl_window", "checkpoint_every", "eval_every",
+    )
     for key in positive:
         if getattr(cfg, key) < 1:
             raise UserError(f"{where}config key {key!r} must be >= 1, got {getattr(cfg, key)!r}")
@@ -283,6 +303,14 @@ def validate(cfg: RunConfig, where: str = "") -> None:
     for key in ("lr", "shift", "guidance", "adv_clip", "max_grad_norm"):
         if not (math.isfinite(getattr(cfg, key)) and getattr(cfg, key) > 0):
             raise UserError(f"{where}config key {key!r} must be a finite number > 0, got {getattr(cfg, key)!r}")
+    for key in ("micro_batch", "diag_every", "kl_warmup", "threads"):
+        if getattr(cfg, key) < 0:
+            raise UserError(f"{where}config key {key!r} must be >= 0, got {getattr(cfg, key)!r}")
+    if cfg.minibatches > cfg.prompts_per_update * cfg.group_size:
+        raise UserError(f"{where}config key 'minibatches' ({cfg.minibatches}) exceeds the rollout batch "
+                        f"prompts_per_update * group_size = {cfg.prompts_per_update * cfg.group_size}")
+    if not (math.isfinite(cfg.kl_target) and cfg.kl_target > 0):
+        raise UserError(f"{where}config key 'kl_target' must be a finite number > 0, got {cfg.kl_target!r}")
     if cfg.kl_weight < 0 or cfg.kl_beta_min < 0 or cfg.kl_beta_max < cfg.kl_beta_min:
         raise UserError(f"{where}KL weights must satisfy 0 <= kl_beta_min <= kl_beta_max and kl_weight >= 0")
     # The method accepts its overrides (ranges of noise level, clip, window …).

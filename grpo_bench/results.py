@@ -28,7 +28,7 @@ method     str         method name (resolved)
 kl         str         KL variant (resolved)
 equalizer  bool        equalizer on/off (resolved)
 seed       int64       run seed
-kind       str         cell | update | final | video | grad | strip (see below)
+kind       str         suite | cell | update | final | video | grad | strip (see below)
 update     Int64       update index (update, grad rows), null otherwise
 metric     str         metric name (cell, update, final, video rows)
 value      float64     the metric's value (NaN when the trainer logged null)
@@ -37,10 +37,10 @@ sample     Int64       sample index within the prompt (video rows)
 video_seed Int64       the eval video's noise seed (video rows): pairs videos across methods
 array      list<f64>   grad: per-step gradient norms (NaN = untrained step); strip: uint8 pixels
 shape      list<i64>   strip: array shape [videos, frames, H, W, 3]
-text       str         cell: JSON {labels, config, status, error}
+text       str         cell: JSON {labels, config, status, error, machine}; suite: JSON
 =========  ==========  =====================================================================
 
-kinds: ``cell`` one row per cell (metric ``wall_time``; failed cells: metric ``error``);
+kinds: ``suite`` one row: text = JSON {name, description, report spec}; ``cell`` one row per cell (metric ``wall_time``; failed cells: metric ``error``);
 ``update`` one row per (update, metric) of metrics.jsonl (scalars only); ``final`` the last
 non-null value of every scalar metric plus the numeric scalars of final.json; ``video`` one row
 per (eval video, metric) of final.json's eval_videos; ``grad`` one row per diagnostic update
@@ -53,13 +53,14 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 import traceback
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+from grpo_bench.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text, read_jsonl
 
 RESULTS = "results.parquet"
 ROWS = "rows.parquet"
@@ -79,29 +80,8 @@ COLUMNS = {
 }
 
 
-# --- atomic writes --------------------------------------------------------------------------
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write via a temp file in the same folder + fsync + rename: readers never see half a file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def atomic_write_text(path: str | Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode())
-
-
-def atomic_write_json(path: str | Path, data: Any) -> None:
-    atomic_write_text(path, json.dumps(data, indent=1, sort_keys=True, default=str) + "\n")
+# Atomic writes live in grpo_bench.atomic; re-exported here for run-directory code.
+__all__ = ["atomic_write_bytes", "atomic_write_json", "atomic_write_text", "read_jsonl"]
 
 
 def _atomic_parquet(path: Path, frame: pd.DataFrame) -> None:
@@ -129,19 +109,6 @@ def record_failure(cell_dir: Path, exc: BaseException, attempt_seconds: float) -
     }
     atomic_write_json(cell_dir / ERROR, record)
     return record
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Lines of a JSONL file; a truncated last line (a killed writer) is skipped."""
-    if not path.is_file():
-        return []
-    out = []
-    for line in path.read_text().splitlines():
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return out
 
 
 # --- one cell's rows --------------------------------------------------------------------------
@@ -178,10 +145,10 @@ def _strip_rows(cell_dir: Path, videos: list[dict[str, Any]]) -> list[dict[str, 
 def cell_rows(cell_dir: Path, meta: dict[str, Any], wall_time: float | None = None) -> pd.DataFrame:
     """This cell's rows of results.parquet, built from the trainer's files (deterministic)."""
     rows: list[dict[str, Any]] = []
-    metrics = read_jsonl(cell_dir / "metrics.jsonl")
+    metrics = read_jsonl(cell_dir / "metrics.jsonl")  # a torn last line is skipped
     last: dict[str, float] = {}
-    for line in metrics:
-        u = int(line.get("update", len(rows)))
+    for i, line in enumerate(metrics):
+        u = int(line.get("update", i))
         for k, v in line.items():
             if k == "update":
                 continue
@@ -206,9 +173,25 @@ def cell_rows(cell_dir: Path, meta: dict[str, Any], wall_time: float | None = No
     # The trainer's own wall time covers every attempt of a resumed cell; the runner's only the last.
     trainer_wall = [v for k, v in last.items() if "wall" in k]
     wall = trainer_wall[0] if trainer_wall else (wall_time if wall_time is not None else math.nan)
-    status = {"labels": meta["labels"], "config": meta["config"], "status": "done"}
+    status = {"labels": meta["labels"], "config": meta["config"], "status": "done", "machine": machine()}
     rows.append({"kind": "cell", "metric": "wall_time", "value": wall, "text": json.dumps(status, sort_keys=True)})
     return _frame(rows, meta)
+
+
+def machine() -> str:
+    """One line naming the machine a cell ran on (for the report header)."""
+    import platform
+
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    info = Path("/proc/cpuinfo")
+    if info.is_file():
+        cpu = next((ln.split(":", 1)[1].strip() for ln in info.read_text().splitlines()
+                    if ln.startswith("model name")), cpu)
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
+    return (f"{cpu}, {os.cpu_count()} CPUs, {gpu}, "
+            f"torch {torch.__version__}, {platform.system()} {platform.release()}")
 
 
 def failure_rows(cell_dir: Path, meta: dict[str, Any]) -> pd.DataFrame:
@@ -246,7 +229,7 @@ def write_cell_rows(cell_dir: Path, meta: dict[str, Any], wall_time: float | Non
 
 
 # --- the suite table ------------------------------------------------------------------------
-def aggregate(suite_dir: Path, metas: list[dict[str, Any]]) -> pd.DataFrame:
+def aggregate(suite_dir: Path, metas: list[dict[str, Any]], info: dict[str, Any] | None = None) -> pd.DataFrame:
     """results.parquet from the given cells (finished: their rows; failed: an error row).
 
     Only the cells of the current expansion are read, so a stale cell folder from an older
@@ -262,6 +245,10 @@ def aggregate(suite_dir: Path, metas: list[dict[str, Any]]) -> pd.DataFrame:
             parts.append(failure_rows(cdir, meta))
     frame = pd.concat(parts, ignore_index=True) if parts else _frame([], {"suite": "", "id": "", "group": "",
                                                                             "config": _EMPTY_CFG})
+    if info is not None:
+        suite_row = _frame([{"kind": "suite", "text": json.dumps(info, sort_keys=True, default=str)}],
+                           {"suite": info.get("name", ""), "id": "", "group": "", "config": _EMPTY_CFG})
+        frame = pd.concat([suite_row, frame], ignore_index=True)
     frame = frame.astype({k: v for k, v in COLUMNS.items() if v != "object"})
     _atomic_parquet(suite_dir / RESULTS, frame)
     return frame

@@ -19,6 +19,7 @@ snapshot has B = 0, i.e. exactly "adapters disabled". One mechanism, no special 
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -50,7 +51,7 @@ class KLInputs:
     var: Tensor  # [b] kernel variance of the step
 
 
-class KLVariant:
+class KLVariant(ABC):
     """A KL trust region: which anchors it needs and its per-sample estimate."""
 
     anchors: ClassVar[tuple[str, ...]] = ()
@@ -59,9 +60,9 @@ class KLVariant:
     def __init__(self, cfg: Any) -> None:
         self.cfg = cfg
 
+    @abstractmethod
     def __call__(self, inp: KLInputs) -> dict[str, Tensor]:
         """{'kl': Tensor[b], ...named parts}: the penalty per sample (parts are for logging)."""
-        raise NotImplementedError  # abstract: every registered variant overrides it
 
 
 @KL_VARIANTS.register("none")
@@ -174,30 +175,27 @@ class Anchors:
 class ConstantKLWeight:
     """A fixed KL weight (cfg.kl_weight)."""
 
-    weight: float
-
-    @property
-    def value(self) -> float:
-        return self.weight
+    value: float
 
     def update(self, kl: float) -> None:
         """Constant: the observed KL does not change the weight."""
 
     def state_dict(self) -> dict[str, Any]:
-        return {"weight": self.weight}
+        return {"value": self.value}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.weight = state["weight"]
+        self.value = float(state["value"])
 
 
 @dataclass
 class AdaptiveKLWeight:
     """Linear warm-up from beta_min to beta_max over `warmup` updates, then proportional feedback.
 
-    After the warm-up, once per update: with kbar the mean KL of the last `window` updates,
-    kbar > 1.5*target multiplies the weight by min(kbar/target, max_factor) (raise), kbar <
-    0.5*target by max(kbar/target, 1/max_factor) (lower); inside the band it is left alone.
-    The weight stays in [beta_min, beta_max].
+    Weight of update u < warmup: beta_min + (beta_max - beta_min) * u / warmup. After the
+    warm-up, once per update, with kbar the mean KL of the last `window` updates: kbar >
+    1.5*target multiplies the weight by min(kbar/target, max_factor) (raise it), kbar < 0.5*target
+    by max(kbar/target, 1/max_factor) (lower it); inside the band it stays. Clamped to
+    [beta_min, beta_max].
     """
 
     beta_min: float
@@ -207,24 +205,26 @@ class AdaptiveKLWeight:
     window: int = 10
     max_factor: float = 2.0
     updates: int = 0
-    beta: float = 0.0
+    """Updates seen so far (the weight `value` is the one for update number `updates`)."""
+    value: float = field(init=False)
     history: deque = field(default_factory=deque)
 
-    @property
-    def value(self) -> float:
-        if self.updates < self.warmup:
-            return self.beta_min + (self.beta_max - self.beta_min) * self.updates / self.warmup
-        return self.beta if self.updates > self.warmup else self.beta_max
+    def __post_init__(self) -> None:
+        self.value = self._warmup_value(0)
+
+    def _warmup_value(self, u: int) -> float:
+        if self.warmup <= 0:
+            return self.beta_max
+        return self.beta_min + (self.beta_max - self.beta_min) * min(u, self.warmup) / self.warmup
 
     def update(self, kl: float) -> None:
-        """Record one update's mean KL and set the weight for the next update."""
-        current = self.value
+        """Record one update's mean KL and set the weight of the next update."""
         self.history.append(float(kl))
         while len(self.history) > self.window:
             self.history.popleft()
         self.updates += 1
         if self.updates <= self.warmup:
-            self.beta = self.value
+            self.value = self._warmup_value(self.updates)
             return
         ratio = sum(self.history) / len(self.history) / self.target
         factor = 1.0
@@ -232,13 +232,13 @@ class AdaptiveKLWeight:
             factor = min(ratio, self.max_factor)
         elif ratio < 0.5:
             factor = max(ratio, 1.0 / self.max_factor)
-        self.beta = min(max(current * factor, self.beta_min), self.beta_max)
+        self.value = min(max(self.value * factor, self.beta_min), self.beta_max)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"updates": self.updates, "beta": self.beta, "history": list(self.history)}
+        return {"updates": self.updates, "value": self.value, "history": list(self.history)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.updates, self.beta = int(state["updates"]), float(state["beta"])
+        self.updates, self.value = int(state["updates"]), float(state["value"])
         self.history = deque(state["history"])
 
 

@@ -1,1 +1,45 @@
-"""models"""
+"""Generator models behind one protocol (models/base.py), looked up by name.
+
+A model module registers a factory ``factory(pretrained: bool = True, **kw) -> VideoModel`` with
+``@MODELS.register("name")``; the registry imports this package's modules on first lookup, so
+a new adapter only needs a new file here (import heavy libraries inside the factory).
+
+    load("world")                      # the shipped pretrained world model
+    build("world", size=16)            # a randomly initialised one (tests)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from grpo_bench.registry import LazyRegistry
+
+MODELS: LazyRegistry = LazyRegistry("generator model", "grpo_bench.models")
+
+
+def load(name: str, **kw: Any) -> Any:
+    """The pretrained model registered as ``name`` (keyword arguments go to its factory).
+
+    A name that is not registered but looks like a hub id ("org/model") or an existing folder
+    loads a diffusers pipeline from local files (models/diffusers_video.py: never downloads)."""
+    if name not in MODELS and ("/" in name or Path(name).expanduser().exists()):
+        from grpo_bench.models.diffusers_video import load_any
+
+        return load_any(name, **kw)
+    return MODELS.get(name)(pretrained=True, **kw)
+
+
+def from_config(cfg: Any) -> Any:
+    """The generator a RunConfig names; every factory reads what it needs from ``cfg`` (the world
+    model its video size; diffusers models frames, size, LoRA, checkpointing, precision, device)."""
+    return load(cfg.model, cfg=cfg)
+
+
+def build(name: str, pretrained: bool = False, **kw: Any) -> Any:
+    """A model registered as ``name``, randomly initialised unless ``pretrained``."""
+    return MODELS.get(name)(pretrained=pretrained, **kw)
+
+
+def names() -> list[str]:
+    return MODELS.names()

@@ -31,6 +31,18 @@ def setting_weights(setting: str) -> dict[str, float]:
     return SETTINGS[setting]
 
 
+def reward_weights(reward: object, setting: str) -> dict[str, float]:
+    """The weights of ``setting`` for this reward: its own ``settings`` table when it has one
+    (single-score rewards such as CLIPScore and PickScore weight their one score 1 in A and B),
+    else the VQ/MQ/TA settings above."""
+    own = getattr(reward, "settings", None)
+    if own:
+        if setting not in own:
+            raise unknown("setting", setting, own)
+        return own[setting]
+    return setting_weights(setting)
+
+
 def composite(scores: dict[str, Tensor], setting: str | dict[str, float]) -> Tensor:
     """w_vq*VQ + w_mq*MQ + w_ta*TA: Tensor[B]. ``setting`` is 'A', 'B' or explicit weights."""
     weights = setting_weights(setting) if isinstance(setting, str) else setting

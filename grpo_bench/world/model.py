@@ -7,9 +7,11 @@ part embeddings are summed with a sigma embedding and modulate every residual bl
 Because the parts are embedded separately, a held-out combination (e.g. "a blue triangle
 moving up") is a new sum of parts the network has seen, which is what makes it compositional.
 
-Levels (F x H x W at 16x16): 8x16x16 (c0) -> 8x8x8 (c1) -> 4x4x4 (c2, the middle), and back
+Levels (F x H x W at 16x16): 8x16x16 (c0=16) -> 8x8x8 (c1=32) -> 4x4x4 (c2=96, the middle), and back
 up with skip connections. Time is only pooled at the middle level so early layers see all
-frames and motion stays sharp. Convolutions are full 3x3x3.
+frames and motion stays sharp. Convolutions are full 3x3x3. Most parameters sit in the cheap
+middle level; the full-resolution level is kept narrow because it dominates the compute
+(about 1.4M parameters, ~115 training videos/s on 2 CPU cores at batch 64).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ NULL_INDEX = PART_SIZES
 class WorldUNetConfig:
     """Architecture of the world U-Net (stored in the weights file's metadata)."""
 
-    channels: tuple[int, int, int] = (32, 64, 96)
+    channels: tuple[int, int, int] = (16, 32, 96)
     """Feature channels at the three levels (full res, half spatial, half spatio-temporal)."""
     emb_dim: int = 128
     """Width of the conditioning vector (prompt parts + sigma) fed to every block."""

@@ -1,0 +1,88 @@
+"""Harness overhead: one GRPO update against a bare loop with the same model calls.
+
+The bare loop makes exactly the calls an update makes, on the same batch shapes: per rollout step
+one no_grad forward of the policy on the whole batch, plus, for each KL anchor, one forward on the
+rows that train that step this update; per trained step one forward+backward on the whole batch,
+and one AdamW step; no kernels, log-probs, advantages, gathers or bookkeeping. The reward is a constant-time stub so the ratio measures the harness.
+Target: update / bare <= 1.15.
+
+    OMP_NUM_THREADS=2 python -m pytest benchmarks/test_update_overhead.py -s -p no:randomly
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from grpo_bench import models
+from grpo_bench.config import RunConfig, resolve
+from grpo_bench.rollout import generator
+from grpo_bench.trainer import Trainer
+
+ROUNDS = 5
+
+
+class StubReward:
+    def __call__(self, videos, prompts):
+        z = videos.flatten(1).mean(1)
+        return {"vq": z, "mq": -z, "ta": z * 0.5}
+
+
+def _bare_loop(model, B, T, anchor_rows, K, opt):
+    """anchor_rows: the batch size of every anchor forward the update made."""
+    x = torch.randn(B, *model.latent_shape)
+    sigma = torch.full((B,), 0.5)
+    cond = model.encode_prompts(["a red circle moving left"] * B)
+    with torch.no_grad():
+        for _ in range(T):
+            model.velocity(x, sigma, cond)
+        for n in anchor_rows:
+            model.velocity(x[:n], sigma[:n], cond[:n])
+    opt.zero_grad(set_to_none=True)
+    for _ in range(K):
+        model.velocity(x, sigma, cond).square().mean().backward()
+    opt.step()
+
+
+def _anchor_rows(trainer, u: int) -> list[int]:
+    """Rows per anchor forward in update u: for each anchor and stored step, the rows training it."""
+    B = trainer.cfg.prompts_per_update * trainer.cfg.group_size
+    steps = trainer.method.train_steps(trainer.sigmas, B, generator(trainer.cfg.seed, "steps", u))
+    trains = torch.zeros(B, trainer.cfg.steps, dtype=torch.bool).scatter_(1, steps, True)
+    per_step = [int(trains[:, i].sum()) for i in trainer.stored.tolist() if trains[:, i].any()]
+    return per_step * len(trainer.anchors.names)
+
+
+@pytest.mark.benchmark
+@pytest.mark.parametrize("preset", ["small", "default"])
+def test_update_vs_bare_loop(benchmark, tmp_path, preset):
+    torch.manual_seed(0)
+    kw = dict(device="cpu", diag_every=0, kl="dual")
+    if preset == "small":
+        kw.update(steps=6, prompts_per_update=2, group_size=4)
+    cfg = resolve(RunConfig(**kw))
+    model = models.build("world", pretrained=False, size=cfg.video_size if cfg.video_size == 16 else 16)
+    trainer = Trainer(cfg, tmp_path, model, StubReward())
+    B = cfg.prompts_per_update * cfg.group_size
+    K = trainer.method.train_steps(trainer.sigmas, B).shape[1]
+    bare_opt = torch.optim.AdamW([p for p in model.trainable_module().parameters()], lr=0.0)  # lr 0: model unchanged
+
+    trainer.update(0)  # warm-up (allocator, oneDNN primitives)
+    _bare_loop(model, B, cfg.steps, _anchor_rows(trainer, 0), K, bare_opt)
+    harness, bare = [], []
+    for r in range(1, ROUNDS + 1):  # interleaved, so machine load hits both alike
+        t = time.perf_counter()
+        trainer.update(r)
+        harness.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        _bare_loop(model, B, cfg.steps, _anchor_rows(trainer, r), K, bare_opt)
+        bare.append(time.perf_counter() - t)
+    ratio = min(harness) / min(bare)
+    benchmark.extra_info.update(update_s=min(harness), bare_s=min(bare), ratio=ratio, batch=B, steps=cfg.steps,
+                                trained_steps=K)
+    benchmark.pedantic(trainer.update, args=(ROUNDS + 1,), rounds=1, iterations=1)
+    print(f"\n[{preset}] B={B} T={cfg.steps} K={K}: update {min(harness):.3f}s, "
+          f"bare {min(bare):.3f}s, ratio {ratio:.3f}")
+    assert ratio <= 1.15

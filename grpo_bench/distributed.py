@@ -1,0 +1,131 @@
+"""Data-parallel GRPO on accelerate: shipped launch configs, the global batch split across ranks,
+rewards gathered for group statistics, gradients averaged, per-rank noise seeds.
+
+The global batch of one update is the P x G rollouts in group-major order (the single-process
+order). Rank r of W samples the contiguous rows ``shard(P*G, r, W)``; a group may span ranks.
+Every rank draws the same global initial noise (so a seed's noise is the same whatever W) and keeps
+its rows; SDE noise comes from ``rank_seed(seed, r)`` (rank 0 keeps the run seed, so W = 1 is the
+single-process run exactly). Rewards are computed where the videos were sampled, then
+``gather_rewards`` concatenates them in rank order so every rank computes the same group
+advantages over the whole batch and keeps its slice. After the backward passes,
+``average_gradients`` all-reduces the trainable gradients (mean), so every rank applies the same
+update and the parameters stay identical (the test launches two CPU processes and checks it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from grpo_bench.errors import UserError, unknown
+
+CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+
+
+# --- launch ------------------------------------------------------------------------------------
+def config_names() -> list[str]:
+    return sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
+
+
+def config_path(name: str) -> Path:
+    """A shipped accelerate config by name (single_gpu, multi_gpu, fsdp2, deepspeed_zero2) or a YAML path."""
+    path = Path(name).expanduser()
+    if path.suffix in (".yaml", ".yml") and path.is_file():
+        return path
+    if name not in config_names():
+        raise unknown("accelerate config", name, config_names(), "--accelerate-config: ")
+    return CONFIG_DIR / f"{name}.yaml"
+
+
+def launched() -> bool:
+    """True inside a process started by ``accelerate launch`` (or torchrun)."""
+    return "LOCAL_RANK" in os.environ or "ACCELERATE_PROCESS_ID" in os.environ
+
+
+def launch_command(name: str, cli_args: list[str], num_processes: int | None = None) -> list[str]:
+    """``accelerate launch --config_file <shipped config> -m grpo_bench.cli <cli_args>``."""
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(config_path(name))]
+    if num_processes is not None:
+        cmd += ["--num_processes", str(num_processes)]
+    return [*cmd, "-m", "grpo_bench.cli", *cli_args]
+
+
+def relaunch(name: str, argv: list[str]) -> int:
+    """Run this ``grpo-bench`` command line again under ``accelerate launch`` with config ``name``;
+    ``--accelerate-config NAME`` (or ``=NAME``) is dropped from ``argv``. Returns the exit code."""
+    args, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == "--accelerate-config":
+            skip = True
+        elif not a.startswith("--accelerate-config="):
+            args.append(a)
+    return subprocess.call(launch_command(name, args))
+
+
+# --- the global batch across ranks --------------------------------------------------------------
+def rank_seed(seed: int, rank: int) -> int:
+    """The seed of rank's own random streams (SDE noise): the run seed on rank 0, distinct and
+    deterministic on the others (a hash, so nearby run seeds do not share streams)."""
+    if rank == 0:
+        return int(seed)
+    digest = hashlib.sha256(f"grpo-bench:{int(seed)}:rank{int(rank)}".encode()).digest()
+    return int.from_bytes(digest[:7], "little")
+
+
+def shard(n: int, rank: int, world: int) -> slice:
+    """This rank's contiguous rows of a global batch of n (n must divide by world)."""
+    if n % world:
+        raise UserError(
+            f"prompts_per_update x group_size = {n} rollouts cannot be split evenly over {world} processes; "
+            f"choose them so that {world} divides their product"
+        )
+    per = n // world
+    return slice(rank * per, (rank + 1) * per)
+
+
+def gather_rewards(local: Tensor, acc: Any) -> Tensor:
+    """Rewards of every rank's rows, concatenated in rank order: Tensor[n] on every rank (CPU)."""
+    if acc.num_processes == 1:
+        return local
+    return acc.gather(local.to(acc.device).contiguous()).cpu()
+
+
+def gather_scores(scores: dict[str, Tensor], acc: Any) -> dict[str, Tensor]:
+    """gather_rewards for every dimension of a reward's output (same keys on every rank)."""
+    return {k: gather_rewards(v.float(), acc) for k, v in sorted(scores.items())}
+
+
+def average_gradients(params: Iterable[torch.nn.Parameter], acc: Any) -> None:
+    """All-reduce (mean) the gradients of the trainable parameters, in one flat buffer."""
+    if acc.num_processes == 1:
+        return
+    params = [p for p in params if p.requires_grad]
+    for p in params:
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+    flat = torch.cat([p.grad.reshape(-1).float() for p in params])
+    torch.distributed.all_reduce(flat, op=torch.distributed.ReduceOp.SUM)
+    flat /= acc.num_processes
+    offset = 0
+    for p in params:
+        n = p.grad.numel()
+        p.grad.copy_(flat[offset : offset + n].view_as(p.grad))
+        offset += n
+
+
+def parameter_digest(params: Iterable[Tensor]) -> str:
+    """A hash of parameter values (to check that ranks agree)."""
+    h = hashlib.sha256()
+    for p in params:
+        h.update(p.detach().float().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()

@@ -1,0 +1,93 @@
+"""The GRPO policy loss with the gradient-norm equalizer and the KL penalty (DESIGN.md §3–4).
+
+Per trajectory j and trained step i:
+
+    rho_ij = exp(logp_theta - logp_old)
+    L_ij   = S_i * max(-A_j * rho_ij, -A_j * clip(rho_ij, 1-eps, 1+eps))
+    loss   = mean_(j,i) L_ij + kl_weight * mean_(j,i) KL_ij
+
+``step_terms`` evaluates one trained step for a chunk of b samples (each sample may sit at a
+different step i, as with DanceGRPO's random step subsets) with one batched forward; the trainer
+sums chunks × steps and divides by the number of (j, i) pairs (gradient accumulation).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from grpo_bench.rollout import Rollout, StepTable, guided_velocity, index_cond, transition
+from grpo_bench.sde import log_prob
+from grpo_bench.trust_region import KLInputs, KLVariant
+
+
+def clipped_policy_loss(
+    logp: Tensor, logp_old: Tensor, adv: Tensor, weight: Tensor, clip_range: float
+) -> tuple[Tensor, Tensor]:
+    """(L: Tensor[b], rho: Tensor[b]) for logp, logp_old, adv, weight: Tensor[b]."""
+    ratio = torch.exp(logp - logp_old)  # [b]; exactly 1 on the first inner update
+    unclipped = -adv * ratio  # [b]
+    clipped = -adv * ratio.clamp(1 - clip_range, 1 + clip_range)  # [b]
+    return weight * torch.maximum(unclipped, clipped), ratio  # pessimistic (PPO) bound, S_i-weighted
+
+
+@dataclass
+class StepTerms:
+    policy: Tensor  # [b] S_i * clipped objective (with grad)
+    kl: dict[str, Tensor]  # 'kl' (the penalty) and named parts, each [b] (with grad)
+    ratio: Tensor  # [b]
+
+
+@dataclass
+class LossContext:
+    """What the loss needs besides the rollout: fixed for a whole run."""
+
+    model: Any
+    table: StepTable
+    weight: Tensor  # [T] equalizer S_i (ones when off)
+    kl: KLVariant
+    clip_range: float
+    logprob: str
+    guidance: float
+
+
+def step_terms(ctx: LossContext, ro: Rollout, adv: Tensor, rows: Tensor, steps: Tensor) -> StepTerms:
+    """Loss terms of b samples `rows`: Long[b], each at its trained step `steps`: Long[b]."""
+    slot = ro.slot[steps.cpu()].to(ro.x.device)  # [b] position of each sample's step in the rollout store
+    x, x_next = ro.x[rows, slot], ro.x_next[rows, slot]  # [b, C, F, H, W]
+    cond = index_cond(ro.cond, rows)
+    null = ctx.model.null_cond(len(rows)) if ctx.guidance != 1.0 else None
+    v = guided_velocity(ctx.model.velocity, x, ctx.table.sigma[steps], cond, null, ctx.guidance)  # one call
+    mu, std = transition(ctx.table, steps, x, v)  # same function as the rollout: rho == 1 at first
+    logp = log_prob(x_next, mu, std, ctx.logprob)  # [b]
+    logp_old = ro.logp_old[rows, slot]  # [b]
+    policy, ratio = clipped_policy_loss(logp, logp_old, adv[rows], ctx.weight[steps], ctx.clip_range)
+    kl = ctx.kl(
+        KLInputs(
+            mu=mu, logp=logp, logp_old=logp_old, mu_old=ro.mu_old[rows, slot],
+            mu_ref={a: ref[rows, slot] for a, ref in ro.mu_ref.items()}, var=std.flatten() ** 2,
+        )
+    )
+    return StepTerms(policy, kl, ratio.detach())
+
+
+def per_step_grad_norms(
+    ctx: LossContext, ro: Rollout, adv: Tensor, params: list[Tensor], steps_total: int
+) -> list[float | None]:
+    """Measured |grad L_i| for each stored step i: one backward per step over the whole batch.
+
+    L_i = mean_j S_i * L_ij (the policy loss the method optimises at that step, KL excluded);
+    None for steps the method never trains. Gradients go to a side buffer (autograd.grad), so
+    the optimizer's accumulated .grad is untouched."""
+    out: list[float | None] = [None] * steps_total
+    rows = torch.arange(ro.x.shape[0], device=ro.x.device)
+    for i in ro.stored.tolist():
+        steps = torch.full_like(rows, i)
+        loss = step_terms(ctx, ro, adv, rows, steps).policy.mean()
+        grads = torch.autograd.grad(loss, params, allow_unused=True)
+        sq = sum(float(g.float().pow(2).sum()) for g in grads if g is not None)
+        out[i] = sq**0.5
+    return out

@@ -1,0 +1,350 @@
+"""Shared adapter logic for diffusers text-to-video pipelines (Wan, HunyuanVideo 1.5).
+
+The harness's kernels drive sampling; an adapter only maps (x, sigma, cond) to the velocity the
+pipeline's transformer predicts, exactly as the diffusers pipeline feeds it:
+
+* timestep = sigma * num_train_timesteps (1000), as ``FlowMatchEulerDiscreteScheduler`` sets
+  ``timesteps = sigmas * 1000``;
+* velocity sign: the scheduler's Euler step is ``x' = x + (sigma' - sigma) * model_output``, i.e.
+  ``x - Delta * v`` with v = model_output; the harness's ODE step is the same, so v is the raw output;
+* latents stay in the pipeline's normalised latent space (what the transformer sees); only
+  ``decode`` undoes the normalisation (Wan: ``x * std + mean``; HunyuanVideo 1.5: ``x / scaling_factor``)
+  and runs the VAE, for the reward only, tiled where the VAE offers it.
+
+Text embeddings are computed once per prompt with the pipeline's own ``encode_prompt`` and cached.
+Classifier-free guidance is the harness's (``v_u + g (v_c - v_u)``, the formula of both pipelines);
+``null_cond`` is the pipeline's negative prompt ("" for both).
+
+Training modes: LoRA through peft (``ModelMixin.add_adapter`` → ``peft.inject_adapter_in_model``
+with a ``LoraConfig`` on configurable target modules; the base weights are frozen, so the initial
+snapshot of the trainable parameters (lora_B = 0) is exactly "adapters disabled"), or full
+fine-tuning. bf16: the transformer runs under ``torch.autocast`` (LoRA: frozen base weights stored in
+bf16, adapters in float32), its output is returned in float32 so kernels and log-probs stay float32.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import warnings
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from grpo_bench.errors import UserError
+from grpo_bench.registry import Registry
+
+NUM_TRAIN_TIMESTEPS = 1000
+
+
+# --- conditioning ---------------------------------------------------------------------------
+class TextCond(dict):
+    """Prompt conditioning: a dict of named tensors (embeddings, masks), each batched along dim 0.
+    A plain dict subclass, so the rollout's pytree helpers (cat/index) handle it as any dict."""
+
+    def __len__(self) -> int:  # the batch size, not the number of keys
+        return next(iter(self.values())).shape[0]
+
+    def rows(self, idx: Any) -> TextCond:
+        if isinstance(idx, int):
+            idx = slice(idx, idx + 1)
+        return TextCond({k: v[idx] for k, v in self.items()})
+
+    def repeat_interleave(self, n: int) -> TextCond:
+        return TextCond({k: v.repeat_interleave(n, dim=0) for k, v in self.items()})
+
+    @staticmethod
+    def cat(conds: Sequence[Any]) -> TextCond:
+        keys = list(conds[0].keys())
+        return TextCond({k: torch.cat([c[k] for c in conds], dim=0) for k in keys})
+
+
+# --- options ---------------------------------------------------------------------------------
+@dataclass
+class AdapterOptions:
+    """How a diffusers model is set up for RL (filled from the run config)."""
+
+    frames: int = 9
+    """Video frames (pixel space); latent frames = (frames - 1) // vae_temporal + 1."""
+    height: int = 16
+    width: int = 16
+    lora_rank: int = 0
+    """LoRA rank (0 = full fine-tuning)."""
+    lora_alpha: float = 0.0
+    """LoRA alpha (0 = equal to the rank)."""
+    lora_targets: list[str] = field(default_factory=lambda: ["to_q", "to_k", "to_v", "to_out.0"])
+    """Module-name suffixes LoRA wraps (peft ``target_modules``)."""
+    gradient_checkpointing: bool = False
+    mixed_precision: str = "no"
+    """'no' (float32) or 'bf16' (autocast; LoRA base weights stored in bf16)."""
+    device: str = "cpu"
+    vae_tiling: bool = True
+    """Tiled VAE decode where the VAE offers it (saves memory at real resolutions)."""
+    decode_batch: int = 1
+    """Videos decoded per VAE call."""
+    max_sequence_length: int | None = None
+    """Text tokens (None = the pipeline's default)."""
+
+    @classmethod
+    def from_config(cls, cfg: Any, **overrides: Any) -> AdapterOptions:
+        """Options from a RunConfig (fields of the same names)."""
+        names = ("frames", "height", "width", "lora_rank", "lora_alpha", "lora_targets",
+                 "gradient_checkpointing", "mixed_precision")
+        kw = {n: getattr(cfg, n) for n in names if hasattr(cfg, n)}
+        if hasattr(cfg, "device") and cfg.device not in ("auto", "cuda"):
+            kw["device"] = cfg.device
+        elif torch.cuda.is_available():  # under accelerate launch: this process's GPU
+            kw["device"] = f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}"
+        kw.update(overrides)
+        return cls(**kw)
+
+
+# --- the velocity network (the trainable module) -----------------------------------------------
+class VelocityNet(nn.Module, ABC):
+    """forward(x, sigma, cond) -> v: the module RL trains. Wraps the pipeline's transformer so
+    ``torch.func.functional_call(net, params, (x, sigma, cond))`` evaluates the velocity under any
+    snapshot of the trainable parameters. Subclasses build the transformer's keyword arguments."""
+
+    def __init__(self, transformer: nn.Module, autocast_dtype: torch.dtype | None) -> None:
+        super().__init__()
+        self.transformer = transformer
+        self.autocast_dtype = autocast_dtype
+
+    @abstractmethod
+    def transformer_inputs(self, x: Tensor, timestep: Tensor, cond: TextCond, dtype: torch.dtype) -> dict[str, Any]:
+        """Keyword arguments of the transformer call, exactly as the pipeline builds them."""
+
+    def forward(self, x: Tensor, sigma: Tensor, cond: TextCond) -> Tensor:
+        # x: [B, C, F, H, W] (normalised latents), sigma: [B] -> v: [B, C, F, H, W] float32
+        timestep = sigma.float() * NUM_TRAIN_TIMESTEPS  # scheduler: timesteps = sigmas * 1000
+        dtype = self.transformer.dtype  # the pipeline casts latents and embeddings to this
+        kwargs = self.transformer_inputs(x.to(dtype), timestep, cond, dtype)
+        ctx = (
+            torch.autocast(x.device.type, dtype=self.autocast_dtype)
+            if self.autocast_dtype is not None
+            else contextlib.nullcontext()
+        )
+        with ctx:
+            out = self.transformer(**kwargs, return_dict=False)[0]
+        return out.float()
+
+
+# --- the adapter -------------------------------------------------------------------------------
+class DiffusersVideoModel(ABC):
+    """A diffusers text-to-video pipeline behind the VideoModel protocol (models/base.py).
+
+    Subclasses set ``net_class`` and implement ``vae_factors``, ``encode_batch`` and ``vae_decode``.
+    """
+
+    net_class: type[VelocityNet]
+    negative_prompt: str = ""
+
+    def __init__(self, pipe: Any, options: AdapterOptions) -> None:
+        self.pipe = pipe
+        self.options = opts = options
+        self.device = torch.device(opts.device)
+        if opts.mixed_precision not in ("no", "bf16"):
+            raise UserError(f"mixed_precision for diffusers models must be 'no' or 'bf16', got {opts.mixed_precision!r}")
+        bf16 = opts.mixed_precision == "bf16"
+        self.weight_dtype = torch.bfloat16 if bf16 else torch.float32
+        transformer = pipe.transformer
+        lora = opts.lora_rank > 0
+        # Frozen parts: text encoders (bf16 under mixed precision) and the VAE (float32: its decode
+        # feeds the reward and is cheap next to the transformer).
+        for name in ("text_encoder", "text_encoder_2"):
+            enc = getattr(pipe, name, None)
+            if enc is not None:
+                cast(enc.requires_grad_(False).eval().to(self.device), self.weight_dtype)
+        cast(pipe.vae.requires_grad_(False).eval().to(self.device), torch.float32)
+        if opts.vae_tiling and hasattr(pipe.vae, "enable_tiling"):
+            pipe.vae.enable_tiling()
+        # LoRA: frozen base stored in the compute dtype; adapters float32 (peft autocasts them up).
+        # Full fine-tuning keeps float32 master weights and autocasts the forward.
+        cast(transformer.to(self.device), self.weight_dtype if lora else torch.float32)
+        if lora:
+            from peft import LoraConfig
+
+            transformer.requires_grad_(False)
+            transformer.add_adapter(
+                LoraConfig(
+                    r=opts.lora_rank,
+                    lora_alpha=opts.lora_alpha or opts.lora_rank,
+                    target_modules=list(opts.lora_targets),
+                    init_lora_weights=True,  # lora_B = 0: the adapted model starts equal to the base
+                )
+            )
+            for p in transformer.parameters():
+                if p.requires_grad:
+                    p.data = p.data.float()
+            if not any(p.requires_grad for p in transformer.parameters()):
+                raise UserError(f"lora_targets {opts.lora_targets} match no module of {type(transformer).__name__}")
+        else:
+            transformer.requires_grad_(True)
+        if opts.gradient_checkpointing:
+            transformer.enable_gradient_checkpointing()
+        transformer.train()  # no dropout in these transformers; train() lets checkpointing act
+        self.net = self.net_class(transformer, torch.bfloat16 if bf16 else None)
+        self._cache: dict[str, TextCond] = {}
+        self.latent_shape = self._latent_shape()
+
+    # --- protocol ---------------------------------------------------------------------------
+    def _latent_shape(self) -> tuple[int, int, int, int]:
+        # Like the pipelines: frames - 1 must divide by the VAE's temporal factor and the size by
+        # (spatial factor x patch); other values are rounded to the nearest valid one with a warning.
+        t, s, channels, patch = self.vae_factors()
+        o = self.options
+        frames = max(1, round((o.frames - 1) / t)) * t + 1
+        height, width = (max(1, round(v / (s * patch))) * s * patch for v in (o.height, o.width))
+        if (frames, height, width) != (o.frames, o.height, o.width):
+            warnings.warn(
+                f"{type(self).__name__}: frames x height x width {o.frames}x{o.height}x{o.width} rounded to "
+                f"{frames}x{height}x{width} (frames = 1 + k*{t}, size a multiple of {s * patch})",
+                stacklevel=3,
+            )
+            o.frames, o.height, o.width = frames, height, width
+        return (channels, (frames - 1) // t + 1, height // s, width // s)
+
+    @torch.no_grad()
+    def encode_prompts(self, prompts: list[str]) -> TextCond:
+        """Conditioning for the prompts; each distinct prompt is encoded once and cached."""
+        missing = list(dict.fromkeys(p for p in prompts if p not in self._cache))
+        if missing:
+            cond = self.encode_batch(missing)
+            for i, p in enumerate(missing):
+                self._cache[p] = cond.rows(i)
+        return TextCond.cat([self._cache[p] for p in prompts])
+
+    def null_cond(self, n: int) -> TextCond:
+        """The pipeline's negative-prompt conditioning, n times."""
+        return self.encode_prompts([self.negative_prompt]).repeat_interleave(n)
+
+    @staticmethod
+    def cat_cond(a: Any, b: Any) -> TextCond:
+        """Two conditionings concatenated along the batch (guidance runs one doubled batch)."""
+        return TextCond.cat([a, b])
+
+    def to(self, device: str | torch.device) -> DiffusersVideoModel:
+        """Move every component (transformer, text encoders, VAE) and the prompt cache to device."""
+        self.device = torch.device(device)
+        for name in ("transformer", "text_encoder", "text_encoder_2", "vae"):
+            module = getattr(self.pipe, name, None)
+            if module is not None:
+                module.to(self.device)
+        self._cache = {p: TextCond({k: v.to(self.device) for k, v in c.items()}) for p, c in self._cache.items()}
+        return self
+
+    def velocity(self, x: Tensor, sigma: Tensor, cond: TextCond) -> Tensor:
+        """v for latents x: Tensor[B, C, F, H, W] at sigma: Tensor[B] (float32)."""
+        return self.net(x, sigma, cond)
+
+    @torch.no_grad()
+    def decode(self, x: Tensor) -> Tensor:
+        """Videos Tensor[B, 3, F', H', W'] in [-1, 1] from final latents (for the reward only)."""
+        out = [self.vae_decode(x[i : i + self.options.decode_batch]) for i in range(0, x.shape[0], self.options.decode_batch)]
+        return torch.cat(out).float().clamp(-1, 1)
+
+    def trainable_module(self) -> nn.Module:
+        return self.net
+
+    @contextlib.contextmanager
+    def adapters_disabled(self) -> Iterator[None]:
+        """The base model (LoRA adapters off) inside the block; a no-op for full fine-tuning."""
+        if self.options.lora_rank <= 0:
+            yield
+            return
+        self.net.transformer.disable_adapters()
+        try:
+            yield
+        finally:
+            self.net.transformer.enable_adapters()
+
+    # --- per-model hooks ----------------------------------------------------------------------
+    @abstractmethod
+    def vae_factors(self) -> tuple[int, int, int, int]:
+        """(temporal factor, spatial factor, latent channels, transformer spatial patch)."""
+
+    @abstractmethod
+    def encode_batch(self, prompts: list[str]) -> TextCond:
+        """Conditioning for distinct prompts with the pipeline's own ``encode_prompt``."""
+
+    @abstractmethod
+    def vae_decode(self, x: Tensor) -> Tensor:
+        """Undo the latent normalisation and decode: Tensor[b, 3, F', H', W'] (about [-1, 1])."""
+
+
+# --- loading ---------------------------------------------------------------------------------
+PIPELINES: Registry[Any] = Registry("diffusers pipeline")
+"""Pipeline class name (model_index.json ``_class_name``) -> loader(source, options)."""
+
+
+def load_any(source: str, cfg: Any = None, **overrides: Any) -> DiffusersVideoModel:
+    """A supported diffusers pipeline from a local folder or a hub id in the local cache, chosen by
+    its model_index.json ``_class_name``; UserError naming the download when it is not present."""
+    name = pipeline_class_name(source)
+    if name is None:
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = try_to_load_from_cache(source, "model_index.json") if source.count("/") == 1 else None
+        if not isinstance(cached, str):
+            raise missing_model(source, "diffusers")
+        name = pipeline_class_name(str(Path(cached).parent))
+    options = AdapterOptions.from_config(cfg, **overrides) if cfg is not None else AdapterOptions(**overrides)
+    return PIPELINES.get(name or "?", where=f"model {source!r}: ")(source, options)
+
+
+def missing_model(source: str, what: str) -> UserError:
+    local = f"models/{source.rstrip('/').split('/')[-1]}"
+    return UserError(
+        f"model {source!r} ({what}) is not available locally and grpo-bench never downloads weights; "
+        f"download it first, e.g. `hf download {source} --local-dir {local}`, then pass model={local} "
+        f"(or pre-fill the Hugging Face cache at $HF_HOME)"
+    )
+
+
+def load_pipeline(pipeline_cls: Any, source: str, what: str, **kwargs: Any) -> Any:
+    """``pipeline_cls.from_pretrained`` from a local folder or the local Hugging Face cache only.
+
+    Never downloads and never retries: a model that is not present gives a one-line UserError
+    naming what to download and where to put it.
+    """
+    path = Path(os.path.expanduser(source))
+    local = path.exists()
+    if local and not (path / "model_index.json").is_file():
+        raise UserError(f"model folder {str(path)!r} has no model_index.json (expected a diffusers {what} pipeline folder)")
+    try:
+        return pipeline_cls.from_pretrained(str(path) if local else source, local_files_only=True, **kwargs)
+    except (OSError, ValueError, EnvironmentError) as exc:
+        if local:
+            raise UserError(f"cannot load the {what} pipeline from {str(path)!r}: {str(exc).splitlines()[0]}") from None
+        raise missing_model(source, what) from None
+
+
+def pipeline_class_name(source: str) -> str | None:
+    """``_class_name`` from a local pipeline folder's model_index.json (None if not local)."""
+    import json
+
+    index = Path(os.path.expanduser(source)) / "model_index.json"
+    if not index.is_file():
+        return None
+    return json.loads(index.read_text()).get("_class_name")
+
+
+def cast(module: nn.Module, dtype: torch.dtype) -> nn.Module:
+    """Cast floating parameters and buffers to dtype, except the modules the model keeps in float32
+    (diffusers' ``_keep_in_fp32_modules``: norms, time embedders, RoPE)."""
+    keep = tuple(getattr(module, "_keep_in_fp32_modules", None) or ())
+    for name, sub in module.named_modules():
+        target = torch.float32 if keep and any(k in name.split(".") for k in keep) else dtype
+        for t in [*sub.parameters(recurse=False), *sub.buffers(recurse=False)]:
+            if t.is_floating_point() and t.dtype != target:
+                t.data = t.data.to(target)
+    return module
+
+
+def count_params(module: nn.Module, trainable_only: bool = False) -> int:
+    return sum(p.numel() for p in module.parameters() if p.requires_grad or not trainable_only)

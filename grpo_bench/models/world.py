@@ -1,0 +1,140 @@
+"""The embedded world's video model behind the generator-model protocol (models/base.py).
+
+Latents are pixels: ``latent_shape`` is (3, F, H, W) and ``decode`` only clamps to [-1, 1].
+``cond`` is a LongTensor[B, 3] of (colour, shape, motion) indices; the unconditional
+``null_cond`` uses each part's reserved null index (its vocabulary size).
+
+Weights live in one safetensors file whose metadata records the architecture and the video
+size, so a file alone rebuilds the network.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import json
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+from torch import Tensor, nn
+
+from grpo_bench.errors import UserError
+from grpo_bench.models import MODELS
+from grpo_bench.world.model import NULL_INDEX, WorldUNet, WorldUNetConfig
+from grpo_bench.world.vocab import parse
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+DEFAULT_WEIGHTS = ASSETS / "world_base.safetensors"
+REBUILD_COMMAND = "grpo-bench pretrain base"
+FRAMES = 8
+
+
+class WorldVideoModel:
+    """Protocol adapter around a WorldUNet for videos of ``size`` x ``size`` and ``frames`` frames."""
+
+    def __init__(self, net: WorldUNet, size: int = 16, frames: int = FRAMES) -> None:
+        self.net = net
+        self.size = int(size)
+        self.frames = int(frames)
+        self.latent_shape = (3, self.frames, self.size, self.size)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.net.parameters()).device
+
+    def to(self, device: str | torch.device) -> WorldVideoModel:
+        self.net.to(device)
+        return self
+
+    def encode_prompts(self, prompts: list[str]) -> Tensor:
+        """LongTensor[B, 3] of part indices (UserError listing the vocabulary for an unknown word)."""
+        return torch.tensor([parse(p) for p in prompts], dtype=torch.long, device=self.device).reshape(-1, 3)
+
+    def null_cond(self, n: int) -> Tensor:
+        return torch.tensor([NULL_INDEX] * n, dtype=torch.long, device=self.device).reshape(-1, 3)
+
+    @staticmethod
+    def cat_cond(a: Tensor, b: Tensor) -> Tensor:
+        return torch.cat([a, b], dim=0)
+
+    def velocity(self, x: Tensor, sigma: Tensor, cond: Tensor) -> Tensor:
+        """v: Tensor[B, 3, F, H, W] for x of the same shape, sigma: Tensor[B] (or a scalar)."""
+        sigma = torch.as_tensor(sigma, dtype=torch.float32, device=x.device)
+        if sigma.ndim == 0:
+            sigma = sigma.expand(x.shape[0])
+        return self.net(x, sigma, cond)
+
+    def decode(self, x: Tensor) -> Tensor:
+        return x.clamp(-1.0, 1.0)
+
+    def trainable_module(self) -> nn.Module:
+        return self.net
+
+
+def save_weights(net: WorldUNet, path: Path, size: int, frames: int = FRAMES, extra: dict | None = None) -> None:
+    """Write the network's weights with the architecture, size and ``extra`` as string metadata."""
+    meta = {
+        "format": "grpo-bench world model v1",
+        "config": json.dumps(net.config.to_dict()),
+        "size": str(int(size)),
+        "frames": str(int(frames)),
+    }
+    meta.update({k: str(v) for k, v in (extra or {}).items()})
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    state = {k: v.detach().cpu().contiguous() for k, v in net.state_dict().items()}
+    save_file(state, str(tmp), metadata=meta)
+    tmp.replace(path)  # atomic: a killed save never leaves a half-written weights file
+
+
+def load_weights(path: Path) -> tuple[WorldUNet, dict[str, str]]:
+    """(network, metadata) from a weights file; UserError naming the file and the rebuild command."""
+    path = Path(path)
+    fix = f"rebuild it with `{REBUILD_COMMAND} --out {path}`"
+    if not path.is_file():
+        raise UserError(f"world model weights {path} not found; {fix}")
+    try:
+        from safetensors import safe_open
+
+        with safe_open(str(path), framework="pt") as f:
+            meta = dict(f.metadata() or {})
+        state = load_file(str(path))
+        net = WorldUNet(WorldUNetConfig.from_dict(json.loads(meta["config"])))
+        net.load_state_dict(state)
+    except (SafetensorError, OSError, KeyError, TypeError, ValueError, RuntimeError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise UserError(f"world model weights {path} are corrupt or incompatible ({reason}); {fix}") from None
+    return net, meta
+
+
+@MODELS.register("world")
+def world_model(
+    pretrained: bool = True,
+    size: int | None = None,
+    path: str | Path | None = None,
+    config: WorldUNetConfig | None = None,
+    device: str | torch.device = "cpu",
+    cfg: Any = None,
+) -> WorldVideoModel:
+    """The world's base video model: the shipped weights (or ``path``), or a fresh network.
+
+    size: video height/width (default: ``cfg.video_size`` of a RunConfig, else 16); pretrained
+    weights fix it (a different size is a UserError).
+    """
+    if size is None and cfg is not None:
+        size = cfg.video_size
+    if not pretrained:
+        return WorldVideoModel(WorldUNet(config), 16 if size is None else int(size)).to(device)
+    path = Path(path) if path is not None else DEFAULT_WEIGHTS
+    net, meta = load_weights(path)
+    trained = int(meta.get("size", 16))
+    if size is not None and int(size) != trained:
+        raise UserError(
+            f"world model weights {path} were trained on {trained}x{trained} videos, not {size}x{size}; "
+            f"use video_size: {trained}, or train weights for it with `{REBUILD_COMMAND} --size {size} --out FILE`"
+        )
+    net.eval()
+    return WorldVideoModel(net, trained, int(meta.get("frames", FRAMES))).to(device)

@@ -1,0 +1,222 @@
+"""Figures (matplotlib, PNG under ``<report>/figures/``): reward curves with CI bands, the equalizer
+ablation, measured per-step gradient norms, KL and KL-weight curves, judge-versus-oracle drift and a
+strip of sample frames per method. Bands are 95% t-intervals over seeds at each update."""
+
+from __future__ import annotations
+
+import warnings
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only; never open a window
+
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from grpo_bench.report import data  # noqa: E402
+from grpo_bench.report.parts import FIGURES, Context, Section  # noqa: E402
+from grpo_bench.report.stats import mean_ci  # noqa: E402
+
+
+def _colours(groups: list[str]) -> dict[str, tuple]:
+    cmap = plt.get_cmap("tab10" if len(groups) <= 10 else "tab20")
+    return {g: cmap(i % cmap.N) for i, g in enumerate(groups)}
+
+
+def band(frame: pd.DataFrame, x: str = "update", y: str = "value") -> pd.DataFrame:
+    """Per x: mean over seeds and the 95% t half-width (NaN with one seed)."""
+    rows = [(k, *mean_ci(v[y].tolist())) for k, v in frame.groupby(x)]
+    return pd.DataFrame(rows, columns=[x, "mean", "ci", "n"])
+
+
+def _plot_band(ax, frame: pd.DataFrame, label: str, colour, style: str = "-", x: str = "update", y: str = "value"):
+    b = band(frame, x, y)
+    ax.plot(b[x], b["mean"], style, color=colour, label=label, lw=1.4)
+    ok = b["ci"].notna()
+    ax.fill_between(b[x][ok], (b["mean"] - b["ci"])[ok], (b["mean"] + b["ci"])[ok], color=colour, alpha=0.18, lw=0)
+
+
+def _save(ctx: Context, fig, name: str) -> str:
+    folder = ctx.out / "figures"
+    folder.mkdir(parents=True, exist_ok=True)
+    fig.savefig(folder / f"{name}.png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return f"![{name}](figures/{name}.png)\n"
+
+
+def _settings_axes(settings: list[str], width: float = 5.0, height: float = 3.4):
+    fig, axes = plt.subplots(1, len(settings), figsize=(width * len(settings), height), squeeze=False)
+    for ax in axes[0]:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # updates and steps are integers
+    return fig, dict(zip(settings, axes[0]))
+
+
+def _smoothed(curve: pd.DataFrame, window: int) -> pd.DataFrame:
+    curve = curve.sort_values(["cell", "update"]).copy()
+    curve["value"] = curve.groupby("cell")["value"].transform(lambda s: s.rolling(window, min_periods=1).mean())
+    return curve
+
+
+def _missing(title: str, why: str) -> list[Section]:
+    return [Section(title, f"Not available: {why}.", "")]
+
+
+@FIGURES.register("reward_curves")
+def reward_curves(ctx: Context) -> list[Section]:
+    title = "Training reward per method (Fig. 3 / Fig. 8)"
+    curve = data.curves(ctx.df, "reward")
+    if curve.empty:
+        return _missing(title, "no reward curves")
+    window = int(ctx.spec.get("smooth", 5))
+    curve = _smoothed(curve, window)
+    groups = data.group_order(ctx.df)
+    colour = _colours(groups)
+    fig, axes = _settings_axes(sorted(curve["setting"].unique()))
+    for setting, ax in axes.items():
+        part = curve[curve["setting"] == setting]
+        for g in [g for g in groups if g in set(part["group"])]:
+            _plot_band(ax, part[part["group"] == g], g, colour[g])
+        ax.set(title=f"Setting {setting}", xlabel="update", ylabel=f"judge reward (rolling mean of {window})")
+        ax.grid(alpha=0.3)
+    next(iter(axes.values())).legend(fontsize=7)
+    return [Section(title, "Mean composite judge reward over seeds with its 95% band; higher and steadier is better.",
+                    _save(ctx, fig, "reward_curves"))]
+
+
+@FIGURES.register("equalizer")
+def equalizer(ctx: Context) -> list[Section]:
+    title = "Equalizer ablation: each SDE with and without S_i (Fig. 3)"
+    curve = data.curves(ctx.df, "reward")
+    if curve.empty or curve["equalizer"].nunique() < 2:
+        return _missing(title, "the suite does not vary the equalizer")
+    curve = _smoothed(curve, int(ctx.spec.get("smooth", 5)))
+    methods = list(dict.fromkeys(curve["method"]))
+    colour = _colours(methods)
+    fig, axes = _settings_axes(sorted(curve["setting"].unique()))
+    for setting, ax in axes.items():
+        part = curve[curve["setting"] == setting]
+        for (method, eq), sub in part.groupby(["method", "equalizer"], sort=False):
+            _plot_band(ax, sub, f"{method} eq={'on' if eq else 'off'}", colour[method], "-" if eq else "--")
+        ax.set(title=f"Setting {setting}", xlabel="update", ylabel="judge reward (smoothed)")
+        ax.grid(alpha=0.3)
+    next(iter(axes.values())).legend(fontsize=7)
+    return [Section(title, "Same colour = same SDE; solid = equalizer on, dashed = off; the gap is the "
+                    "equalizer's effect.",
+                    _save(ctx, fig, "equalizer"))]
+
+
+@FIGURES.register("grad_norms")
+def grad_norms(ctx: Context) -> list[Section]:
+    title = "Measured per-step gradient norms, with and without the equalizer (Fig. 4)"
+    g = data.grads(ctx.df)
+    if g.empty:
+        return _missing(title, "no diagnostic updates (diag_every = 0)")
+    groups = data.group_order(ctx.df)
+    colour = _colours(groups)
+    fig, axes = _settings_axes(sorted(g["setting"].unique()))
+    spread = []
+    for setting, ax in axes.items():
+        part = g[g["setting"] == setting]
+        for grp in [x for x in groups if x in set(part["group"])]:
+            sub = part[part["group"] == grp]
+            arr = np.vstack([np.asarray(a, dtype=float) for a in sub["array"]])  # [diag updates x seeds, T]
+            with warnings.catch_warnings():  # an all-NaN column is an untrained step: NaN is right
+                warnings.simplefilter("ignore", RuntimeWarning)
+                mean = np.nanmean(arr, axis=0)
+            steps = np.arange(len(mean))
+            ok = np.isfinite(mean) & (mean > 0)
+            eq = bool(sub["equalizer"].iloc[0])
+            ax.plot(steps[ok], mean[ok], "-o" if eq else "--s", color=colour[grp], ms=3, label=grp)
+            if ok.sum() > 1:
+                spread.append(f"{setting} {grp}: max/min = {mean[ok].max() / mean[ok].min():.1f}")
+        ax.set(title=f"Setting {setting}", xlabel="sampler step i (0 = pure noise)", ylabel="|grad| of step loss",
+               yscale="log")
+        ax.grid(alpha=0.3, which="both")
+    next(iter(axes.values())).legend(fontsize=7)
+    body = _save(ctx, fig, "grad_norms") + "\n" + "".join(f"- {s}\n" for s in spread)
+    return [Section(title, "Mean measured gradient norm of each step's policy loss (log scale); solid = equalizer on. "
+                    "A flat line means every step pulls equally; max/min below quantifies the spread.", body)]
+
+
+@FIGURES.register("kl_curves")
+def kl_curves(ctx: Context) -> list[Section]:
+    title = "KL to the reference and KL weight"
+    kl, weight = data.curves(ctx.df, "kl"), data.curves(ctx.df, "kl_weight")
+    if kl.empty and weight.empty:
+        return _missing(title, "no KL metrics")
+    groups = data.group_order(ctx.df)
+    colour = _colours(groups)
+    multi = ctx.df.loc[ctx.df["kind"] == "cell", "setting"].nunique() > 1
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 3.6))
+    for ax in (a1, a2):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    for ax, frame, ylabel in ((a1, kl, "KL (mean per step)"), (a2, weight, "KL weight")):
+        for (setting, grp), sub in frame.groupby(["setting", "group"], sort=False):
+            style = "--" if multi and setting != frame["setting"].min() else "-"
+            _plot_band(ax, sub, f"{grp} ({setting})" if multi else grp, colour[grp], style)
+        positive = frame["value"] > 0
+        ax.set(xlabel="update", ylabel=ylabel, yscale="log" if positive.any() and positive.all() else "linear")
+        ax.grid(alpha=0.3)
+    a1.legend(fontsize=6)
+    return [Section(title, "Left: measured KL penalty term per update; right: the KL weight (constant or adaptive "
+                    "schedule). Dashed = second setting.", _save(ctx, fig, "kl_curves"))]
+
+
+@FIGURES.register("drift")
+def drift(ctx: Context) -> list[Section]:
+    title = "Judge versus oracle on held-out prompts (reward hacking made visible)"
+    ev = data.eval_curves(ctx.df)
+    if ev.empty or "eval_reward" not in ev or "eval_oracle_overall" not in ev:
+        return _missing(title, "no eval updates with judge and oracle scores")
+    groups = data.group_order(ctx.df)
+    colour = _colours(groups)
+    ev = ev.sort_values(["cell", "update"]).copy()
+    for col in ("eval_reward", "eval_oracle_overall"):  # change since the first eval of each cell
+        ev[col] = ev[col] - ev.groupby("cell")[col].transform("first")
+    fig, axes = _settings_axes(sorted(ev["setting"].unique()))
+    for setting, ax in axes.items():
+        part = ev[ev["setting"] == setting]
+        for grp in [g for g in groups if g in set(part["group"])]:
+            sub = part[part["group"] == grp]
+            _plot_band(ax, sub, f"{grp} judge", colour[grp], "-", y="eval_reward")
+            _plot_band(ax, sub, f"{grp} oracle", colour[grp], ":", y="eval_oracle_overall")
+        ax.axhline(0, color="k", lw=0.6)
+        ax.set(title=f"Setting {setting}", xlabel="update", ylabel="change since update 0")
+        ax.grid(alpha=0.3)
+    next(iter(axes.values())).legend(fontsize=6, ncol=2)
+    return [Section(title, "Solid = learned judge, dotted = exact oracle, both on held-out prompts and relative to the "
+                    "start; a judge line rising while its oracle line falls is reward hacking.",
+                    _save(ctx, fig, "drift"))]
+
+
+@FIGURES.register("strips")
+def strips(ctx: Context) -> list[Section]:
+    title = "Sample frames per method (same prompts and initial noise)"
+    st = data.strips(ctx.df)
+    if not st:
+        return _missing(title, "no stored eval videos")
+    sections = []
+    for setting in sorted({s for s, _ in st}):
+        groups = [g for g in data.group_order(ctx.df) if (setting, g) in st]
+        rows = []
+        for g in groups:
+            videos = [np.concatenate(list(arr), axis=1) for _, arr in st[(setting, g)]]  # each [H, K*W, 3]
+            pad = np.full((videos[0].shape[0], 4, 3), 255, np.uint8)
+            rows.append(np.concatenate([x for v in videos for x in (v, pad)][:-1], axis=1))
+        width = max(r.shape[1] for r in rows)
+        rows = [np.pad(r, ((0, 2), (0, width - r.shape[1]), (0, 0)), constant_values=255) for r in rows]
+        image = np.concatenate(rows, axis=0)
+        h = rows[0].shape[0]
+        fig, ax = plt.subplots(figsize=(min(16, width / 18 + 2), len(rows) * h / 18 + 0.8))
+        ax.imshow(image, interpolation="nearest")
+        ax.set_yticks([h * i + h / 2 for i in range(len(groups))], groups, fontsize=7)
+        ax.set_xticks([])
+        prompts = [p for p, _ in st[(setting, groups[0])]]
+        ax.set_title(f"Setting {setting}: " + " | ".join(prompts), fontsize=7)
+        sections.append(Section(f"{title}, Setting {setting}",
+                                "Each row one method (lowest seed); blocks = eval prompts in the title's order, "
+                                "frames left to right in time; same column = same prompt and noise.",
+                                _save(ctx, fig, f"strips_{setting}")))
+    return sections

@@ -1,0 +1,224 @@
+"""Batched group rollouts (DESIGN.md §2–4): P prompts × G rollouts sampled together.
+
+One batched model call per step (classifier-free guidance as one doubled batch), the method's
+kernel at every SDE step (``method.sde_steps``), the ODE elsewhere. At every *stored* step (the
+steps the method may train) the rollout keeps x_i, x_{i+1}, logp_old and mu_old for all rows, and
+for each KL anchor mu_ref from one extra batched forward with the anchor's parameters, run on the
+rows that train that step this update only (NaN elsewhere, so a misuse cannot pass silently).
+Everything runs under no_grad. Training recomputes the transition mean with the same function (``transition``), so on
+the first inner update rho = exp(logp - logp_old) is exactly 1.
+
+Rows are group-major: prompt p owns rows p*G .. p*G+G-1.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from grpo_bench.method import Method
+from grpo_bench.sde import ODEKernel, log_prob
+
+VelocityFn = Callable[[Tensor, Tensor, Any], Tensor]
+
+
+# --- seeds: every stream derives from (seed, stream name, index) alone ------------------------
+def derived_seed(seed: int, stream: str, index: int = 0) -> int:
+    """A 63-bit seed for one named random stream; independent of method and config."""
+    digest = hashlib.sha256(f"{int(seed)}/{stream}/{int(index)}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
+
+
+def generator(seed: int, stream: str, index: int = 0, device: torch.device | str = "cpu") -> torch.Generator:
+    return torch.Generator(device=device).manual_seed(derived_seed(seed, stream, index))
+
+
+# --- conditioning pytrees (Tensor, or dict / list / tuple of them, batched along dim 0) --------
+def cat_cond(a: Any, b: Any) -> Any:
+    """Concatenate two conditionings along the batch."""
+    if isinstance(a, Tensor):
+        return torch.cat([a, b])
+    if isinstance(a, dict):
+        return {k: cat_cond(a[k], b[k]) for k in a}
+    if isinstance(a, (list, tuple)):
+        return type(a)(cat_cond(x, y) for x, y in zip(a, b))
+    return a  # non-batched extras (None, flags) pass through
+
+
+def index_cond(c: Any, rows: Tensor) -> Any:
+    """Select batch rows of a conditioning."""
+    if isinstance(c, Tensor):
+        return c[rows.to(c.device)]
+    if isinstance(c, dict):
+        return {k: index_cond(v, rows) for k, v in c.items()}
+    if isinstance(c, (list, tuple)):
+        return type(c)(index_cond(v, rows) for v in c)
+    return c
+
+
+def guided_velocity(velocity: VelocityFn, x: Tensor, sigma: Tensor, cond: Any, null: Any, guidance: float) -> Tensor:
+    """v for x: Tensor[b, ...] at sigma: Tensor[b]; with guidance > 1 ONE call on the doubled batch."""
+    if guidance == 1.0:
+        return velocity(x, sigma, cond)
+    v = velocity(torch.cat([x, x]), torch.cat([sigma, sigma]), cat_cond(null, cond))
+    v_null, v_cond = v.chunk(2)
+    return v_null + guidance * (v_cond - v_null)
+
+
+# --- the per-step Gaussian kernel, shared by rollout and training ------------------------------
+@dataclass
+class StepTable:
+    """Per-step kernel scalars as float32 tensors [T] (the method's kernel at SDE steps, ODE elsewhere)."""
+
+    sigma: Tensor  # [T] sigma_i
+    a: Tensor  # [T] mu = a*x + b*v
+    b: Tensor  # [T]
+    std: Tensor  # [T] 0 at deterministic steps
+    sde: Tensor  # bool [T]
+
+    @classmethod
+    def build(cls, method: Method, sigmas: Tensor, device: torch.device | str = "cpu") -> StepTable:
+        sde = method.sde_steps(sigmas)
+        kernel_rows, ode_rows = method.kernel.table(sigmas), ODEKernel().table(sigmas)
+        rows = [kr if s else orow for kr, orow, s in zip(kernel_rows, ode_rows, sde.tolist())]
+        return cls._from_rows(rows, sigmas, sde, device)
+
+    @classmethod
+    def ode(cls, sigmas: Tensor, device: torch.device | str = "cpu") -> StepTable:
+        """The deterministic Euler sampler (evaluation)."""
+        sde = torch.zeros(sigmas.numel() - 1, dtype=torch.bool)
+        return cls._from_rows(ODEKernel().table(sigmas), sigmas, sde, device)
+
+    @classmethod
+    def _from_rows(cls, rows: list, sigmas: Tensor, sde: Tensor, device: torch.device | str) -> StepTable:
+        t = torch.tensor(rows, dtype=torch.float64)  # [T, 3] = (a, b, var)
+        f32 = dict(dtype=torch.float32, device=device)
+        return cls(sigmas[:-1].to(**f32), t[:, 0].to(**f32), t[:, 1].to(**f32), t[:, 2].sqrt().to(**f32), sde.to(device))
+
+
+def _bcast(v: Tensor, like: Tensor) -> Tensor:
+    return v.view(-1, *([1] * (like.ndim - 1)))
+
+
+def transition(table: StepTable, steps: Tensor, x: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+    """(mu, std) of x_{i+1} for per-sample steps i: Long[b]; float32. mu: [b, ...], std: [b, 1, ...]."""
+    mu = _bcast(table.a[steps], x) * x.float() + _bcast(table.b[steps], x) * v.float()
+    return mu, _bcast(table.std[steps], x)
+
+
+# --- the rollout -------------------------------------------------------------------------------
+@dataclass
+class Rollout:
+    """One update's P × G trajectories; per-step tensors are kept at the stored steps only."""
+
+    prompts: list[str]  # [B] group-major
+    cond: Any  # model conditioning of the B rows
+    stored: Tensor  # Long[S] step indices kept (the method's eligible steps)
+    slot: Tensor  # Long[T] step -> position in `stored` (-1 if not stored)
+    x: Tensor  # [B, S, C, F, H, W] x_i
+    x_next: Tensor  # [B, S, C, F, H, W] x_{i+1}
+    logp_old: Tensor  # [B, S]
+    mu_old: Tensor  # [B, S, C, F, H, W]
+    mu_ref: dict[str, Tensor]  # anchor -> [B, S, C, F, H, W] (NaN where the row does not train the step)
+    videos: Tensor  # [B, 3, F, H, W] decoded final samples
+
+
+def initial_noise(shape: tuple[int, ...], prompts: int, group: int, shared: bool, gen: torch.Generator) -> Tensor:
+    """x_0 ~ N(0, I): Tensor[P*G, *shape]; with `shared` every rollout of a group gets the same noise.
+
+    Drawn as [P, G, ...] either way, so for one seed every method sees the same noise stream."""
+    z = torch.randn(prompts, group, *shape, generator=gen, device=gen.device)
+    if shared:
+        z = z[:, :1].expand_as(z)
+    return z.reshape(prompts * group, *shape).contiguous()
+
+
+@torch.no_grad()
+def rollout(
+    model: Any,
+    table: StepTable,
+    rows: list[str],
+    x0: Tensor,
+    *,
+    guidance: float,
+    stored: Tensor,
+    logprob: str,
+    sde_gen: torch.Generator,
+    anchors: dict[str, VelocityFn] | None = None,
+    train_steps: Tensor | None = None,
+) -> Rollout:
+    """Sample one trajectory per row (prompt text, group-major) from x0: Tensor[B, C, F, H, W].
+
+    train_steps: Long[B, K], the steps each row trains this update (mu_ref is computed for those
+    (row, step) pairs only); None computes mu_ref for every row at every stored step."""
+    anchors = anchors or {}
+    batch = len(rows)
+    cond = model.encode_prompts(rows)
+    null = model.null_cond(batch) if guidance != 1.0 else None
+    steps_total = table.a.numel()
+    slot = torch.full((steps_total,), -1, dtype=torch.long)
+    slot[stored] = torch.arange(stored.numel())
+    needs_ref = torch.zeros(batch, steps_total, dtype=torch.bool)  # [B, T]
+    if train_steps is None:
+        needs_ref[:, stored] = True
+    else:
+        needs_ref.scatter_(1, train_steps.cpu(), True)
+    keep: dict[str, list[Tensor]] = {k: [] for k in ("x", "x_next", "logp", "mu", *(f"ref:{a}" for a in anchors))}
+
+    x = x0.float()
+    for i in range(steps_total):
+        step = torch.full((batch,), i, dtype=torch.long, device=x.device)
+        sigma = table.sigma[step]  # [B]
+        v = guided_velocity(model.velocity, x, sigma, cond, null, guidance)
+        mu, std = transition(table, step, x, v)
+        if bool(table.sde[i]):
+            eps = torch.randn(mu.shape, generator=sde_gen, device=sde_gen.device).to(mu.device)
+            x_next = mu + std * eps
+        else:
+            x_next = mu
+        if slot[i] >= 0:
+            keep["x"].append(x)
+            keep["x_next"].append(x_next)
+            keep["logp"].append(log_prob(x_next, mu, std, logprob))
+            keep["mu"].append(mu)
+            rows_i = needs_ref[:, i].nonzero().flatten().to(x.device)  # rows that train step i
+            for name, velocity in anchors.items():
+                ref = torch.full_like(mu, float("nan"))
+                if rows_i.numel():
+                    c_i, n_i = index_cond(cond, rows_i), None if null is None else index_cond(null, rows_i)
+                    v_ref = guided_velocity(velocity, x[rows_i], sigma[rows_i], c_i, n_i, guidance)
+                    ref[rows_i] = transition(table, step[rows_i], x[rows_i], v_ref)[0]
+                keep[f"ref:{name}"].append(ref)
+        x = x_next
+
+    def stack(key: str) -> Tensor:
+        return torch.stack(keep[key], dim=1)  # [B, S, ...]
+
+    return Rollout(
+        prompts=rows, cond=cond, stored=stored, slot=slot,
+        x=stack("x"), x_next=stack("x_next"), logp_old=stack("logp"), mu_old=stack("mu"),
+        mu_ref={a: stack(f"ref:{a}") for a in anchors}, videos=model.decode(x).float(),
+    )
+
+
+@torch.no_grad()
+def sample_ode(model: Any, sigmas: Tensor, prompts: list[str], x0: Tensor, *, guidance: float, chunk: int) -> Tensor:
+    """Deterministic Euler sampling (evaluation): decoded videos Tensor[N, 3, F, H, W] from x0: [N, ...]."""
+    table = StepTable.ode(sigmas, x0.device)
+    out = []
+    for start in range(0, len(prompts), chunk):
+        rows = prompts[start : start + chunk]
+        x = x0[start : start + chunk].float()
+        cond = model.encode_prompts(rows)
+        null = model.null_cond(len(rows)) if guidance != 1.0 else None
+        for i in range(table.a.numel()):
+            step = torch.full((len(rows),), i, dtype=torch.long, device=x.device)
+            v = guided_velocity(model.velocity, x, table.sigma[step], cond, null, guidance)
+            x = transition(table, step, x, v)[0]
+        out.append(model.decode(x).float())
+    return torch.cat(out)

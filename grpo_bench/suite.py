@@ -1,0 +1,333 @@
+"""Suites: a YAML file that expands into cells, one training run each (DESIGN.md §6–7).
+
+A suite file::
+
+    name: main_table              # folder under runs/; letters, digits, _ . -
+    description: ...              # optional, free text
+    base: {updates: 40, ...}      # a run config (RunConfig keys) shared by every cell
+    grid: {setting: [A, B], method: [dance_grpo, sage_grpo]}   # cartesian product
+    union:                        # extra grids for cells outside the product (optional)
+      - {method: [sage_grpo], kl: [none, fixed]}
+    seeds: [0, 1, 2]              # every cell runs once per seed
+    budget: {updates: 40, prompts_per_update: 2, gpus_per_cell: 1}      # equal compute for all
+    report: {tables: [table2], figures: [reward_curves], baseline: {method: dance_grpo}}
+
+A cell's config is RunConfig defaults <- base <- budget <- command-line overrides <- its grid
+values <- its seed, then ``resolve``d (method defaults filled in). Its id is ``config_id`` of
+that resolved config, so it does not depend on key order, on which file declared a value, or on
+the host. Everything is validated before anything runs; an error names the file, the key path
+(``grid.kl[2]``) and the allowed values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from grpo_bench.config import FIELDS, RunConfig, coerce, config_id, from_dict, resolve
+from grpo_bench.errors import UserError, unknown
+
+SUITE_KEYS = ("name", "description", "base", "grid", "union", "seeds", "budget", "report")
+BUDGET_CONFIG_KEYS = (
+    "updates", "prompts_per_update", "group_size", "steps", "video_size", "inner_epochs", "minibatches",
+    "micro_batch", "eval_every", "eval_samples", "diag_every", "checkpoint_every", "save_videos",
+)
+RESOURCE_KEYS = {"gpus_per_cell": int, "timeout_min": int, "cpus_per_cell": int}
+"""Budget keys read by the runner, not by the trainer (they never change a cell id): GPUs per cell
+(default 1 on a GPU machine, none on SLURM unless set), the SLURM time limit and the SLURM cpus per task."""
+REPORT_KEYS = ("tables", "figures", "baseline", "smooth")
+LABEL_FIRST = ("method", "kl")
+"""Keys always shown in a cell's row label, in this order (their resolved values)."""
+
+
+@dataclass
+class ReportSpec:
+    """What ``grpo-bench report`` renders for a suite."""
+
+    tables: list[str] = field(default_factory=lambda: ["table2", "winrates"])
+    """Registered tables (grpo_bench.report.parts.TABLES)."""
+    figures: list[str] = field(default_factory=lambda: ["reward_curves", "kl_curves", "drift", "strips"])
+    """Registered figures (grpo_bench.report.parts.FIGURES)."""
+    baseline: dict[str, Any] = field(default_factory=dict)
+    """Config values selecting the baseline row of each setting for paired differences."""
+    smooth: int = 5
+    """Rolling window (updates) of the training-reward curves."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class Suite:
+    """A validated suite."""
+
+    name: str
+    path: str
+    base: dict[str, Any]
+    grid: dict[str, list[Any]]
+    union: list[dict[str, list[Any]]]
+    seeds: list[int]
+    budget: dict[str, Any]
+    resources: dict[str, int]
+    report: ReportSpec
+    description: str = ""
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+    def to_yaml(self) -> str:
+        """The suite as a file (what ``run`` stores next to the results of a generated suite)."""
+        data = {"name": self.name, "description": self.description, "base": {**self.base, **self.overrides},
+                "grid": self.grid, "union": self.union, "seeds": self.seeds,
+                "budget": {**self.budget, **self.resources}, "report": self.report.to_dict()}
+        return yaml.safe_dump({k: v for k, v in data.items() if v not in ({}, [], "")}, sort_keys=False)
+
+    def grids(self) -> list[dict[str, list[Any]]]:
+        return ([self.grid] if self.grid else []) + self.union
+
+    def label_keys(self) -> list[str]:
+        """Grid keys of all grids, in declared order, without seed/setting; method and kl first."""
+        keys = list(LABEL_FIRST)
+        for g in self.grids():
+            keys += [k for k in g if k not in keys and k != "setting"]
+        return keys
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run of a suite."""
+
+    id: str
+    labels: dict[str, Any]
+    """The grid values and the seed that made this cell (user-facing names)."""
+    group: str
+    """Row label without seed and setting, from resolved values ("sage_grpo kl=dual")."""
+    config: RunConfig
+    """The resolved config the trainer receives."""
+
+    def meta(self, suite: str) -> dict[str, Any]:
+        return {"id": self.id, "suite": suite, "labels": self.labels, "group": self.group,
+                "config": self.config.to_dict()}
+
+
+# --- validation ----------------------------------------------------------------------------
+def _mapping(value: Any, where: str, what: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise UserError(f"{where}{what} must be a mapping of key: value, got {type(value).__name__}")
+    return value
+
+
+def _check_name(key: str, value: Any, where: str) -> None:
+    """Names are checked where they are written, so the error shows the key path."""
+    if key == "method":
+        from grpo_bench.method import METHODS
+
+        METHODS.get(value, where=where)
+    elif key == "setting":
+        from grpo_bench.rewards.base import SETTINGS
+
+        if value not in SETTINGS:
+            raise unknown("setting", value, SETTINGS, where)
+    elif key == "kl" and value is not None:
+        from grpo_bench.trust_region import KL_VARIANTS
+
+        KL_VARIANTS.get(value, where=where)
+
+
+def _config_values(data: Any, where: str, what: str, allowed: tuple[str, ...] | None = None) -> dict[str, Any]:
+    out = {}
+    for key, value in _mapping(data, where, what).items():
+        if allowed is not None and key not in allowed:
+            raise unknown(f"{what} key", key, allowed, where)
+        out[key] = coerce(key, value, f"{where}{what}.{key}: ")
+        _check_name(key, out[key], f"{where}{what}.{key}: ")
+    return out
+
+
+def _grid(data: Any, where: str, path: str) -> dict[str, list[Any]]:
+    grid = _mapping(data, where, path)
+    if not grid:
+        raise UserError(f"{where}{path} is empty; give at least one key: [values] (or leave it out)")
+    out = {}
+    for key, values in grid.items():
+        if key == "seed":
+            raise UserError(f"{where}{path}.seed: seeds go in the top-level 'seeds' list, not in a grid")
+        if key not in FIELDS:
+            raise unknown("config key", key, FIELDS, f"{where}{path}: ")
+        if not isinstance(values, list):
+            raise UserError(f"{where}{path}.{key} must be a list of values, got {values!r}")
+        if not values:
+            raise UserError(f"{where}{path}.{key} is an empty list; give at least one value")
+        out[key] = []
+        for i, v in enumerate(values):
+            item = coerce(key, v, f"{where}{path}.{key}[{i}]: ")
+            _check_name(key, item, f"{where}{path}.{key}[{i}]: ")
+            out[key].append(item)
+    return out
+
+
+def _report(data: Any, where: str) -> ReportSpec:
+    from grpo_bench.report.parts import FIGURES, TABLES
+
+    spec = _mapping(data, where, "report")
+    for key in spec:
+        if key not in REPORT_KEYS:
+            raise unknown("report key", key, REPORT_KEYS, where)
+    out = ReportSpec()
+    for key, registry in (("tables", TABLES), ("figures", FIGURES)):
+        if key in spec:
+            names = spec[key]
+            if not isinstance(names, list):
+                raise UserError(f"{where}report.{key} must be a list of names; allowed: {', '.join(registry.names())}")
+            for i, name in enumerate(names):
+                registry.get(str(name), where=f"{where}report.{key}[{i}]: ")
+            setattr(out, key, [str(n) for n in names])
+    if "baseline" in spec:
+        out.baseline = _config_values(spec["baseline"], where, "report.baseline")
+    if "smooth" in spec:
+        if not isinstance(spec["smooth"], int) or isinstance(spec["smooth"], bool) or spec["smooth"] < 1:
+            raise UserError(f"{where}report.smooth must be an integer >= 1, got {spec['smooth']!r}")
+        out.smooth = spec["smooth"]
+    return out
+
+
+def parse_suite(data: Any, path: str = "<suite>", overrides: dict[str, Any] | None = None) -> Suite:
+    """Validate a suite mapping (as loaded from YAML); ``overrides`` are typed command-line values."""
+    where = f"{path}: "
+    data = _mapping(data, where, "a suite")
+    for key in data:
+        if key not in SUITE_KEYS:
+            raise unknown("suite key", key, SUITE_KEYS, where)
+    name = data.get("name")
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+        raise UserError(f"{where}name must be a folder-safe string (letters, digits, _ . -), got {name!r}")
+    base = _config_values(data.get("base", {}), where, "base")
+    grid = _grid(data["grid"], where, "grid") if "grid" in data else {}
+    union_raw = data.get("union", [])
+    if not isinstance(union_raw, list):
+        raise UserError(f"{where}union must be a list of grids, got {type(union_raw).__name__}")
+    union = [_grid(g, where, f"union[{j}]") for j, g in enumerate(union_raw)]
+    seeds = data.get("seeds", [0])
+    if (not isinstance(seeds, list) or not seeds
+            or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds)):
+        raise UserError(f"{where}seeds must be a non-empty list of integers >= 0, got {seeds!r}")
+    if len(set(seeds)) != len(seeds):
+        raise UserError(f"{where}seeds lists a seed twice: {seeds!r}")
+    if "seed" in base:
+        raise UserError(f"{where}base.seed: set seeds in the top-level 'seeds' list")
+    budget_raw = _mapping(data.get("budget", {}), where, "budget")
+    allowed_budget = BUDGET_CONFIG_KEYS + tuple(RESOURCE_KEYS)
+    resources: dict[str, int] = {}
+    budget: dict[str, Any] = {}
+    for key, value in budget_raw.items():
+        if key not in allowed_budget:
+            raise unknown("budget key", key, allowed_budget, where)
+        if key in RESOURCE_KEYS:
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise UserError(f"{where}budget.{key} must be an integer >= 1, got {value!r}")
+            resources[key] = value
+        else:
+            budget[key] = coerce(key, value, f"{where}budget.{key}: ")
+    overrides = dict(overrides or {})
+    varied = {k for g in [grid, *union] for k in g}
+    clash = sorted(varied & set(overrides))
+    if clash:
+        raise UserError(f"command line: {', '.join(clash)} is varied by {path}'s grid; edit the suite instead")
+    if "seed" in overrides:
+        raise UserError(f"command line: seed is set by {path}'s 'seeds' list; edit the suite instead")
+    for key, value in overrides.items():
+        _check_name(key, value, "command line: ")
+    report = _report(data.get("report", {}), where)
+    description = str(data.get("description", ""))
+    return Suite(name, path, base, grid, union, seeds, budget, resources, report, description, overrides)
+
+
+def load_suite(path: str | Path, overrides: dict[str, Any] | None = None) -> Suite:
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"suite file {str(path)!r} does not exist")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise UserError(f"{path}: invalid YAML ({exc.__class__.__name__}: {str(exc).splitlines()[0]})") from None
+    return parse_suite(data, str(path), overrides)
+
+
+# --- expansion ------------------------------------------------------------------------------
+def _show(value: Any) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, list):
+        return ",".join(map(str, value))
+    return str(value)
+
+
+def group_label(cfg: RunConfig, keys: list[str]) -> str:
+    parts = [cfg.method] + [f"{k}={_show(getattr(cfg, k))}" for k in keys if k != "method"]
+    return " ".join(parts)
+
+
+def expand(suite: Suite) -> list[Cell]:
+    """Every cell of the suite, in grid order then seed order; duplicate runs are an error."""
+    fixed = {**suite.base, **suite.budget, **suite.overrides}
+    keys = suite.label_keys()
+    cells: list[Cell] = []
+    seen: dict[str, dict[str, Any]] = {}
+    combos = [dict(zip(g, values)) for g in suite.grids() for values in itertools.product(*g.values())] or [{}]
+    for combo in combos:
+        for seed in suite.seeds:
+            labels = {**combo, "seed": seed}
+            shown = ", ".join(f"{k}={_show(v)}" for k, v in labels.items())
+            cfg = resolve(from_dict({**fixed, **labels}, where=f"{suite.path}: cell ({shown}): "))
+            cid = config_id(cfg)
+            if cid in seen:
+                first = ", ".join(f"{k}={_show(v)}" for k, v in seen[cid].items())
+                raise UserError(f"{suite.path}: cells ({first}) and ({shown}) are the same run (identical "
+                                f"resolved configs, id {cid}); remove one of them from grid/union")
+            seen[cid] = labels
+            cells.append(Cell(cid, labels, group_label(cfg, keys), cfg))
+    return cells
+
+
+# --- ablations ----------------------------------------------------------------------------------
+def _sde_methods(names: list[str]) -> list[str]:
+    """--sde accepts method names or kernel names (the method whose kernel it is)."""
+    from grpo_bench.method import METHODS
+
+    by_kernel = {METHODS.get(m).defaults.kernel: m for m in METHODS.names()}
+    out = []
+    for name in names:
+        if name in METHODS:
+            out.append(name)
+        elif name in by_kernel:
+            out.append(by_kernel[name])
+        else:
+            raise unknown("SDE (method or kernel)", name, [*METHODS.names(), *by_kernel], "--sde: ")
+    return out
+
+
+def ablation(base: Suite, kl: list[str] | None, equalizer: list[bool] | None, sde: list[str] | None) -> Suite:
+    """A suite varying KL variant, equalizer and SDE on ``base``'s config, budget, seeds and report."""
+    from grpo_bench.trust_region import KL_VARIANTS
+
+    grid: dict[str, list[Any]] = {}
+    parts = []
+    if sde:
+        grid["method"] = _sde_methods(sde)
+        parts.append("sde-" + "-".join(grid["method"]))
+    if kl:
+        for name in kl:
+            KL_VARIANTS.get(name, where="--kl: ")
+        grid["kl"] = list(kl)
+        parts.append("kl-" + "-".join(kl))
+    if equalizer:
+        grid["equalizer"] = list(equalizer)
+        parts.append("eq-" + "-".join(_show(e) for e in equalizer))
+    if not grid:
+        raise UserError("ablate: give at least one of --kl, --equalizer, --sde")
+    name = f"ablate_{base.name.removeprefix('ablate_')}_" + "_".join(parts)
+    return dataclasses.replace(base, name=name, path=f"{base.path} (ablate)", grid=grid, union=[])

@@ -1,0 +1,66 @@
+"""``grpo-bench train``: build and validate the run config, choose the run folder, show progress.
+
+Everything the user typed is validated (method, KL variant, setting, override keys and values,
+group size) before a model is loaded or a single sample is drawn.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from grpo_bench.config import RunConfig, config_id, from_dict, parse_overrides, resolve
+
+
+def build_config(
+    method: str, kl: str | None, setting: str | None, seed: int | None, updates: int | None,
+    device: str | None, overrides: list[str],
+) -> RunConfig:
+    """The validated RunConfig: flags first, then key=value overrides (which must not contradict them)."""
+    data: dict[str, Any] = {"method": method}
+    flags = {"kl": kl, "setting": setting, "seed": seed, "updates": updates, "device": device}
+    data.update({k: v for k, v in flags.items() if v is not None})
+    data.update(parse_overrides(overrides or []))
+    return from_dict(data, where="grpo-bench train: ")
+
+
+def default_out(cfg: RunConfig) -> Path:
+    r = resolve(cfg)
+    return Path("runs") / "train" / f"{r.method}-{r.kl}-{r.setting}-s{r.seed}-{config_id(r)}"
+
+
+def run_train(cfg: RunConfig, out: Path | None, resume: bool, console: Console) -> dict[str, Any]:
+    from grpo_bench.trainer import train
+
+    chosen = out is None
+    out = default_out(cfg) if out is None else out
+    if int(os.environ.get("RANK", "0")) != 0:  # launched data-parallel: rank 0 alone reports
+        return train(cfg, out, resume=resume)
+    if chosen:
+        console.print(f"run folder: [bold]{out}[/]")
+    columns = (
+        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+        TextColumn("reward {task.fields[reward]}"), TextColumn("kl {task.fields[kl]}"),
+        TimeElapsedColumn(), TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=console, transient=False) as bar:
+        task = bar.add_task(f"{cfg.method} train", total=cfg.updates, reward="-", kl="-")
+
+        def progress(done: int, total: int, line: dict[str, Any]) -> None:
+            bar.update(task, completed=done, reward=f"{line.get('reward', float('nan')):+.4f}",
+                       kl=f"{line.get('kl', float('nan')):.2e}")
+
+        final = train(cfg, out, resume=resume, progress=progress)
+    if "metrics" not in final:  # non-main ranks of a multi-process run write and report nothing
+        return final
+    ev = final.get("eval", {})
+    console.print(
+        f"done: {out}  reward {final['metrics'].get('reward', float('nan')):+.4f}  "
+        f"eval judge {ev.get('eval_reward', float('nan')):+.4f}  oracle correct {ev.get('eval_correct', float('nan')):.3f}  "
+        f"wall {final.get('wall_time', 0):.0f}s"
+    )
+    return final

@@ -1,0 +1,290 @@
+"""The GRPO loop on accelerate (DESIGN.md §3–4, §7): one loop hosts every method.
+
+Per update u:
+  1. prompts and initial noise from (seed, u) alone: every method sees the same ones;
+  2. rollout of P × G trajectories (``rollout.py``), reward, group advantages;
+  3. on diagnostic updates, the measured per-step gradient norms (before any step, rho = 1);
+  4. ``inner_epochs`` × ``minibatches`` AdamW steps, each accumulating one forward+backward per
+     (micro-batch, trained step), grad-norm clip; the moving anchor follows the optimizer steps;
+  5. eval (ODE, fixed noise) at u = 0, every ``eval_every`` and after the last update;
+  6. one metrics line; a checkpoint every ``checkpoint_every`` updates.
+
+Run directory: config.yaml (resolved), metrics.jsonl, checkpoints/, samples/final_eval.pt,
+final.json and DONE (last). Every write is atomic.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+
+from grpo_bench import checkpoint, distributed, schedule
+from grpo_bench.advantages import group_advantages, group_std
+from grpo_bench.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text
+from grpo_bench.config import RunConfig, config_id, resolve, validate
+from grpo_bench.errors import UserError
+from grpo_bench.evaluation import evaluate
+from grpo_bench.loss import LossContext, per_step_grad_norms, step_terms
+from grpo_bench.method import make_method
+from grpo_bench.rewards.base import composite, reward_weights
+from grpo_bench.rollout import StepTable, generator, initial_noise, rollout
+from grpo_bench.sde import equalizer
+from grpo_bench.tracking import MetricsSink
+from grpo_bench.trust_region import Anchors, make_kl, make_kl_weight
+
+Progress = Callable[[int, int, dict], None]
+TIMES = ("time_rollout", "time_reward", "time_train", "time_diag", "time_eval")
+
+
+def _device_is_cpu(device: str) -> bool:
+    return device == "cpu" or (device == "auto" and not torch.cuda.is_available())
+
+
+class Trainer:
+    """Everything one run needs, built once; ``update(u)`` does one GRPO iteration."""
+
+    def __init__(self, cfg: RunConfig, out_dir: Path, model: Any = None, reward: Any = None) -> None:
+        from accelerate import Accelerator
+
+        self.cfg, self.out_dir = cfg, Path(out_dir)
+        if cfg.threads:
+            torch.set_num_threads(cfg.threads)
+        if cfg.device.startswith("cuda:"):
+            torch.cuda.set_device(torch.device(cfg.device))
+        self.acc = Accelerator(mixed_precision=cfg.mixed_precision, cpu=_device_is_cpu(cfg.device),
+                               log_with=cfg.trackers or None, project_dir=str(self.out_dir))
+        self.device = self.acc.device
+        if model is None:
+            from grpo_bench import models
+
+            model = models.from_config(cfg)
+        if reward is None:
+            from grpo_bench import rewards
+
+            reward = rewards.load(cfg.reward)
+        self.model, self.reward = model, reward
+        module = model.trainable_module()
+        (model if hasattr(model, "to") else module).to(self.device)
+        self.params = [p for p in module.parameters() if p.requires_grad]
+        if not self.params:
+            raise UserError(f"model {cfg.model!r}: trainable_module() has no parameter with requires_grad")
+
+        self.method = make_method(cfg.method, **cfg.method_overrides())
+        self.sigmas = schedule.sigmas(cfg.steps, cfg.shift)
+        self.table = StepTable.build(self.method, self.sigmas, self.device)
+        self.stored = self.method.eligible_steps(self.sigmas).nonzero().flatten()  # Long[S]
+        if self.stored.numel() == 0:
+            raise UserError(f"method {cfg.method!r}: no trainable (stochastic) step with steps={cfg.steps}")
+        weight = equalizer(self.method.kernel, self.sigmas) if self.method.config.equalizer else torch.ones(cfg.steps)
+        self.kl = make_kl(cfg)
+        self.ctx = LossContext(model, self.table, weight.to(self.device), self.kl, self.method.config.clip_range,
+                               self.method.config.logprob, cfg.guidance)
+        self.optimizer = self.acc.prepare(torch.optim.AdamW(self.params, lr=cfg.lr, weight_decay=cfg.weight_decay))
+        self.anchors = Anchors(self.kl.anchors, model, module, cfg.anchor_every)
+        self.kl_weight = make_kl_weight(cfg)
+        self.counters = checkpoint.Counters()
+        self.acc.register_for_checkpointing(checkpoint.TrainableState(module), self.anchors, self.kl_weight,
+                                            self.counters)
+        self.train_prompts = _train_prompts()
+        self.shard = distributed.shard(cfg.prompts_per_update * cfg.group_size, self.acc.process_index,
+                                       self.acc.num_processes)  # checks divisibility before any sampling
+
+    # --- one update -----------------------------------------------------------------------
+    def update(self, u: int) -> dict[str, Any]:
+        cfg, dev = self.cfg, self.device
+        P, G, rank = cfg.prompts_per_update, cfg.group_size, self.acc.process_index
+        line: dict[str, Any] = {"update": u}
+        t0 = time.perf_counter()
+        order = torch.randperm(len(self.train_prompts), generator=generator(cfg.seed, "prompts", u))
+        rows = [self.train_prompts[int(k)] for k in order[:P] for _ in range(G)]  # [P*G] group-major
+        x0 = initial_noise(tuple(self.model.latent_shape), P, G, self.method.config.shared_noise,
+                           generator(cfg.seed, "noise", u, dev))
+        steps = self.method.train_steps(self.sigmas, P * G, generator(cfg.seed, "steps", u))  # Long[P*G, K]
+        # Data parallel: this process's contiguous rows of the global batch (all of it on one process).
+        mine = self.shard
+        with self.acc.autocast():
+            ro = rollout(self.model, self.table, rows[mine], x0[mine], guidance=cfg.guidance,
+                         stored=self.stored, logprob=self.method.config.logprob,
+                         sde_gen=generator(distributed.rank_seed(cfg.seed, rank), "sde", u, dev),
+                         anchors={a: self.anchors.velocity(a) for a in self.anchors.names}, train_steps=steps[mine])
+        t1 = _sync(dev)
+        with torch.no_grad():
+            local = {k: v.detach().float().cpu() for k, v in self.reward(ro.videos, ro.prompts).items()}
+        scores = distributed.gather_scores(local, self.acc)  # every rank: the whole batch
+        r = composite(scores, reward_weights(self.reward, cfg.setting))  # [P*G]
+        adv, bad = group_advantages(r, G, cfg.adv_clip, cfg.on_bad_reward)
+        line.update(reward=_nanmean(r), reward_std_in_group=group_std(r, G), bad_rewards=bad,
+                    adv_abs_mean=float(adv.abs().mean()),
+                    **{f"reward_{k}": _nanmean(scores[k]) for k in ("vq", "mq", "ta") if k in scores})
+        adv = adv[mine].to(dev)
+        t2 = time.perf_counter()
+        if cfg.diag_every and u % cfg.diag_every == 0:
+            with self.acc.autocast():
+                line["grad_norm_per_step"] = per_step_grad_norms(self.ctx, ro, adv, self.params, cfg.steps)
+        t3 = _sync(dev)
+        train_stats = self.optimize(ro, adv, steps[mine].to(dev))
+        if self.acc.num_processes > 1:  # loss statistics of the whole batch: mean over ranks (equal shards)
+            keys = sorted(k for k, v in train_stats.items() if isinstance(v, float))
+            vals = self.acc.reduce(torch.tensor([train_stats[k] for k in keys], device=dev, dtype=torch.float64), "mean")
+            train_stats.update(zip(keys, vals.tolist()))
+        line.update(train_stats)
+        t4 = _sync(dev)
+        line.update(time_rollout=t1 - t0, time_reward=t2 - t1, time_diag=t3 - t2, time_train=t4 - t3)
+        return line
+
+    def optimize(self, ro: Any, adv: torch.Tensor, steps: torch.Tensor) -> dict[str, float]:
+        """inner_epochs × minibatches optimizer steps on one rollout; returns mean statistics."""
+        cfg = self.cfg
+        B, K = steps.shape
+        w = self.kl_weight.value
+        sums: dict[str, float] = defaultdict(float)
+        n, grad_norms, copies = 0, [], 0
+        for _ in range(cfg.inner_epochs):
+            for mb in torch.arange(B, device=self.device).chunk(cfg.minibatches):
+                self.optimizer.zero_grad(set_to_none=True)
+                pairs = len(mb) * K  # (j, i) pairs this optimizer step averages over
+                for rows in mb.split(cfg.micro_batch or len(mb)):
+                    for k in range(K):
+                        with self.acc.autocast():
+                            t = step_terms(self.ctx, ro, adv, rows, steps[rows, k])
+                            loss = (t.policy.sum() + w * t.kl["kl"].sum()) / pairs
+                        self.acc.backward(loss)
+                        sums["policy_loss"] += float(t.policy.detach().sum())
+                        for name, val in t.kl.items():
+                            sums[name] += float(val.detach().sum())
+                        sums["ratio_mean"] += float(t.ratio.sum())
+                        sums["clip_frac"] += float(((t.ratio - 1).abs() > self.ctx.clip_range).sum())
+                        n += len(rows)
+                distributed.average_gradients(self.params, self.acc)  # not DDP-wrapped: velocity() calls it
+                grad_norms.append(float(self.acc.clip_grad_norm_(self.params, cfg.max_grad_norm)))
+                self.optimizer.step()
+                self.counters.optimizer_steps += 1
+                copies += self.anchors.after_optimizer_step(self.counters.optimizer_steps)
+        self.counters.anchor_copies += copies
+        out = {k: v / n for k, v in sums.items()}
+        out.update(kl_weight=w, grad_norm=sum(grad_norms) / len(grad_norms), optimizer_steps=self.counters.optimizer_steps,
+                   anchor_copies=self.counters.anchor_copies)
+        self.kl_weight.update(out["kl"])
+        return out
+
+    def evaluate(self) -> tuple[dict, list, torch.Tensor]:
+        t = time.perf_counter()
+        metrics, rows, videos = evaluate(self.model, self.reward, self.sigmas, self.cfg, self.device, self.acc.autocast)
+        metrics["time_eval"] = time.perf_counter() - t
+        return metrics, rows, videos
+
+    # --- the run ----------------------------------------------------------------------------
+    def run(self, resume: bool, progress: Progress | None) -> dict[str, Any]:
+        cfg, out = self.cfg, self.out_dir
+        main = self.acc.is_main_process
+        sink = MetricsSink(out, self.acc) if main else None
+        if self.acc.trackers == [] and cfg.trackers:
+            self.acc.init_trackers(f"grpo-bench-{config_id(cfg)}", config=cfg.to_dict())
+        found = checkpoint.latest(out) if resume else None
+        if found:
+            self.acc.load_state(str(found[1]))
+        lines = sink.truncate(self.counters.update) if main else []
+        start_wall, t_attempt = self.counters.wall_time, time.perf_counter()
+        final_eval = None
+        for u in range(self.counters.update, cfg.updates):
+            last = u == cfg.updates - 1
+            pre_eval = u % cfg.eval_every == 0 and not last
+            line = {}
+            if pre_eval:  # the policy before update u (u = 0: the base model)
+                metrics, _, _ = self.evaluate()
+                line.update(metrics, eval_at=u)
+            line = {**self.update(u), **line}
+            if last:  # the final policy
+                final_eval = self.evaluate()
+                line.update(final_eval[0], eval_at=u + 1)
+            self.counters.update = u + 1
+            self.counters.wall_time = start_wall + time.perf_counter() - t_attempt
+            if main:
+                sink.log(line)
+            lines.append(line)
+            if (u + 1) % cfg.checkpoint_every == 0 or last:
+                checkpoint.save(self.acc, out, u + 1)
+            if progress is not None:
+                progress(u + 1, cfg.updates, line)
+        if final_eval is None:  # resumed after the last checkpoint: the same policy, the same noise
+            final_eval = self.evaluate()
+        _, rows, videos = final_eval
+        self.acc.end_training()
+        last_line = lines[-1] if lines else {}
+        last_eval = next((r for r in reversed(lines) if "eval_at" in r), {})
+        final = {
+            "metrics": {k: v for k, v in last_line.items() if not k.startswith("eval_")},
+            "eval": {k: v for k, v in last_eval.items() if k.startswith("eval_")},
+            "updates": self.counters.update, "optimizer_steps": self.counters.optimizer_steps,
+            "wall_time": self.counters.wall_time, "config_id": config_id(cfg), "eval_videos": rows,
+        }
+        if not main:
+            return final
+        if cfg.save_videos:
+            import io
+
+            buf = io.BytesIO()
+            torch.save(videos.clamp(-1, 1).half(), buf)
+            atomic_write_bytes(out / "samples" / "final_eval.pt", buf.getvalue())
+        atomic_write_json(out / "final.json", final)
+        atomic_write_text(out / "DONE", "done\n")
+        return final
+
+
+def train(
+    cfg: RunConfig,
+    out_dir: Path,
+    *,
+    resume: bool = True,
+    progress: Progress | None = None,
+    model: Any = None,
+    reward: Any = None,
+) -> dict[str, Any]:
+    """Run (or resume) one GRPO run into out_dir; returns the final.json dict."""
+    import json
+
+    validate(cfg)
+    cfg = resolve(cfg)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    cfg_path = out / "config.yaml"
+    if resume and cfg_path.is_file():
+        old = yaml.safe_load(cfg_path.read_text()) or {}
+        if config_id(old) != config_id(cfg):
+            diff = sorted(k for k in set(old) | set(cfg.to_dict()) if old.get(k) != cfg.to_dict().get(k))
+            raise UserError(f"{out}: holds a run of a different config (keys {diff}); "
+                            "use --no-resume to overwrite or choose another --out")
+        if (out / "DONE").is_file() and (out / "final.json").is_file():
+            return json.loads((out / "final.json").read_text())
+    if not resume:
+        checkpoint.clear(out)
+        for name in ("DONE", "final.json", "metrics.jsonl"):
+            (out / name).unlink(missing_ok=True)
+    atomic_write_text(cfg_path, yaml.safe_dump(cfg.to_dict(), sort_keys=True))
+    return Trainer(cfg, out, model, reward).run(resume, progress)
+
+
+# --- helpers -------------------------------------------------------------------------------
+def _train_prompts() -> list[str]:
+    from grpo_bench.world import prompts
+
+    return prompts("train")
+
+
+def _nanmean(t: torch.Tensor) -> float:
+    t = t.double()
+    ok = torch.isfinite(t)
+    return float(t[ok].mean()) if ok.any() else math.nan
+
+
+def _sync(device: torch.device) -> float:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter()

@@ -1,0 +1,117 @@
+"""The learned world judge: shipped weights, agreement with the oracle, hackability, rebuild, bad files."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from grpo_bench import rewards
+from grpo_bench.cli import app
+from grpo_bench.errors import UserError
+from grpo_bench.rewards.judge_train import correlations, sample_base
+from grpo_bench.rewards.world_judge import DEFAULT_WEIGHTS, DIMENSIONS, load_judge
+from grpo_bench.world import oracle, prompts, render
+
+# Held-out base-model samples: a seed the shipped judge never saw (training uses seed 0's draws).
+HELDOUT_SEED = 20261129
+HELDOUT_N = 64
+
+
+@pytest.fixture(scope="module")
+def judge():
+    return load_judge()
+
+
+@pytest.fixture(scope="module")
+def heldout():
+    """64 base-model videos, 8 per chunk cycling through every sampler (ODE, sage, flow, dance, cps)."""
+    return sample_base(HELDOUT_N, 16, HELDOUT_SEED, chunk=8)
+
+
+def test_shipped_weights_and_card(judge):
+    card = json.loads(DEFAULT_WEIGHTS.with_suffix(".json").read_text())
+    for key in ("command", "seed", "steps", "wall_time_s", "spearman_heldout_base"):
+        assert key in card
+    assert card["command"].startswith("grpo-bench pretrain judge")
+    rho = card["spearman_heldout_base"]  # 512 held-out base-model samples
+    assert rho["vq"] >= 0.8 and rho["mq"] >= 0.8 and rho["ta"] >= 0.5, rho
+    assert DEFAULT_WEIGHTS.stat().st_size <= 10 * 2**20
+    n = sum(p.numel() for p in judge.parameters())
+    assert 100_000 <= n <= 1_000_000
+    assert (judge.std > 0).all() and torch.isfinite(judge.mean).all()
+
+
+def test_spearman_with_oracle_on_heldout_base_samples(judge, heldout):
+    videos, texts = heldout
+    rho = correlations(judge, videos, texts)
+    assert rho["vq"] >= 0.8 and rho["mq"] >= 0.8 and rho["ta"] >= 0.45, rho
+
+
+@pytest.mark.xfail(strict=True, reason="issue #3 target: judge TA Spearman >= 0.8 on held-out base samples; "
+                   "the shipped judge reaches ~0.63 (VQ 0.97, MQ 0.93 meet it)")
+def test_ta_spearman_meets_the_issue_target():
+    card = json.loads(DEFAULT_WEIGHTS.with_suffix(".json").read_text())
+    assert card["spearman_heldout_base"]["ta"] >= 0.8
+
+
+def test_outputs_are_z_scores_over_base_samples(judge, heldout):
+    videos, texts = heldout
+    z = torch.stack(list(judge.score(videos, texts).values()), 1).detach()
+    assert z.mean(0).abs().max() < 0.6 and ((z.std(0) > 0.5) & (z.std(0) < 1.6)).all(), (z.mean(0), z.std(0))
+
+
+def test_judge_is_hackable_by_pixel_gradient_ascent(judge):
+    """50 steps of gradient ascent on judge TA in pixel space, from real videos: the judge's TA rises by
+    more than one z-unit while the oracle says the videos left the world (manifold distance grows)."""
+    texts = prompts("train")[:8]
+    x0 = render(texts, 5, size=16)
+    x = x0.clone().requires_grad_(True)
+    opt = torch.optim.Adam([x], lr=0.01)
+    for p in judge.parameters():
+        p.requires_grad_(False)
+    before = judge.score(x0, texts)["ta"].detach()
+    for _ in range(50):
+        opt.zero_grad()
+        (-judge.score(x, texts)["ta"].sum()).backward()
+        opt.step()
+        with torch.no_grad():
+            x.clamp_(-1, 1)
+    after = judge.score(x.detach(), texts)["ta"].detach()
+    assert (after - before).mean() > 1.0, (before, after)
+    o0, o1 = oracle(x0, texts), oracle(x.detach(), texts)
+    assert o1["manifold"].mean() > o0["manifold"].mean() + 0.02, (o0["manifold"], o1["manifold"])
+
+
+def test_pretrain_judge_smoke_writes_a_loadable_card(tmp_path):
+    out = tmp_path / "judge.safetensors"
+    result = CliRunner().invoke(app, [
+        "pretrain", "judge", "--steps", "3", "--base-videos", "8", "--heldout-videos", "8", "--out", str(out),
+    ])
+    assert result.exit_code == 0, result.output
+    card = json.loads(out.with_suffix(".json").read_text())
+    assert card["steps"] == 3 and card["seed"] == 0 and card["wall_time_s"] > 0
+    assert card["command"].startswith("grpo-bench pretrain judge --steps 3") and str(out) in card["command"]
+    assert set(card["spearman_heldout_base"]) == set(DIMENSIONS)
+    reward = rewards.load("world_judge", path=out)
+    texts = prompts("eval")[:2]
+    scores = reward(render(texts, 0, size=16), texts)
+    assert all(v.shape == (2,) and torch.isfinite(v).all() for v in scores.values())
+
+
+def test_missing_or_corrupt_weights_name_the_file_and_the_command(tmp_path):
+    missing = tmp_path / "nope.safetensors"
+    with pytest.raises(UserError, match=r"nope\.safetensors.*grpo-bench pretrain judge"):
+        rewards.load("world_judge", path=missing)
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(b"\x00garbage" * 20)
+    with pytest.raises(UserError, match=r"bad\.safetensors.*corrupt.*grpo-bench pretrain judge"):
+        load_judge(bad)
+    foreign = tmp_path / "foreign.safetensors"
+    from safetensors.torch import save_file
+
+    save_file({"w": torch.zeros(2)}, str(foreign))
+    with pytest.raises(UserError, match=r"foreign\.safetensors.*grpo-bench pretrain judge"):
+        load_judge(foreign)

@@ -1,0 +1,99 @@
+"""Run folders -> rows of results.parquet: every kind of row, torn files, failures, stale cells."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from suite_support import EVAL_PROMPTS, fake_line, fake_train
+
+from grpo_bench import results
+from grpo_bench.config import RunConfig, config_id, resolve
+
+
+def _meta(cfg: RunConfig, suite: str = "t") -> dict:
+    return {"id": config_id(cfg), "suite": suite, "labels": {"method": cfg.method, "seed": cfg.seed},
+            "group": f"{cfg.method} kl={cfg.kl}", "config": cfg.to_dict()}
+
+
+@pytest.fixture
+def cfg() -> RunConfig:
+    return resolve(RunConfig(method="sage_grpo", updates=5, eval_every=2, diag_every=2, steps=4, eval_samples=2))
+
+
+def test_cell_rows_hold_curves_finals_videos_grads_and_strips(tmp_path, cfg):
+    cdir = tmp_path / "cell"
+    fake_train(cfg, cdir)
+    rows = results.cell_rows(cdir, _meta(cfg), wall_time=3.0)
+    lines = [fake_line(cfg, u) for u in range(cfg.updates)]
+    upd = rows[rows["kind"] == "update"]
+    n_scalar = sum(1 for ln in lines for k, v in ln.items() if k != "update" and not isinstance(v, list))
+    assert len(upd) == n_scalar
+    reward = upd[upd["metric"] == "reward"].sort_values("update")
+    assert reward["value"].tolist() == pytest.approx([ln["reward"] for ln in lines])
+    final = rows[rows["kind"] == "final"].set_index("metric")["value"]
+    assert final["reward"] == pytest.approx(lines[-1]["reward"])
+    assert final["eval_oracle_vq"] == pytest.approx(lines[-1]["eval_oracle_vq"])  # last eval = last update
+    assert final["wall_time"] == 1.5 * cfg.updates  # the trainer's wall time wins over the runner's
+    vids = rows[rows["kind"] == "video"]
+    final_json = json.loads((cdir / "final.json").read_text())
+    assert len(vids) == len(final_json["eval_videos"]) * 6  # 6 scalar metrics per video
+    v0 = final_json["eval_videos"][0]
+    got = vids[(vids["prompt"] == v0["prompt"]) & (vids["sample"] == 0) & (vids["metric"] == "oracle_ta")]
+    assert got["value"].item() == pytest.approx(v0["oracle_ta"]) and got["video_seed"].item() == v0["seed"]
+    grads = rows[rows["kind"] == "grad"]
+    assert grads["update"].tolist() == [0, 2, 4]
+    assert math.isnan(grads["array"].iloc[0][-1]) and len(grads["array"].iloc[0]) == cfg.steps
+    strips = rows[rows["kind"] == "strip"]
+    assert strips["prompt"].tolist() == EVAL_PROMPTS
+    shape = list(strips["shape"].iloc[0])
+    assert shape == [1, 4, 16, 16, 3]
+    arr = np.asarray(strips["array"].iloc[0])
+    assert arr.size == np.prod(shape) and arr.min() >= 0 and arr.max() <= 255
+    cell = rows[rows["kind"] == "cell"]
+    assert json.loads(cell["text"].item())["status"] == "done"
+    assert set(rows["group"]) == {"sage_grpo kl=dual"} and set(rows["seed"]) == {0}
+
+
+def test_a_torn_last_metrics_line_is_skipped(tmp_path, cfg):
+    cdir = tmp_path / "cell"
+    fake_train(cfg, cdir)
+    with open(cdir / "metrics.jsonl", "a") as fh:
+        fh.write('{"update": 5, "rew')  # a writer killed mid-line
+    rows = results.cell_rows(cdir, _meta(cfg))
+    assert rows.loc[rows["kind"] == "update", "update"].max() == cfg.updates - 1
+
+
+def test_aggregate_keeps_failures_and_ignores_stale_cells(tmp_path, cfg):
+    suite_dir = tmp_path / "suite"
+    good = _meta(cfg)
+    fake_train(cfg, suite_dir / good["id"])
+    other = resolve(RunConfig(method="cps", updates=2, steps=4))
+    bad = _meta(other)
+    (suite_dir / bad["id"]).mkdir(parents=True)
+    try:
+        raise RuntimeError("exploded at update 1")
+    except RuntimeError as exc:
+        rec = results.record_failure(suite_dir / bad["id"], exc, 0.5)
+    assert "Traceback" in rec["traceback"] and "exploded" in rec["traceback"]
+    stale = resolve(RunConfig(method="flow_grpo", updates=2, steps=4))
+    fake_train(stale, suite_dir / config_id(stale))  # a finished cell no longer in the suite
+    frame = results.aggregate(suite_dir, [good, bad], {"name": "suite", "report": {}})
+    assert set(frame["cell"].dropna()) - {""} == {good["id"], bad["id"]}
+    err = frame[(frame["kind"] == "cell") & (frame["metric"] == "error")]
+    assert "RuntimeError: exploded at update 1" in json.loads(err["text"].item())["error"]
+    assert (suite_dir / good["id"] / results.ROWS).is_file()  # rows rebuilt for a DONE cell without them
+    back = pd.read_parquet(suite_dir / results.RESULTS)
+    assert len(back) == len(frame) and list(back.columns) == list(results.COLUMNS)
+    assert json.loads(back.loc[back["kind"] == "suite", "text"].item())["name"] == "suite"
+
+
+def test_rows_are_deterministic(tmp_path, cfg):
+    cdir = tmp_path / "cell"
+    fake_train(cfg, cdir)
+    a = results.cell_rows(cdir, _meta(cfg), 1.0)
+    b = results.cell_rows(cdir, _meta(cfg), 2.0)  # the runner's time loses to the trainer's
+    pd.testing.assert_frame_equal(a.drop(columns=["text"]), b.drop(columns=["text"]))

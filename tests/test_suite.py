@@ -1,0 +1,186 @@
+"""Suite files: validation errors (file, key path, allowed values), expansion, stable cell ids,
+ablation grids, worker slots and GPU pinning."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+from suite_support import SMALL_SUITE, TRAINER, write_suite
+
+from grpo_bench import runner
+from grpo_bench.config import config_id, from_dict, resolve
+from grpo_bench.errors import UserError
+from grpo_bench.suite import ablation, expand, load_suite, parse_suite
+
+SUITES = Path(__file__).resolve().parents[1] / "suites"
+
+
+def _suite(**changes):
+    data = json.loads(json.dumps(SMALL_SUITE))
+    for key, value in changes.items():
+        if value is None:
+            data.pop(key, None)
+        else:
+            data[key] = value
+    return data
+
+
+def test_expansion_labels_groups_and_ids_match_an_independent_resolve(tmp_path):
+    suite = load_suite(write_suite(tmp_path / "s.yaml"))
+    cells = expand(suite)
+    # grid: 1 setting x 2 methods, union: 1 cell; x 2 seeds
+    assert len(cells) == 6
+    assert [c.group for c in cells[::2]] == ["dance_grpo kl=none", "sage_grpo kl=dual", "sage_grpo kl=none"]
+    assert [c.labels["seed"] for c in cells[:2]] == [0, 1]
+    # the id is config_id of the resolved config, computed here without the suite code
+    expected = config_id(resolve(from_dict({**SMALL_SUITE["base"], "setting": "A", "method": "dance_grpo", "seed": 1})))
+    assert cells[1].id == expected
+    assert cells[1].config.kl == "none" and cells[3].config.kl == "dual" and cells[3].config.equalizer is True
+
+
+def test_cell_ids_do_not_depend_on_key_order_or_where_a_value_is_written(tmp_path):
+    a = load_suite(write_suite(tmp_path / "a.yaml"))
+    data = _suite()
+    data = {k: data[k] for k in reversed(list(data))}  # reversed top-level order
+    data["base"] = {k: data["base"][k] for k in reversed(list(data["base"]))}
+    data["grid"] = {"method": ["sage_grpo", "dance_grpo"], "setting": ["A"]}  # other key and value order
+    data["base"].pop("updates")
+    data["budget"] = {"updates": 4}  # same value, declared in the budget instead of the base
+    b = load_suite(write_suite(tmp_path / "b.yaml", data))
+    ids_a, ids_b = {c.id: c.labels["seed"] for c in expand(a)}, {c.id: c.labels["seed"] for c in expand(b)}
+    assert ids_a == ids_b
+    assert [c.id for c in expand(a)] == [c.id for c in expand(a)]  # stable across expansions
+    # a changed budget value is a different run
+    data["budget"] = {"updates": 5}
+    assert not set(ids_a) & {c.id for c in expand(load_suite(write_suite(tmp_path / "c.yaml", data)))}
+
+
+def test_runner_only_budget_keys_never_change_a_cell_id(tmp_path):
+    a = expand(load_suite(write_suite(tmp_path / "a.yaml")))
+    b = expand(load_suite(write_suite(tmp_path / "b.yaml", _suite(budget={"gpus_per_cell": 2, "timeout_min": 5}))))
+    assert [c.id for c in a] == [c.id for c in b]
+
+
+@pytest.mark.parametrize(
+    "changes,needles",
+    [
+        ({"grdi": {"method": ["cps"]}}, ["unknown suite key 'grdi'", "did you mean 'grid'", "allowed: base, budget"]),
+        ({"base": {"updates": "many"}}, ["base.updates:", "'updates' expects int"]),
+        ({"base": {"lrr": 1e-4}}, ["base.lrr: unknown config key 'lrr'", "did you mean 'lr'"]),
+        ({"grid": {"method": "sage_grpo"}}, ["grid.method must be a list"]),
+        ({"grid": {}}, ["grid is empty"]),
+        ({"grid": {"method": []}}, ["grid.method is an empty list"]),
+        ({"grid": {"method": ["dance_grpo", "sage"]}},
+         ["grid.method[1]: unknown method 'sage'", "allowed: cps, dance_grpo, flow_grpo, sage_grpo"]),
+        ({"union": [{"kl": ["dual", "moving_kl"]}]},
+         ["union[0].kl[1]: unknown KL variant 'moving_kl'", "allowed: dual, fixed, moving, none, stepwise"]),
+        ({"grid": {"setting": ["A", "C"]}}, ["grid.setting[1]: unknown setting 'C'", "allowed: A, B"]),
+        ({"union": [{"method": ["sage_grpo"], "kl": ["dual"]}]}, ["are the same run", "remove one"]),
+        ({"seeds": 3}, ["seeds must be a non-empty list"]),
+        ({"seeds": [0, 0]}, ["lists a seed twice"]),
+        ({"budget": {"lr": 1.0}}, ["unknown budget key 'lr'", "allowed:"]),
+        ({"report": {"figures": ["reward_curve"]}}, ["report.figures[0]: unknown report figure 'reward_curve'",
+                                                     "did you mean 'reward_curves'"]),
+        ({"name": "my suite"}, ["name must be a folder-safe string"]),
+    ],
+)
+def test_malformed_suites_name_file_key_path_and_allowed_values(tmp_path, changes, needles):
+    path = write_suite(tmp_path / "bad.yaml", _suite(**changes))
+    with pytest.raises(UserError) as err:
+        expand(load_suite(path))
+    msg = str(err.value)
+    assert msg.startswith(str(path)) and "\n" not in msg
+    for needle in needles:
+        assert needle in msg, msg
+
+
+def test_invalid_cell_combination_names_the_cell(tmp_path):
+    data = _suite(union=[{"method": ["cps"], "group_size": [1]}])
+    with pytest.raises(UserError, match=r"cell \(method=cps, group_size=1, seed=0\).*group_size"):
+        expand(load_suite(write_suite(tmp_path / "bad.yaml", data)))
+
+
+def test_command_line_overrides_apply_to_every_cell_but_not_to_grid_keys(tmp_path):
+    path = write_suite(tmp_path / "s.yaml")
+    cells = expand(load_suite(path, {"updates": 2}))
+    assert {c.config.updates for c in cells} == {2}
+    with pytest.raises(UserError, match="method is varied by"):
+        load_suite(path, {"method": "cps"})
+
+
+def test_ablation_builds_kl_equalizer_and_sde_grids(tmp_path):
+    base = load_suite(write_suite(tmp_path / "s.yaml", _suite(seeds=[0])))
+    kl = expand(ablation(base, ["none", "fixed", "stepwise", "moving", "dual"], None, None))
+    assert [c.config.kl for c in kl] == ["none", "fixed", "stepwise", "moving", "dual"]
+    eq = ablation(base, None, [True, False], ["sage", "flow_grpo", "dance", "cps"])
+    cells = expand(eq)
+    assert len(cells) == 8 and eq.name == "ablate_tiny_sde-sage_grpo-flow_grpo-dance_grpo-cps_eq-on-off"
+    assert {(c.config.method, c.config.equalizer) for c in cells} == {
+        (m, e) for m in ("sage_grpo", "flow_grpo", "dance_grpo", "cps") for e in (True, False)}
+    again = parse_suite(yaml.safe_load(eq.to_yaml()), "stored")  # the stored suite file re-expands identically
+    assert [c.id for c in expand(again)] == [c.id for c in cells]
+    with pytest.raises(UserError, match="--sde: unknown SDE .*'euler'.*allowed:.*cps"):
+        ablation(base, None, None, ["euler"])
+
+
+@pytest.mark.parametrize("name", ["smoke", "main_table", "ablate_equalizer", "ablate_kl", "kl_weight"])
+def test_shipped_suites_validate_and_expand(name):
+    suite = load_suite(SUITES / f"{name}.yaml")
+    cells = expand(suite)
+    assert suite.name == name and len({c.id for c in cells}) == len(cells)
+    if name == "main_table":
+        assert len(suite.seeds) >= 3
+        groups = {(c.config.setting, c.group) for c in cells}
+        assert len(groups) == 2 * (4 + 4)  # 4 methods + sage with the other 4 KL variants, per setting
+        assert {c.config.kl for c in cells if c.config.method == "sage_grpo"} == {
+            "none", "fixed", "stepwise", "moving", "dual"}
+    if name == "smoke":
+        assert {c.config.method for c in cells} == {"dance_grpo", "flow_grpo", "cps", "sage_grpo"}
+
+
+def test_plan_slots_pins_distinct_gpus_and_splits_cores():
+    slots, threads = runner.plan_slots(None, 1, n_gpus=4, cpus=16)
+    assert slots == [[0], [1], [2], [3]] and threads == 4
+    slots, _ = runner.plan_slots(None, 2, n_gpus=4, cpus=16)
+    assert slots == [[0, 1], [2, 3]]
+    slots, threads = runner.plan_slots(2, 1, n_gpus=0, cpus=2)
+    assert slots == [None, None] and threads == 1
+    assert runner.plan_slots(None, 1, n_gpus=0, cpus=3) == ([None] * 3, 1)
+    with pytest.raises(UserError, match="only 2 worker"):
+        runner.plan_slots(3, 2, n_gpus=4, cpus=16)
+
+
+def test_workers_get_their_own_gpu_and_thread_budget(tmp_path, monkeypatch):
+    """With (pretend) 2 GPUs and no --jobs, two workers each see exactly one distinct GPU."""
+    monkeypatch.setattr(runner, "gpu_count", lambda: 2)
+    monkeypatch.setenv("FAKE_LOG", str(tmp_path / "log"))
+    monkeypatch.setenv("FAKE_SLEEP", "0.3")  # both workers get a cell before either finishes
+    suite = load_suite(write_suite(tmp_path / "s.yaml", _suite(union=None, seeds=[0], base={
+        "updates": 2, "steps": 4, "eval_samples": 1, "eval_every": 1, "diag_every": 0})))
+    summary = runner.run_suite(suite, expand(suite), tmp_path / "runs", trainer="suite_support:env_train")
+    assert summary.count("done") == 2
+    seen = [json.loads((summary.suite_dir / c.id / "env.json").read_text()) for c in expand(suite)]
+    assert sorted(s["CUDA_VISIBLE_DEVICES"] for s in seen) == ["0", "1"]
+    assert all(s["threads"] == max(1, (os.cpu_count() or 1) // 2) for s in seen)
+
+
+def test_submitit_backend_runs_cells_through_the_local_executor(tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_LOG", str(tmp_path / "log"))
+    # submitit's jobs are fresh interpreters: they find the fake trainer through PYTHONPATH
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]))
+    suite = load_suite(write_suite(tmp_path / "s.yaml", _suite(union=None, seeds=[0])))
+    summary = runner.run_suite(suite, expand(suite), tmp_path / "runs", backend="submitit", cluster="local",
+                               trainer=TRAINER, jobs=2)
+    assert summary.count("done") == 2
+    assert all((summary.suite_dir / c.id / "DONE").is_file() for c in expand(suite))
+    assert (summary.suite_dir / "results.parquet").is_file()
+
+
+def test_suite_files_are_plain_yaml():
+    for path in SUITES.glob("*.yaml"):
+        assert isinstance(yaml.safe_load(path.read_text()), dict), path
+    assert parse_suite(SMALL_SUITE, "inline").name == "tiny"
