@@ -33,7 +33,7 @@ def build_pipe(layers: int):
     from diffusers import AutoencoderKLWan, FlowMatchEulerDiscreteScheduler, WanPipeline, WanTransformer3DModel
     from transformers import UMT5Config, UMT5EncoderModel
 
-    from grpo_bench.models.tiny_text import word_tokenizer
+    from grpo_bench.models._tiny_text import word_tokenizer
 
     tok = word_tokenizer(["<pad>", "</s>"], pad="<pad>", eos="</s>", append_eos=True)
     text = UMT5EncoderModel(UMT5Config(vocab_size=len(tok), d_model=4096, d_kv=64, d_ff=256, num_layers=1, num_heads=64,

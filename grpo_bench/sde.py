@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from abc import ABC, abstractmethod
 from functools import lru_cache
 
 import torch
@@ -32,8 +33,9 @@ class ScheduleWarning(UserWarning):
     """A step of a schedule that a kernel treats specially (e.g. made deterministic)."""
 
 
-class Kernel:
-    """One rollout step x -> x'. Subclasses define ``variance`` and ``coefficients``."""
+class Kernel(ABC):
+    """One rollout step x -> x'. Subclasses define ``variance`` and, unless it is the score-corrected
+    Euler mean, ``coefficients``."""
 
     name: str
     std_formula: str = ""  # shown in Table 1
@@ -45,8 +47,9 @@ class Kernel:
         self.score_term = bool(score_term)
 
     # --- per-step scalars -------------------------------------------------------------
+    @abstractmethod
     def variance(self, sigma: float, sigma_next: float, sigma_1: float) -> float:
-        raise NotImplementedError  # abstract: every registered kernel overrides it
+        """var_i of the step sigma -> sigma_next (sigma_1: the schedule's second entry)."""
 
     def coefficients(self, sigma: float, sigma_next: float, var: float) -> tuple[float, float]:
         """(a, b) with mu = a*x + b*v. Default: Euler step plus the score correction."""

@@ -72,7 +72,10 @@ def run_command(path: Path, jobs: int | None, backend: str, out: Path, dry_run: 
     return 1 if summary is not None and summary.count("failed") else 0
 
 
-def _split(value: str | None) -> list[str] | None:
+def _split(value: str | None, every: list[str] | None = None) -> list[str] | None:
+    """'a,b' -> ['a', 'b']; 'all' -> every (when given); None/'' -> None."""
+    if value and every is not None and value.strip().lower() == "all":
+        return list(every)
     return [v.strip() for v in value.split(",") if v.strip()] if value else None
 
 
@@ -83,7 +86,7 @@ def ablate_command(kl: str | None, equalizer: str | None, sde: str | None, base:
 
     base_path = base if base is not None else suites_dir() / DEFAULT_ABLATE_BASE
     base_suite = load_suite(base_path, parse_overrides(overrides))
-    kls = KL_VARIANTS.names() if kl == "all" else _split(kl)
+    kls = _split(kl, every=KL_VARIANTS.names())
     eq = None
     if equalizer:
         flags = {"on": True, "off": False, "true": True, "false": False}

@@ -12,7 +12,7 @@ import torch
 
 from grpo_bench import rewards
 from grpo_bench.errors import UserError
-from grpo_bench.models.tiny_text import word_tokenizer
+from grpo_bench.models._tiny_text import word_tokenizer
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 

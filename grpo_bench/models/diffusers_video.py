@@ -348,3 +348,26 @@ def cast(module: nn.Module, dtype: torch.dtype) -> nn.Module:
 
 def count_params(module: nn.Module, trainable_only: bool = False) -> int:
     return sum(p.numel() for p in module.parameters() if p.requires_grad or not trainable_only)
+
+
+def register_family(tiny_name: str, tiny: Any, hub_ids: dict[str, str], load_hub: Any, what: str) -> None:
+    """Register a model family: a random tiny preset ``tiny(options, seed)`` and one entry per hub
+    id, loaded by ``load_hub(hub_id, options)`` from local files only. Every factory takes a
+    RunConfig ``cfg`` (frames, size, LoRA, precision, device); keywords override AdapterOptions."""
+    from grpo_bench.models import MODELS
+
+    def options(cfg: Any, kw: dict[str, Any]) -> AdapterOptions:
+        return AdapterOptions.from_config(cfg, **kw) if cfg is not None else AdapterOptions(**kw)
+
+    def tiny_factory(pretrained: bool = True, cfg: Any = None, seed: int = 0, **kw: Any) -> DiffusersVideoModel:
+        return tiny(options(cfg, kw), seed=seed)
+
+    tiny_factory.__doc__ = f"Random tiny {what} (random whether or not ``pretrained``: no tiny weights exist)."
+    MODELS.register(tiny_name)(tiny_factory)
+    for name, hub_id in hub_ids.items():
+
+        def hub_factory(pretrained: bool = True, cfg: Any = None, _hub: str = hub_id, **kw: Any) -> DiffusersVideoModel:
+            return load_hub(_hub, options(cfg, kw))
+
+        hub_factory.__doc__ = f"{hub_id} from the local cache or a local folder (never downloaded)."
+        MODELS.register(name)(hub_factory)

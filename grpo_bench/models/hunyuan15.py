@@ -23,7 +23,6 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from grpo_bench.models import MODELS
 from grpo_bench.models.diffusers_video import (
     PIPELINES,
     AdapterOptions,
@@ -31,6 +30,7 @@ from grpo_bench.models.diffusers_video import (
     TextCond,
     VelocityNet,
     load_pipeline,
+    register_family,
 )
 
 HUB_IDS = {
@@ -110,7 +110,7 @@ def tiny_hunyuan15_pipeline(seed: int = 0) -> Any:
     from diffusers.guiders import ClassifierFreeGuidance
     from transformers import ByT5Tokenizer, Qwen2_5_VLTextConfig, Qwen2_5_VLTextModel, T5Config, T5EncoderModel
 
-    from grpo_bench.models.tiny_text import word_tokenizer
+    from grpo_bench.models._tiny_text import word_tokenizer
 
     template = (
         "{% for m in messages %}<|im_start|> {{ m['role'] }} {{ m['content'] }} <|im_end|> {% endfor %}"
@@ -170,22 +170,4 @@ def tiny_hunyuan15(options: AdapterOptions, seed: int = 0) -> HunyuanVideo15Mode
 
 
 # --- registry entries ----------------------------------------------------------------------------
-@MODELS.register("tiny-hunyuan15")
-def tiny_hunyuan15_factory(pretrained: bool = True, cfg: Any = None, seed: int = 0, **options: Any) -> HunyuanVideo15Model:
-    """Random tiny HunyuanVideo 1.5 (random whether or not ``pretrained``: no tiny weights exist).
-    ``cfg``: a RunConfig (frames, size, LoRA, precision, device); keywords override AdapterOptions."""
-    opts = AdapterOptions.from_config(cfg, **options) if cfg is not None else AdapterOptions(**options)
-    return tiny_hunyuan15(opts, seed=seed)
-
-
-def _hub_factory(name: str, hub_id: str) -> None:
-    def factory(pretrained: bool = True, cfg: Any = None, **options: Any) -> HunyuanVideo15Model:
-        opts = AdapterOptions.from_config(cfg, **options) if cfg is not None else AdapterOptions(**options)
-        return load_hunyuan15(hub_id, opts)
-
-    factory.__doc__ = f"{hub_id} from the local cache or a local folder (never downloaded)."
-    MODELS.register(name)(factory)
-
-
-for _name, _hub in HUB_IDS.items():
-    _hub_factory(_name, _hub)
+register_family("tiny-hunyuan15", tiny_hunyuan15, HUB_IDS, load_hunyuan15, "HunyuanVideo 1.5")

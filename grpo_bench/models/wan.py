@@ -22,7 +22,6 @@ import torch
 from torch import Tensor
 
 from grpo_bench.errors import UserError
-from grpo_bench.models import MODELS
 from grpo_bench.models.diffusers_video import (
     PIPELINES,
     AdapterOptions,
@@ -30,6 +29,7 @@ from grpo_bench.models.diffusers_video import (
     TextCond,
     VelocityNet,
     load_pipeline,
+    register_family,
 )
 
 HUB_IDS = {
@@ -112,7 +112,7 @@ def tiny_wan_pipeline(seed: int = 0) -> Any:
     from diffusers import AutoencoderKLWan, FlowMatchEulerDiscreteScheduler, WanPipeline, WanTransformer3DModel
     from transformers import UMT5Config, UMT5EncoderModel
 
-    from grpo_bench.models.tiny_text import word_tokenizer
+    from grpo_bench.models._tiny_text import word_tokenizer
 
     tokenizer = word_tokenizer(["<pad>", "</s>"], pad="<pad>", eos="</s>", append_eos=True)
     torch.manual_seed(seed)
@@ -141,22 +141,4 @@ def tiny_wan(options: AdapterOptions, seed: int = 0) -> WanModel:
 
 
 # --- registry entries ----------------------------------------------------------------------------
-@MODELS.register("tiny-wan")
-def tiny_wan_factory(pretrained: bool = True, cfg: Any = None, seed: int = 0, **options: Any) -> WanModel:
-    """Random tiny Wan (random whether or not ``pretrained``: there are no tiny weights to load).
-    ``cfg``: a RunConfig (frames, size, LoRA, precision, device); keywords override AdapterOptions."""
-    opts = AdapterOptions.from_config(cfg, **options) if cfg is not None else AdapterOptions(**options)
-    return tiny_wan(opts, seed=seed)
-
-
-def _hub_factory(name: str, hub_id: str) -> None:
-    def factory(pretrained: bool = True, cfg: Any = None, **options: Any) -> WanModel:
-        opts = AdapterOptions.from_config(cfg, **options) if cfg is not None else AdapterOptions(**options)
-        return load_wan(hub_id, opts)
-
-    factory.__doc__ = f"{hub_id} from the local cache or a local folder (never downloaded)."
-    MODELS.register(name)(factory)
-
-
-for _name, _hub in HUB_IDS.items():
-    _hub_factory(_name, _hub)
+register_family("tiny-wan", tiny_wan, HUB_IDS, load_wan, "Wan")
