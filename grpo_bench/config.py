@@ -43,6 +43,10 @@ class RunConfig:
     """Generator: 'world' (embedded) or a diffusers preset / hub id / local folder."""
     reward: str = "world_judge"
     """Training reward (registered in grpo_bench.rewards)."""
+    prompts: str = "world"
+    """Prompt set: 'world' (40 train / 8 held-out eval prompts) or a file (YAML train/eval lists, or one per line)."""
+    eval_oracle: bool = True
+    """Score eval videos with the world's exact oracle (world prompts only; off for real models)."""
 
     # --- method options (None = the method's default) -------------------------------------
     noise_level: float | None = None
@@ -313,6 +317,18 @@ def validate(cfg: RunConfig, where: str = "") -> None:
         raise UserError(f"{where}config key 'kl_target' must be a finite number > 0, got {cfg.kl_target!r}")
     if cfg.kl_weight < 0 or cfg.kl_beta_min < 0 or cfg.kl_beta_max < cfg.kl_beta_min:
         raise UserError(f"{where}KL weights must satisfy 0 <= kl_beta_min <= kl_beta_max and kl_weight >= 0")
+    from grpo_bench.prompts import load_prompt_set
+
+    prompt_set = load_prompt_set(cfg.prompts, where)
+    if cfg.eval_oracle:
+        from grpo_bench.world import parse
+
+        try:
+            for p in prompt_set.eval:
+                parse(p)
+        except UserError as exc:
+            raise UserError(f"{where}eval_oracle is on but the eval prompts are not world prompts ({exc}); "
+                            "set eval_oracle: false for real models") from None
     # The method accepts its overrides (ranges of noise level, clip, window …).
     from grpo_bench.method import make_method
 

@@ -33,6 +33,7 @@ from grpo_bench.errors import UserError
 from grpo_bench.evaluation import evaluate
 from grpo_bench.loss import LossContext, per_step_grad_norms, step_terms
 from grpo_bench.method import make_method
+from grpo_bench.prompts import load_prompt_set
 from grpo_bench.rewards.base import composite, reward_weights
 from grpo_bench.rollout import StepTable, generator, initial_noise, rollout
 from grpo_bench.sde import equalizer
@@ -92,7 +93,7 @@ class Trainer:
         self.counters = checkpoint.Counters()
         self.acc.register_for_checkpointing(checkpoint.TrainableState(module), self.anchors, self.kl_weight,
                                             self.counters)
-        self.train_prompts = _train_prompts()
+        self.train_prompts = load_prompt_set(cfg.prompts).train
         self.shard = distributed.shard(cfg.prompts_per_update * cfg.group_size, self.acc.process_index,
                                        self.acc.num_processes)  # checks divisibility before any sampling
 
@@ -272,12 +273,6 @@ def train(
 
 
 # --- helpers -------------------------------------------------------------------------------
-def _train_prompts() -> list[str]:
-    from grpo_bench.world import prompts
-
-    return prompts("train")
-
-
 def _nanmean(t: torch.Tensor) -> float:
     t = t.double()
     ok = torch.isfinite(t)

@@ -1,0 +1,58 @@
+"""Prompt sets: which prompts a run trains on and which it evaluates on.
+
+``prompts: world`` (the default) is the embedded world's 40 train / 8 held-out eval prompts.
+Any other value is a file: a YAML mapping ``{train: [...], eval: [...]}`` or a plain text file
+with one prompt per line (then train and eval are the same list). Real-model suites point this
+at their prompt file; the world oracle only understands world prompts (``eval_oracle``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from grpo_bench.errors import UserError
+
+
+@dataclass(frozen=True)
+class PromptSet:
+    train: list[str]
+    eval: list[str]
+
+
+def _world() -> PromptSet:
+    from grpo_bench.world import prompts
+
+    return PromptSet(prompts("train"), prompts("eval"))
+
+
+BUILTIN = {"world": _world}
+
+
+def load_prompt_set(spec: str, where: str = "") -> PromptSet:
+    """The prompt set a config's ``prompts`` key names (a built-in name or a file path)."""
+    if spec in BUILTIN:
+        return BUILTIN[spec]()
+    path = Path(spec).expanduser()
+    if not path.is_file():
+        raise UserError(
+            f"{where}config key 'prompts': {spec!r} is neither a built-in prompt set "
+            f"({', '.join(BUILTIN)}) nor an existing file (YAML with train/eval lists, or one prompt per line)"
+        )
+    text = path.read_text(encoding="utf-8")
+    if path.suffix in (".yaml", ".yml"):
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise UserError(f"{path}: invalid YAML ({str(exc).splitlines()[0]})") from None
+        if not isinstance(data, dict) or set(data) != {"train", "eval"}:
+            raise UserError(f"{path}: a prompt file must be a mapping with exactly the keys 'train' and 'eval'")
+        train, evals = data["train"], data["eval"]
+    else:
+        train = evals = [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
+    for key, items in (("train", train), ("eval", evals)):
+        if not isinstance(items, list) or not items or not all(isinstance(p, str) and p.strip() for p in items):
+            raise UserError(f"{path}: '{key}' must be a non-empty list of prompt strings")
+    return PromptSet([p.strip() for p in train], [p.strip() for p in evals])
