@@ -17,6 +17,8 @@ from typing import Any
 
 from torch import nn
 
+from grpo_bench import sharding
+
 CHECKPOINTS = "checkpoints"
 _NAME = re.compile(r"^update_(\d+)$")
 
@@ -25,17 +27,21 @@ class TrainableState:
     """The trainable parameters of a module (requires_grad only) as a checkpointable object."""
 
     def __init__(self, module: nn.Module) -> None:
+        self.module = module
         self.params = {n: p for n, p in module.named_parameters() if p.requires_grad}
 
     def state_dict(self) -> dict[str, Any]:
-        return {n: p.detach().cpu().clone() for n, p in self.params.items()}
+        """Full tensors on the CPU (FSDP2 shards are gathered: every rank must call it)."""
+        return {n: sharding.full(p.detach()).cpu().clone() for n, p in self.params.items()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         missing = sorted(set(self.params) - set(state))
         if missing:
             raise ValueError(f"checkpoint lacks trainable parameter(s) {missing[:3]}…")
         for n, p in self.params.items():
-            p.data.copy_(state[n])
+            sharding.load_into(p.data, state[n])  # a sharded parameter takes its own slice
+        if sharding.is_sharded(self.params.values()):
+            sharding.reshard(self.module)  # no stale all-gathered copy survives the load
 
 
 @dataclass

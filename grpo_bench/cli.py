@@ -78,18 +78,19 @@ def pretrain_base(
 @pretrain_app.command("judge")
 def pretrain_judge(
     out: Path = typer.Option(None, "--out", help="Weights file to write (default: the shipped grpo_bench/assets/world_judge.safetensors); the card goes next to it (.json)."),
-    steps: int = typer.Option(1000, "--steps", help="Optimizer steps."),
+    steps: int = typer.Option(2400, "--steps", help="Optimizer steps."),
     seed: int = typer.Option(0, "--seed", help="Seed of every random draw."),
     size: int = typer.Option(16, "--size", help="Video height/width (16 or 24; needs base-model weights of that size)."),
-    base_videos: int = typer.Option(1024, "--base-videos", help="Base-model samples to train on (0: rendered videos only)."),
+    base_videos: int = typer.Option(4096, "--base-videos", help="Base-model samples to train on (0: rendered videos only)."),
     heldout_videos: int = typer.Option(512, "--heldout-videos", help="Held-out base-model samples for normalisation and the Spearman check."),
     base_checkpoint: Optional[Path] = typer.Option(None, "--base-checkpoint", help="Base-model weights to sample from (default: the shipped ones)."),
+    rank_weight: float = typer.Option(1.0, "--rank-weight", help="Weight of the pairwise TA ranking loss on base-model videos (0: off)."),
 ) -> None:
     """Train the world judge (the VideoAlign stand-in) to regress the oracle; write weights + card."""
     from grpo_bench.rewards.judge_train import JudgeTrainConfig, train_judge
 
     cfg = JudgeTrainConfig(steps=steps, seed=seed, size=size, base_videos=base_videos, heldout_videos=heldout_videos,
-                           base_checkpoint=str(base_checkpoint or ""))
+                           base_checkpoint=str(base_checkpoint or ""), rank_weight=rank_weight)
     train_judge(cfg, out, console=console)
 
 

@@ -10,6 +10,8 @@ single-process run exactly). Rewards are computed where the videos were sampled,
 advantages over the whole batch and keeps its slice. After the backward passes,
 ``average_gradients`` all-reduces the trainable gradients (mean), so every rank applies the same
 update and the parameters stay identical (the test launches two CPU processes and checks it).
+Under the ``fsdp2`` config the trainable module is sharded instead (sharding.py): FSDP
+reduce-scatters the gradients itself and ``average_gradients`` is not called.
 """
 
 from __future__ import annotations
@@ -60,7 +62,14 @@ def launch_command(name: str, cli_args: list[str], num_processes: int | None = N
 
 def relaunch(name: str, argv: list[str]) -> int:
     """Run this ``grpo-bench`` command line again under ``accelerate launch`` with config ``name``;
-    ``--accelerate-config NAME`` (or ``=NAME``) is dropped from ``argv``. Returns the exit code."""
+    ``--accelerate-config NAME`` (or ``=NAME``) is dropped from ``argv``. Returns the exit code.
+    A DeepSpeed config fails here, before any process starts (sharding.deepspeed_unsupported)."""
+    import yaml
+
+    if str((yaml.safe_load(config_path(name).read_text()) or {}).get("distributed_type", "")).upper() == "DEEPSPEED":
+        from grpo_bench.sharding import deepspeed_unsupported
+
+        deepspeed_unsupported()
     args, skip = [], False
     for a in argv:
         if skip:
@@ -124,8 +133,11 @@ def average_gradients(params: Iterable[torch.nn.Parameter], acc: Any) -> None:
 
 
 def parameter_digest(params: Iterable[Tensor]) -> str:
-    """A hash of parameter values (to check that ranks agree)."""
+    """A hash of parameter values (to check that ranks agree); FSDP2 shards are gathered into full
+    tensors first (a collective: every rank must call it)."""
+    from grpo_bench.sharding import full
+
     h = hashlib.sha256()
     for p in params:
-        h.update(p.detach().float().cpu().contiguous().numpy().tobytes())
+        h.update(full(p.detach()).float().cpu().contiguous().numpy().tobytes())
     return h.hexdigest()

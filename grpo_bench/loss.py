@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from grpo_bench import sharding
 from grpo_bench.rollout import Rollout, StepTable, guided_velocity, index_cond, transition
 from grpo_bench.sde import log_prob
 from grpo_bench.trust_region import KLInputs, KLVariant
@@ -81,12 +82,28 @@ def per_step_grad_norms(
 
     L_i = mean_j S_i * L_ij (the policy loss the method optimises at that step, KL excluded);
     None for steps the method never trains. Gradients go to a side buffer (autograd.grad), so
-    the optimizer's accumulated .grad is untouched."""
+    the optimizer's accumulated .grad is untouched; with several plain processes each measures
+    its own rows.
+
+    FSDP2-sharded parameters (DTensors) cannot be reached by autograd.grad (the forward ran on FSDP's
+    all-gathered copies), so there each step backpropagates into .grad, which FSDP reduce-scatters
+    (the norm is then that of the whole batch's gradient, over all ranks), and the gradients are
+    cleared afterwards: call it only where no accumulated gradient is wanted (the trainer does,
+    before its optimizer steps, which start with zero_grad)."""
     out: list[float | None] = [None] * steps_total
     rows = torch.arange(ro.x.shape[0], device=ro.x.device)
+    sharded = sharding.is_sharded(params)
     for i in ro.stored.tolist():
         steps = torch.full_like(rows, i)
         loss = step_terms(ctx, ro, adv, rows, steps).policy.mean()
+        if sharded:
+            for p in params:
+                p.grad = None
+            loss.backward()
+            out[i] = sharding.grad_norm(params)
+            for p in params:
+                p.grad = None
+            continue
         grads = torch.autograd.grad(loss, params, allow_unused=True)
         sq = sum(float(g.float().pow(2).sum()) for g in grads if g is not None)
         out[i] = sq**0.5

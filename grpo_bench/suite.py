@@ -14,8 +14,9 @@ A suite file::
 
 A cell's config is RunConfig defaults <- base <- budget <- command-line overrides <- its grid
 values <- its seed, then ``resolve``d (method defaults filled in). Its id is ``config_id`` of
-that resolved config, so it does not depend on key order, on which file declared a value, or on
-the host. Everything is validated before anything runs; an error names the file, the key path
+that resolved config and the digests of the shipped world weights it loads (``fingerprint.py``),
+so it does not depend on key order, on which file declared a value, or on the host, and it changes
+when the world model or judge is rebuilt. Everything is validated before anything runs; an error names the file, the key path
 (``grid.kl[2]``) and the allowed values.
 """
 
@@ -32,6 +33,7 @@ import yaml
 
 from grpo_bench.config import FIELDS, RunConfig, coerce, config_id, from_dict, resolve
 from grpo_bench.errors import UserError, unknown
+from grpo_bench.fingerprint import asset_digests
 
 SUITE_KEYS = ("name", "description", "base", "grid", "union", "seeds", "budget", "report")
 BUDGET_CONFIG_KEYS = (
@@ -283,7 +285,7 @@ def expand(suite: Suite) -> list[Cell]:
             labels = {**combo, "seed": seed}
             shown = ", ".join(f"{k}={_show(v)}" for k, v in labels.items())
             cfg = resolve(from_dict({**fixed, **labels}, where=f"{suite.path}: cell ({shown}): "))
-            cid = config_id(cfg)
+            cid = config_id({**cfg.to_dict(), "assets": asset_digests(cfg)})
             if cid in seen:
                 first = ", ".join(f"{k}={_show(v)}" for k, v in seen[cid].items())
                 raise UserError(f"{suite.path}: cells ({first}) and ({shown}) are the same run (identical "

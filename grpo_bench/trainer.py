@@ -25,7 +25,7 @@ from typing import Any
 import torch
 import yaml
 
-from grpo_bench import checkpoint, distributed, schedule
+from grpo_bench import checkpoint, distributed, schedule, sharding
 from grpo_bench.advantages import group_advantages, group_std
 from grpo_bench.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text
 from grpo_bench.config import RunConfig, config_id, resolve, validate
@@ -59,6 +59,7 @@ class Trainer:
             torch.set_num_threads(cfg.threads)
         if cfg.device.startswith("cuda:"):
             torch.cuda.set_device(torch.device(cfg.device))
+        sharding.check_launch(cfg.mixed_precision)
         self.acc = Accelerator(mixed_precision=cfg.mixed_precision, cpu=_device_is_cpu(cfg.device),
                                log_with=cfg.trackers or None, project_dir=str(self.out_dir))
         self.device = self.acc.device
@@ -69,10 +70,15 @@ class Trainer:
         if reward is None:
             from grpo_bench import rewards
 
-            reward = rewards.load(cfg.reward)
+            reward = rewards.load(cfg.reward, device=str(self.device))  # scores videos where they are sampled
         self.model, self.reward = model, reward
         module = model.trainable_module()
         (model if hasattr(model, "to") else module).to(self.device)
+        # FSDP2 launch: shard the trainable module before collecting its parameters (DTensors) and
+        # building the optimizer over them (sharding.py).
+        self.sharded = sharding.fsdp2_requested(self.acc)
+        if self.sharded:
+            sharding.shard_module(module, self.device, self.acc.num_processes)
         self.params = [p for p in module.parameters() if p.requires_grad]
         if not self.params:
             raise UserError(f"model {cfg.model!r}: trainable_module() has no parameter with requires_grad")
@@ -87,12 +93,16 @@ class Trainer:
         self.kl = make_kl(cfg)
         self.ctx = LossContext(model, self.table, weight.to(self.device), self.kl, self.method.config.clip_range,
                                self.method.config.logprob, cfg.guidance)
-        self.optimizer = self.acc.prepare(torch.optim.AdamW(self.params, lr=cfg.lr, weight_decay=cfg.weight_decay))
+        optimizer = torch.optim.AdamW(self.params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        # Sharded: accelerate would save only rank 0's optimizer shards, so a registered object saves
+        # the gathered state instead (the last one, so unsharded checkpoints keep their layout).
+        self.optimizer = optimizer if self.sharded else self.acc.prepare(optimizer)
         self.anchors = Anchors(self.kl.anchors, model, module, cfg.anchor_every)
         self.kl_weight = make_kl_weight(cfg)
         self.counters = checkpoint.Counters()
         self.acc.register_for_checkpointing(checkpoint.TrainableState(module), self.anchors, self.kl_weight,
-                                            self.counters)
+                                            self.counters,
+                                            *([sharding.ShardedOptimizerState(module, optimizer)] if self.sharded else []))
         self.train_prompts = load_prompt_set(cfg.prompts).train
         self.shard = distributed.shard(cfg.prompts_per_update * cfg.group_size, self.acc.process_index,
                                        self.acc.num_processes)  # checks divisibility before any sampling
@@ -163,8 +173,11 @@ class Trainer:
                         sums["ratio_mean"] += float(t.ratio.sum())
                         sums["clip_frac"] += float(((t.ratio - 1).abs() > self.ctx.clip_range).sum())
                         n += len(rows)
-                distributed.average_gradients(self.params, self.acc)  # not DDP-wrapped: velocity() calls it
-                grad_norms.append(float(self.acc.clip_grad_norm_(self.params, cfg.max_grad_norm)))
+                if self.sharded:  # FSDP has reduce-scattered (averaged) the gradients into the shards
+                    grad_norms.append(sharding.clip_grad_norm(self.params, cfg.max_grad_norm))
+                else:
+                    distributed.average_gradients(self.params, self.acc)  # not DDP-wrapped: velocity() calls it
+                    grad_norms.append(float(self.acc.clip_grad_norm_(self.params, cfg.max_grad_norm)))
                 self.optimizer.step()
                 self.counters.optimizer_steps += 1
                 copies += self.anchors.after_optimizer_step(self.counters.optimizer_steps)

@@ -29,6 +29,7 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call
 
+from grpo_bench import sharding
 from grpo_bench.registry import Registry
 
 KL_VARIANTS: Registry[type[KLVariant]] = Registry("KL variant")
@@ -142,7 +143,10 @@ class Anchors:
         self.names = tuple(names)
         self.every = every
         self._call = _Velocity(model, module)
+        self._module, self._model = module, model
         self._params = {n: p for n, p in module.named_parameters() if p.requires_grad}
+        # FSDP2-sharded parameters are DTensors: the snapshots are then sharded the same way.
+        self._sharded = sharding.is_sharded(self._params.values())
         self.snapshots: dict[str, dict[str, Tensor]] = {a: self._copy() for a in self.names}
 
     def _copy(self) -> dict[str, Tensor]:
@@ -150,24 +154,34 @@ class Anchors:
 
     def velocity(self, name: str) -> Callable[[Tensor, Tensor, Any], Tensor]:
         """model.velocity with the trainable parameters replaced by the named snapshot."""
+        if self._sharded:
+            return lambda x, sigma, cond: self._sharded_velocity(name, x, sigma, cond)
         snap = {f"module.{n}": t for n, t in self.snapshots[name].items()}
         return lambda x, sigma, cond: functional_call(self._call, snap, (x, sigma, cond), strict=False)
+
+    def _sharded_velocity(self, name: str, x: Tensor, sigma: Tensor, cond: Any) -> Tensor:
+        # functional_call cannot replace FSDP-managed parameters (FSDP's pre-forward hook installs its
+        # own all-gathered ones), so the snapshot's shards are copied into the parameters for the call
+        # and the policy's copied back (under no_grad: an anchor never needs a gradient).
+        with sharding.swapped(self._module, self._params, self.snapshots[name]):
+            return self._model.velocity(x, sigma, cond)
 
     def after_optimizer_step(self, optimizer_steps: int) -> bool:
         """Copy the policy into the moving anchor every `every` optimizer steps; True if copied."""
         if "moving" in self.snapshots and optimizer_steps % self.every == 0:
             for n, p in self._params.items():
-                self.snapshots["moving"][n].copy_(p.detach())
+                sharding.local(self.snapshots["moving"][n]).copy_(sharding.local(p.detach()))
             return True
         return False
 
     def state_dict(self) -> dict[str, Any]:
-        return {"snapshots": self.snapshots}
+        """Full tensors (gathered from the shards under FSDP2: every rank must call it)."""
+        return {"snapshots": {a: {n: sharding.full(t) for n, t in snap.items()} for a, snap in self.snapshots.items()}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         for name, snap in state["snapshots"].items():
             for n, t in snap.items():
-                self.snapshots[name][n].copy_(t)
+                sharding.load_into(self.snapshots[name][n], t)
 
 
 # --- the KL weight ---------------------------------------------------------------------------

@@ -37,7 +37,7 @@ def test_shipped_weights_and_card(judge):
         assert key in card
     assert card["command"].startswith("grpo-bench pretrain judge")
     rho = card["spearman_heldout_base"]  # 512 held-out base-model samples
-    assert rho["vq"] >= 0.8 and rho["mq"] >= 0.8 and rho["ta"] >= 0.5, rho
+    assert min(rho.values()) >= 0.8, rho
     assert DEFAULT_WEIGHTS.stat().st_size <= 10 * 2**20
     n = sum(p.numel() for p in judge.parameters())
     assert 100_000 <= n <= 1_000_000
@@ -47,14 +47,16 @@ def test_shipped_weights_and_card(judge):
 def test_spearman_with_oracle_on_heldout_base_samples(judge, heldout):
     videos, texts = heldout
     rho = correlations(judge, videos, texts)
-    assert rho["vq"] >= 0.8 and rho["mq"] >= 0.8 and rho["ta"] >= 0.45, rho
+    # measured for the shipped judge: vq 0.98, mq 0.94, ta 0.80 (64 videos: a margin for the ~0.05 noise)
+    assert rho["vq"] >= 0.9 and rho["mq"] >= 0.85 and rho["ta"] >= 0.7, rho
 
 
-@pytest.mark.xfail(strict=True, reason="issue #3 target: judge TA Spearman >= 0.8 on held-out base samples; "
-                   "the shipped judge reaches ~0.63 (VQ 0.97, MQ 0.93 meet it)")
-def test_ta_spearman_meets_the_issue_target():
+def test_card_spearman_meets_the_target_on_512_heldout_base_samples():
+    """The card's numbers: Spearman with the oracle >= 0.8 on each of vq, mq, ta, measured at build time
+    on 512 base-model samples from chunks (noise seeds) the judge never trained on."""
     card = json.loads(DEFAULT_WEIGHTS.with_suffix(".json").read_text())
-    assert card["spearman_heldout_base"]["ta"] >= 0.8
+    assert card["heldout_base_videos"] == 512
+    assert min(card["spearman_heldout_base"].values()) >= 0.8, card["spearman_heldout_base"]
 
 
 def test_outputs_are_z_scores_over_base_samples(judge, heldout):
@@ -115,3 +117,21 @@ def test_missing_or_corrupt_weights_name_the_file_and_the_command(tmp_path):
     save_file({"w": torch.zeros(2)}, str(foreign))
     with pytest.raises(UserError, match=r"foreign\.safetensors.*grpo-bench pretrain judge"):
         load_judge(foreign)
+
+
+def test_ranking_loss_closed_form():
+    import math
+
+    from grpo_bench.rewards.judge_train import ranking_loss
+
+    t = torch.tensor([0.0, 1.0])
+    # equal scores: every ordered pair with |dt| > margin costs softplus(0) = ln 2
+    assert ranking_loss(torch.zeros(2), t).item() == pytest.approx(math.log(2))
+    # right order by 1: softplus(-5 * 1) for both ordered pairs; wrong order: softplus(+5)
+    assert ranking_loss(torch.tensor([0.0, 1.0]), t).item() == pytest.approx(math.log1p(math.exp(-5)))
+    assert ranking_loss(torch.tensor([1.0, 0.0]), t).item() == pytest.approx(math.log1p(math.exp(5)))
+    # pairs whose targets differ by no more than the margin do not count (nothing left: 0)
+    assert ranking_loss(torch.tensor([3.0, -3.0]), torch.tensor([0.5, 0.51])).item() == 0.0
+    # only the order matters: a monotone map of the targets (all gaps above the margin) leaves it unchanged
+    s, y = torch.randn(16), torch.randperm(16).float()
+    assert ranking_loss(s, y).item() == pytest.approx(ranking_loss(s, torch.exp(y / 4)).item())

@@ -37,9 +37,31 @@ def test_expansion_labels_groups_and_ids_match_an_independent_resolve(tmp_path):
     assert [c.group for c in cells[::2]] == ["dance_grpo kl=none", "sage_grpo kl=dual", "sage_grpo kl=none"]
     assert [c.labels["seed"] for c in cells[:2]] == [0, 1]
     # the id is config_id of the resolved config, computed here without the suite code
-    expected = config_id(resolve(from_dict({**SMALL_SUITE["base"], "setting": "A", "method": "dance_grpo", "seed": 1})))
+    cfg = resolve(from_dict({**SMALL_SUITE["base"], "setting": "A", "method": "dance_grpo", "seed": 1}))
+    expected = config_id({**cfg.to_dict(), "assets": _world_digests()})
     assert cells[1].id == expected
     assert cells[1].config.kl == "none" and cells[3].config.kl == "dual" and cells[3].config.equalizer is True
+
+
+def _world_digests() -> dict[str, str]:
+    """sha256 of the shipped world weights, computed here without the fingerprint module."""
+    import hashlib
+
+    from grpo_bench.models.world import DEFAULT_WEIGHTS as base
+    from grpo_bench.rewards.world_judge import DEFAULT_WEIGHTS as judge
+
+    return {k: hashlib.sha256(p.read_bytes()).hexdigest()[:16] for k, p in (("model", base), ("reward", judge))}
+
+
+def test_cell_ids_change_when_the_shipped_judge_is_rebuilt(tmp_path, monkeypatch):
+    from grpo_bench.rewards import world_judge
+
+    before = [c.id for c in expand(load_suite(write_suite(tmp_path / "s.yaml")))]
+    rebuilt = tmp_path / "world_judge.safetensors"
+    rebuilt.write_bytes(world_judge.DEFAULT_WEIGHTS.read_bytes() + b"\0")  # other bytes, as after a retrain
+    monkeypatch.setattr(world_judge, "DEFAULT_WEIGHTS", rebuilt)
+    after = [c.id for c in expand(load_suite(write_suite(tmp_path / "s.yaml")))]
+    assert len(set(after)) == len(after) and not set(before) & set(after)
 
 
 def test_cell_ids_do_not_depend_on_key_order_or_where_a_value_is_written(tmp_path):

@@ -1,7 +1,8 @@
 """The world judge: a small learned reward model, the embedded world's stand-in for VideoAlign.
 
 A 3D-conv network reads a video Tensor[B, 3, F, H, W] in [-1, 1] and the prompt's (colour, shape,
-motion) indices and predicts the oracle's VQ, MQ and TA. It is trained by ``grpo-bench pretrain judge``
+motion) indices and predicts the oracle's VQ, MQ and TA; attention-pooling heads over pixels read
+the object's absolute colour, which the normalised conv path loses. It is trained by ``grpo-bench pretrain judge``
 (``judge_train.py``) on rendered, corrupted and base-model videos; its raw heads estimate log VQ, log MQ
 and TA (see ``judge_train.targets``). Like VideoAlign its outputs are z-scores: the raw heads are
 normalised by their mean and std over base-model samples (stored in the weights file), so 0 is a
@@ -48,6 +49,9 @@ class JudgeConfig:
     """Video height/width the judge was trained on (16 or 24)."""
     frames: int = 8
     """Frames per video."""
+    pool_heads: int = 8
+    """Attention-pooling heads over pixels: each reads a softmax-weighted mean of the raw video and of the
+    video minus the prompted colour, which keeps absolute colour (GroupNorm in the conv path removes it)."""
 
 
 class _Block(nn.Module):
@@ -83,7 +87,9 @@ class WorldJudge(nn.Module):
             _Block(2 * w, 3 * w, (2, 2, 2), cd),
             _Block(3 * w, 4 * w, (2, 2, 2), cd),
         ])
-        self.trunk = nn.Sequential(nn.Linear(2 * 4 * w + cd, 128), nn.SiLU())
+        # Per-pixel attention logits from the first level's features (where the object is, per head).
+        self.attend = nn.Conv3d(w, self.cfg.pool_heads, 1)
+        self.trunk = nn.Sequential(nn.Linear(2 * 4 * w + cd + 6 * self.cfg.pool_heads, 128), nn.SiLU())
         self.head = nn.Linear(128, len(DIMENSIONS) + len(AUXILIARY))
         # What the video shows, whatever the prompt: colour, shape and direction logits. TA reads the
         # log-probabilities of the prompted words, which is easier to learn than matching through FiLM alone.
@@ -102,10 +108,14 @@ class WorldJudge(nn.Module):
         sub-score heads and the colour/shape/direction logits follow."""
         cond = cond.to(videos.device)
         c = sum(emb(cond[:, i]) for i, emb in enumerate(self.embed))  # [B, cond_dim]
-        h = self._features(videos.float(), cond)
-        for block in self.blocks:
+        x = self._features(videos.float(), cond)  # [B, 11, F, H, W]
+        h = self.blocks[0](x, c)  # [B, w, F, H, W]
+        attention = self.attend(h).flatten(2).softmax(-1)  # [B, heads, F*H*W]
+        pixels = torch.cat([x[:, :3], x[:, -3:]], 1).flatten(2)  # [B, 6, F*H*W] video, video - prompted colour
+        read = torch.einsum("bkn,bcn->bkc", attention, pixels).flatten(1)  # [B, heads * 6]
+        for block in self.blocks[1:]:
             h = block(h, c)
-        pooled = torch.cat([h.mean((2, 3, 4)), h.amax((2, 3, 4)), c], dim=1)
+        pooled = torch.cat([h.mean((2, 3, 4)), h.amax((2, 3, 4)), c, read], dim=1)
         hidden = self.trunk(pooled)
         out = self.head(hidden)
         logits = self.classes(hidden)
@@ -199,4 +209,4 @@ class WorldJudgeReward:
 
     @torch.no_grad()
     def __call__(self, videos: Tensor, prompts: list[str]) -> dict[str, Tensor]:
-        return self.net.score(videos, prompts)
+        return self.net.score(videos.to(self.net.mean.device), prompts)  # scores on the judge's device

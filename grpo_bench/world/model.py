@@ -87,6 +87,8 @@ class ResBlock(nn.Module):
 class WorldUNet(nn.Module):
     """v = net(x, sigma, cond) for x: Tensor[B, 3, F, H, W] with F divisible by 2 and H, W by 4."""
 
+    _no_split_modules = ["ResBlock"]  # diffusers' convention: the units FSDP2 shards one by one (sharding.py)
+
     def __init__(self, config: WorldUNetConfig | None = None) -> None:
         super().__init__()
         self.config = cfg = config or WorldUNetConfig()

@@ -1,0 +1,205 @@
+"""FSDP2 sharding of the trainable module (the ``fsdp2`` accelerate config), and what the trainer
+needs to handle sharded parameters.
+
+Under an FSDP2 launch the trainer calls ``shard_module`` before it collects its parameters or
+builds the optimizer: ``torch.distributed.fsdp.fully_shard`` on each repeated block (the classes a
+diffusers model lists in ``_no_split_modules``, the world UNet its ResBlocks), then on the trainable
+module itself. Every parameter of that module (LoRA: the frozen base weights too) becomes a DTensor
+sharded along dim 0 over the ranks; a block's full weights exist only while it runs. Gradients are reduce-scattered (averaged over the
+ranks) by FSDP itself, so the trainer's manual ``average_gradients`` is skipped; the optimizer state
+lives with the local shards.
+
+We call ``fully_shard`` ourselves instead of ``Accelerator.prepare(module)``: accelerate never
+builds an FSDP state on CPU (it falls back to MULTI_CPU/gloo and ignores the FSDP launch settings),
+so its path could not be tested here, and one code path serves CPU tests and GPUs alike. Precision
+stays with the model (``acc.autocast`` and the adapters' own autocast, no MixedPrecisionPolicy), so
+a sharded run computes what the plain data-parallel run computes.
+
+Helpers for code that touches parameters: ``full`` (the whole tensor of a shard, a collective),
+``load_into`` (copy a full tensor into a parameter's local shard, no communication), ``swapped``
+(evaluate the module with other parameter values in place; ``functional_call`` is not safe under
+FSDP, whose pre-forward hook swaps its own all-gathered parameters in), ``clip_grad_norm``, and
+``ShardedOptimizerState`` (the optimizer's full state for ``Accelerator.save_state``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import warnings
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from grpo_bench.errors import UserError
+
+
+# --- which launch ------------------------------------------------------------------------------
+def fsdp2_requested(acc: Any) -> bool:
+    """True when the run was launched with an FSDP (version 2) accelerate config.
+
+    On GPUs accelerate reports ``DistributedType.FSDP``; on CPU it builds a MULTI_CPU (gloo) state and
+    ignores the FSDP settings, which ``accelerate launch`` still exports (ACCELERATE_USE_FSDP,
+    FSDP_VERSION), so those are read too: that is how the tests run FSDP2 on two CPU processes."""
+    from accelerate.utils import DistributedType
+
+    if acc.distributed_type == DistributedType.FSDP:
+        version = int(getattr(acc.state.fsdp_plugin, "fsdp_version", 1))
+    elif os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true":
+        version = int(os.environ.get("FSDP_VERSION", "1"))
+    else:
+        return False
+    if version != 2:
+        raise UserError(f"accelerate config: fsdp_version {version} is not supported; set fsdp_config.fsdp_version: 2 "
+                        "(grpo_bench/configs/fsdp2.yaml)")
+    return True
+
+
+def check_launch(mixed_precision: str) -> None:
+    """Fail before any model is built on a launch the trainer cannot honour (one-line UserErrors)."""
+    if os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true":
+        deepspeed_unsupported()
+    if os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true" and mixed_precision == "fp16":
+        raise UserError("mixed_precision: fp16 is not supported with the fsdp2 accelerate config "
+                        "(no sharded gradient scaler); use bf16 or no")
+
+
+def deepspeed_unsupported() -> None:
+    """The deepspeed_zero2 config: a clear error instead of a failure deep inside accelerate."""
+    import importlib.util
+
+    if importlib.util.find_spec("deepspeed") is None:
+        raise UserError("--accelerate-config deepspeed_zero2 needs DeepSpeed: `pip install deepspeed` "
+                        "(or use --accelerate-config fsdp2, which shards parameters, gradients and optimizer state)")
+    raise UserError("--accelerate-config deepspeed_zero2: the grpo-bench trainer does not run under DeepSpeed "
+                    "(accelerate's engine steps the optimizer on every backward, and the GRPO loop accumulates "
+                    "several per step); use --accelerate-config fsdp2, which shards parameters, gradients and "
+                    "optimizer state")
+
+
+# --- sharding ----------------------------------------------------------------------------------
+def shard_units(module: nn.Module) -> list[nn.Module]:
+    """The repeated blocks to shard one by one (each is all-gathered only while it runs): modules whose
+    class a (sub)module lists in ``_no_split_modules`` (diffusers' transformer blocks, the world UNet's
+    ResBlocks). A module declaring none is sharded as one unit."""
+    names = {n for m in module.modules() for n in (getattr(m, "_no_split_modules", None) or ())}
+    return [m for m in module.modules() if type(m).__name__ in names]
+
+
+def shard_module(module: nn.Module, device: torch.device, world: int) -> nn.Module:
+    """fully_shard the repeated blocks, then the module (in place; returns it). Parameters must already
+    sit on ``device``; every rank must call this with the same module."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    mesh = init_device_mesh(device.type, (world,))
+    # FSDP warns when a unit returns a view (an in-place op on it would skip its pre-backward hook);
+    # the velocity nets return views of the transformer output, and nothing here modifies one in place.
+    warnings.filterwarnings("ignore", message=r"FSDP2-wrapped module .* returned a view tensor")
+    # True: resharding after every forward keeps one block's full weights alive at a time, and makes
+    # the root reshard too, so an in-place change of the shards (anchors, checkpoint load) is seen
+    # by the next forward.
+    reshard = os.environ.get("FSDP_RESHARD_AFTER_FORWARD", "true").lower() != "false"
+    for unit in shard_units(module):
+        fully_shard(unit, mesh=mesh, reshard_after_forward=reshard)
+    fully_shard(module, mesh=mesh, reshard_after_forward=reshard)
+    return module
+
+
+def reshard(module: nn.Module) -> None:
+    """Free every FSDP unit's all-gathered parameters, so the next forward gathers the shards anew."""
+    from torch.distributed.fsdp import FSDPModule
+
+    for m in module.modules():
+        if isinstance(m, FSDPModule):
+            m.reshard()
+
+
+def is_sharded(params: Iterable[Tensor]) -> bool:
+    from torch.distributed.tensor import DTensor
+
+    return any(isinstance(p, DTensor) for p in params)
+
+
+# --- tensors -------------------------------------------------------------------------------------
+def local(t: Tensor) -> Tensor:
+    """This rank's shard of a DTensor (sharing its storage); a plain tensor itself."""
+    from torch.distributed.tensor import DTensor
+
+    return t.to_local() if isinstance(t, DTensor) else t
+
+
+def full(t: Tensor) -> Tensor:
+    """The whole tensor of a DTensor (all-gather: every rank must call it); a plain tensor itself."""
+    from torch.distributed.tensor import DTensor
+
+    return t.full_tensor() if isinstance(t, DTensor) else t
+
+
+@torch.no_grad()
+def load_into(target: Tensor, value: Tensor) -> None:
+    """Copy a full tensor into target (for a DTensor: into its local shard; no communication)."""
+    from torch.distributed.tensor import DTensor, distribute_tensor
+
+    if isinstance(target, DTensor):
+        part = distribute_tensor(value.to(target.device, target.dtype), target.device_mesh, target.placements,
+                                 src_data_rank=None)  # None: each rank slices its own copy
+        target.to_local().copy_(part.to_local())
+    else:
+        target.copy_(value)
+
+
+@contextlib.contextmanager
+def swapped(module: nn.Module, params: dict[str, Tensor], values: dict[str, Tensor]) -> Iterator[None]:
+    """Inside the block the module computes with ``values`` (same names and shards as ``params``):
+    they are copied into the parameters' local shards in place, and the originals copied back after.
+    FSDP units are resharded on entry and exit so no stale all-gathered copy is used."""
+    with torch.no_grad():
+        reshard(module)
+        saved = {n: local(p).clone() for n, p in params.items()}  # one shard's worth of memory
+        for n, p in params.items():
+            local(p).copy_(local(values[n]))
+        try:
+            yield
+        finally:
+            reshard(module)
+            for n, p in params.items():
+                local(p).copy_(saved[n])
+
+
+def clip_grad_norm(params: list[Tensor], max_norm: float) -> float:
+    """torch's clip_grad_norm_ on DTensor gradients (norm over all shards); the total norm as a float."""
+    total = torch.nn.utils.clip_grad_norm_(params, max_norm)
+    return float(full(total))
+
+
+def grad_norm(params: list[Tensor]) -> float:
+    """|grad| over all parameters (and all shards); 0 when no gradient exists."""
+    grads = [p.grad for p in params if p.grad is not None]
+    return float(full(torch.nn.utils.get_total_norm(grads))) if grads else 0.0
+
+
+class ShardedOptimizerState:
+    """The optimizer of sharded parameters as a checkpointable object: ``state_dict`` gathers the full
+    state (keyed by parameter name, on rank 0; accelerate writes it from there), ``load_state_dict``
+    gives every rank its shards back (torch.distributed.checkpoint's state-dict helpers)."""
+
+    def __init__(self, module: nn.Module, optimizer: torch.optim.Optimizer) -> None:
+        self.module, self.optimizer = module, optimizer
+
+    def _options(self, **kw: Any) -> Any:
+        from torch.distributed.checkpoint.state_dict import StateDictOptions
+
+        return StateDictOptions(full_state_dict=True, cpu_offload=True, **kw)
+
+    def state_dict(self) -> dict[str, Any]:
+        from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
+
+        return get_optimizer_state_dict(self.module, self.optimizer, options=self._options())
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        from torch.distributed.checkpoint.state_dict import set_optimizer_state_dict
+
+        set_optimizer_state_dict(self.module, self.optimizer, state, options=self._options(broadcast_from_rank0=True))
