@@ -354,7 +354,7 @@ def run_suite(suite: Any, cells: list[Any], out: Path, *, jobs: int | None = Non
         display.finish()
     t1 = time.perf_counter()
     info = {"name": suite.name, "description": suite.description, "report": suite.report.to_dict(),
-            "wall_s": t1 - t0, "jobs": len(slots), "backend": backend}
+            "wall_s": t1 - t0, "jobs": len(slots), "backend": backend, "ran": len(work)}
     results.aggregate(suite_dir, metas, info)
     summary.aggregate_s = time.perf_counter() - t1
     summary.wall_s = time.perf_counter() - t0

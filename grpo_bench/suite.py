@@ -291,7 +291,9 @@ def expand(suite: Suite) -> list[Cell]:
                 raise UserError(f"{suite.path}: cells ({first}) and ({shown}) are the same run (identical "
                                 f"resolved configs, id {cid}); remove one of them from grid/union")
             seen[cid] = labels
-            cells.append(Cell(cid, labels, group_label(cfg, keys), cfg))
+            # A row shows method, kl and the keys its own grid sets (a union entry's keys only on its cells).
+            shown_keys = [k for k in keys if k in LABEL_FIRST or k in combo]
+            cells.append(Cell(cid, labels, group_label(cfg, shown_keys), cfg))
     return cells
 
 

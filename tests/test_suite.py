@@ -206,3 +206,16 @@ def test_suite_files_are_plain_yaml():
     for path in SUITES.glob("*.yaml"):
         assert isinstance(yaml.safe_load(path.read_text()), dict), path
     assert parse_suite(SMALL_SUITE, "inline").name == "tiny"
+
+
+def test_union_cells_are_labelled_by_their_own_keys(tmp_path):
+    """kl_weight-style suite: constant-weight cells show kl_weight, schedule cells show the beta bounds."""
+    path = tmp_path / "w.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": "w", "base": {"method": "sage_grpo", "kl": "dual", "updates": 2}, "seeds": [0],
+        "union": [{"kl_adaptive": [False], "kl_weight": [0.001]},
+                  {"kl_adaptive": [True], "kl_beta_min": [0.003], "kl_beta_max": [0.03]}],
+    }, sort_keys=False))
+    groups = [c.group for c in expand(load_suite(path))]
+    assert groups == ["sage_grpo kl=dual kl_adaptive=off kl_weight=0.001",
+                      "sage_grpo kl=dual kl_adaptive=on kl_beta_min=0.003 kl_beta_max=0.03"]

@@ -13,6 +13,18 @@ from grpo_bench.results import atomic_write_text, load_results
 from grpo_bench.suite import ReportSpec
 
 
+def _last_run(info: dict) -> str:
+    """What the last ``run`` did: its wall time and workers, and how many cells it trained (a resumed
+    or re-aggregated suite trains fewer than it reports, or none)."""
+    if "wall_s" not in info:
+        return ""
+    ran = info.get("ran")
+    if ran == 0:
+        return "; the last `run` trained no cell (all were done) and only re-aggregated"
+    trained = f", training {ran} cell(s)" if ran is not None else ""
+    return f"; wall time of the last `run` {info['wall_s'] / 60:.1f} min with {info['jobs']} worker(s){trained}"
+
+
 def _header(df: pd.DataFrame, info: dict) -> str:
     cells = data.cells(df)
     done = cells[cells["status"] == "done"]
@@ -27,8 +39,7 @@ def _header(df: pd.DataFrame, info: dict) -> str:
         f"{', '.join(map(str, sorted(cells['seed'].unique()))) if len(cells) else '–'}",
         f"- compute: {done['wall_time'].sum() / 60:.1f} min summed over cells "
         f"(longest cell {done['wall_time'].max() / 60 if len(done) else 0:.1f} min)"
-        + (f"; wall time of the last `run` {info['wall_s'] / 60:.1f} min with {info['jobs']} worker(s)"
-           if "wall_s" in info else ""),
+        + _last_run(info),
         f"- machine: {'; '.join(machines) if machines else 'unknown'}",
         "",
     ]
