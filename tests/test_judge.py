@@ -135,3 +135,15 @@ def test_ranking_loss_closed_form():
     # only the order matters: a monotone map of the targets (all gaps above the margin) leaves it unchanged
     s, y = torch.randn(16), torch.randperm(16).float()
     assert ranking_loss(s, y).item() == pytest.approx(ranking_loss(s, torch.exp(y / 4)).item())
+
+
+@pytest.mark.parametrize("value", ["-1", "nan"])
+def test_pretrain_judge_rejects_a_bad_rank_weight_before_any_work(tmp_path, value):
+    import subprocess
+    import sys
+
+    out = tmp_path / "judge.safetensors"
+    proc = subprocess.run([sys.executable, "-m", "grpo_bench.cli", "pretrain", "judge", "--rank-weight", value,
+                           "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "rank_weight" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert not out.exists()

@@ -153,3 +153,12 @@ def test_strip_pixels_come_back_as_stored(run_dir):
     strips = data.strips(fixture_results())
     (prompt, arr), = strips[("B", "sage_grpo kl=dual")]
     assert prompt == "p1" and arr.shape == (2, 4, 4, 3) and arr.dtype == np.uint8 and arr.max() == 0  # seed 0
+
+
+def test_header_says_when_the_last_run_trained_nothing():
+    from grpo_bench.report.render import _last_run
+
+    assert _last_run({}) == ""
+    assert "trained no cell" in _last_run({"wall_s": 0.2, "jobs": 1, "ran": 0})
+    text = _last_run({"wall_s": 90.0, "jobs": 2, "ran": 12})
+    assert "1.5 min with 2 worker(s), training 12 cell(s)" in text

@@ -88,6 +88,8 @@ def _check(cfg: JudgeTrainConfig) -> None:
             raise UserError(f"judge option {key!r} must be >= 1, got {getattr(cfg, key)!r}")
     if cfg.base_videos < 0 or cfg.heldout_videos < 0:
         raise UserError("judge options base_videos and heldout_videos must be >= 0")
+    if cfg.rank_weight < 0 or cfg.rank_weight != cfg.rank_weight:
+        raise UserError(f"judge option 'rank_weight' (--rank-weight) must be a number >= 0, got {cfg.rank_weight!r}")
     if not 0 <= cfg.base_share <= 1:
         raise UserError(f"judge option 'base_share' must be in [0, 1], got {cfg.base_share!r}")
     if not 0 <= cfg.mismatch <= 1:
