@@ -63,13 +63,13 @@ def launch_command(name: str, cli_args: list[str], num_processes: int | None = N
 def relaunch(name: str, argv: list[str]) -> int:
     """Run this ``grpo-bench`` command line again under ``accelerate launch`` with config ``name``;
     ``--accelerate-config NAME`` (or ``=NAME``) is dropped from ``argv``. Returns the exit code.
-    A DeepSpeed config fails here, before any process starts (sharding.deepspeed_unsupported)."""
+    A DeepSpeed config without DeepSpeed installed fails here, before any process starts."""
     import yaml
 
     if str((yaml.safe_load(config_path(name).read_text()) or {}).get("distributed_type", "")).upper() == "DEEPSPEED":
-        from grpo_bench.sharding import deepspeed_unsupported
+        from grpo_bench.steppers import require_deepspeed
 
-        deepspeed_unsupported()
+        require_deepspeed()
     args, skip = [], False
     for a in argv:
         if skip:

@@ -57,28 +57,6 @@ def fsdp2_requested(acc: Any) -> bool:
     return True
 
 
-def check_launch(mixed_precision: str) -> None:
-    """Fail before any model is built on a launch the trainer cannot honour (one-line UserErrors)."""
-    if os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true":
-        deepspeed_unsupported()
-    if os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true" and mixed_precision == "fp16":
-        raise UserError("mixed_precision: fp16 is not supported with the fsdp2 accelerate config "
-                        "(no sharded gradient scaler); use bf16 or no")
-
-
-def deepspeed_unsupported() -> None:
-    """The deepspeed_zero2 config: a clear error instead of a failure deep inside accelerate."""
-    import importlib.util
-
-    if importlib.util.find_spec("deepspeed") is None:
-        raise UserError("--accelerate-config deepspeed_zero2 needs DeepSpeed: `pip install deepspeed` "
-                        "(or use --accelerate-config fsdp2, which shards parameters, gradients and optimizer state)")
-    raise UserError("--accelerate-config deepspeed_zero2: the grpo-bench trainer does not run under DeepSpeed "
-                    "(accelerate's engine steps the optimizer on every backward, and the GRPO loop accumulates "
-                    "several per step); use --accelerate-config fsdp2, which shards parameters, gradients and "
-                    "optimizer state")
-
-
 # --- sharding ----------------------------------------------------------------------------------
 def shard_units(module: nn.Module) -> list[nn.Module]:
     """The repeated blocks to shard one by one (each is all-gathered only while it runs): modules whose

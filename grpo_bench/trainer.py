@@ -25,7 +25,7 @@ from typing import Any
 import torch
 import yaml
 
-from grpo_bench import checkpoint, distributed, schedule, sharding
+from grpo_bench import checkpoint, distributed, schedule, sharding, steppers
 from grpo_bench.advantages import group_advantages, group_std
 from grpo_bench.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text
 from grpo_bench.config import RunConfig, config_id, resolve, validate
@@ -59,8 +59,8 @@ class Trainer:
             torch.set_num_threads(cfg.threads)
         if cfg.device.startswith("cuda:"):
             torch.cuda.set_device(torch.device(cfg.device))
-        sharding.check_launch(cfg.mixed_precision)
-        self.acc = Accelerator(mixed_precision=cfg.mixed_precision, cpu=_device_is_cpu(cfg.device),
+        steppers.check_launch(cfg.mixed_precision)
+        self.acc = Accelerator(**steppers.accelerator_kwargs(cfg, _device_is_cpu(cfg.device)),
                                log_with=cfg.trackers or None, project_dir=str(self.out_dir))
         self.device = self.acc.device
         if model is None:
@@ -74,14 +74,11 @@ class Trainer:
         self.model, self.reward = model, reward
         module = model.trainable_module()
         (model if hasattr(model, "to") else module).to(self.device)
-        # FSDP2 launch: shard the trainable module before collecting its parameters (DTensors) and
-        # building the optimizer over them (sharding.py).
-        self.sharded = sharding.fsdp2_requested(self.acc)
-        if self.sharded:
-            sharding.shard_module(module, self.device, self.acc.num_processes)
-        self.params = [p for p in module.parameters() if p.requires_grad]
-        if not self.params:
-            raise UserError(f"model {cfg.model!r}: trainable_module() has no parameter with requires_grad")
+        # The launch's optimizer step (steppers.py): FSDP2 shards the module first, DeepSpeed wraps it
+        # in its engine; every later reference to the parameters sees the final ones.
+        self.stepper = steppers.make_stepper(self.acc, module, cfg)
+        self.sharded = sharding.is_sharded(self.stepper.params)
+        self.params, self.autocast = self.stepper.params, self.stepper.autocast
 
         self.method = make_method(cfg.method, **cfg.method_overrides())
         self.sigmas = schedule.sigmas(cfg.steps, cfg.shift)
@@ -93,16 +90,11 @@ class Trainer:
         self.kl = make_kl(cfg)
         self.ctx = LossContext(model, self.table, weight.to(self.device), self.kl, self.method.config.clip_range,
                                self.method.config.logprob, cfg.guidance)
-        optimizer = torch.optim.AdamW(self.params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-        # Sharded: accelerate would save only rank 0's optimizer shards, so a registered object saves
-        # the gathered state instead (the last one, so unsharded checkpoints keep their layout).
-        self.optimizer = optimizer if self.sharded else self.acc.prepare(optimizer)
         self.anchors = Anchors(self.kl.anchors, model, module, cfg.anchor_every)
         self.kl_weight = make_kl_weight(cfg)
         self.counters = checkpoint.Counters()
         self.acc.register_for_checkpointing(checkpoint.TrainableState(module), self.anchors, self.kl_weight,
-                                            self.counters,
-                                            *([sharding.ShardedOptimizerState(module, optimizer)] if self.sharded else []))
+                                            self.counters, *self.stepper.checkpoint_objects())
         self.train_prompts = load_prompt_set(cfg.prompts).train
         self.shard = distributed.shard(cfg.prompts_per_update * cfg.group_size, self.acc.process_index,
                                        self.acc.num_processes)  # checks divisibility before any sampling
@@ -120,7 +112,7 @@ class Trainer:
         steps = self.method.train_steps(self.sigmas, P * G, generator(cfg.seed, "steps", u))  # Long[P*G, K]
         # Data parallel: this process's contiguous rows of the global batch (all of it on one process).
         mine = self.shard
-        with self.acc.autocast():
+        with self.autocast():
             ro = rollout(self.model, self.table, rows[mine], x0[mine], guidance=cfg.guidance,
                          stored=self.stored, logprob=self.method.config.logprob,
                          sde_gen=generator(distributed.rank_seed(cfg.seed, rank), "sde", u, dev),
@@ -137,7 +129,7 @@ class Trainer:
         adv = adv[mine].to(dev)
         t2 = time.perf_counter()
         if cfg.diag_every and u % cfg.diag_every == 0:
-            with self.acc.autocast():
+            with self.autocast():
                 line["grad_norm_per_step"] = per_step_grad_norms(self.ctx, ro, adv, self.params, cfg.steps)
         t3 = _sync(dev)
         train_stats = self.optimize(ro, adv, steps[mine].to(dev))
@@ -159,26 +151,21 @@ class Trainer:
         n, grad_norms, copies = 0, [], 0
         for _ in range(cfg.inner_epochs):
             for mb in torch.arange(B, device=self.device).chunk(cfg.minibatches):
-                self.optimizer.zero_grad(set_to_none=True)
+                self.stepper.zero_grad()
                 pairs = len(mb) * K  # (j, i) pairs this optimizer step averages over
-                for rows in mb.split(cfg.micro_batch or len(mb)):
-                    for k in range(K):
-                        with self.acc.autocast():
-                            t = step_terms(self.ctx, ro, adv, rows, steps[rows, k])
-                            loss = (t.policy.sum() + w * t.kl["kl"].sum()) / pairs
-                        self.acc.backward(loss)
-                        sums["policy_loss"] += float(t.policy.detach().sum())
-                        for name, val in t.kl.items():
-                            sums[name] += float(val.detach().sum())
-                        sums["ratio_mean"] += float(t.ratio.sum())
-                        sums["clip_frac"] += float(((t.ratio - 1).abs() > self.ctx.clip_range).sum())
-                        n += len(rows)
-                if self.sharded:  # FSDP has reduce-scattered (averaged) the gradients into the shards
-                    grad_norms.append(sharding.clip_grad_norm(self.params, cfg.max_grad_norm))
-                else:
-                    distributed.average_gradients(self.params, self.acc)  # not DDP-wrapped: velocity() calls it
-                    grad_norms.append(float(self.acc.clip_grad_norm_(self.params, cfg.max_grad_norm)))
-                self.optimizer.step()
+                passes = [(rows, k) for rows in mb.split(cfg.micro_batch or len(mb)) for k in range(K)]
+                for p, (rows, k) in enumerate(passes):
+                    with self.autocast():
+                        t = step_terms(self.ctx, ro, adv, rows, steps[rows, k])
+                        loss = (t.policy.sum() + w * t.kl["kl"].sum()) / pairs
+                    self.stepper.backward(loss, last=p == len(passes) - 1)
+                    sums["policy_loss"] += float(t.policy.detach().sum())
+                    for name, val in t.kl.items():
+                        sums[name] += float(val.detach().sum())
+                    sums["ratio_mean"] += float(t.ratio.sum())
+                    sums["clip_frac"] += float(((t.ratio - 1).abs() > self.ctx.clip_range).sum())
+                    n += len(rows)
+                grad_norms.append(self.stepper.step())  # averaged over ranks, clipped, stepped
                 self.counters.optimizer_steps += 1
                 copies += self.anchors.after_optimizer_step(self.counters.optimizer_steps)
         self.counters.anchor_copies += copies
@@ -190,7 +177,7 @@ class Trainer:
 
     def evaluate(self) -> tuple[dict, list, torch.Tensor]:
         t = time.perf_counter()
-        metrics, rows, videos = evaluate(self.model, self.reward, self.sigmas, self.cfg, self.device, self.acc.autocast)
+        metrics, rows, videos = evaluate(self.model, self.reward, self.sigmas, self.cfg, self.device, self.autocast)
         metrics["time_eval"] = time.perf_counter() - t
         return metrics, rows, videos
 

@@ -1,12 +1,14 @@
-"""Run by tests/test_fsdp.py under ``accelerate launch`` (2 CPU processes, gloo) with either the plain
-data-parallel config (``dp``) or an FSDP2 config (``fsdp``): two GRPO updates of tiny-wan with LoRA and
-the fixed KL anchor; the fsdp run is interrupted after update 1 and resumed from its checkpoint.
+"""Run by tests/test_sharded_training.py under ``accelerate launch`` (2 CPU processes, gloo) with the plain
+data-parallel config (``dp``), an FSDP2 config (``fsdp``) or the DeepSpeed ZeRO-2 config (``zero2``): two
+GRPO updates of tiny-wan with LoRA and the fixed KL anchor; the fsdp and zero2 runs are interrupted after
+update 1 and resumed from their checkpoint.
 Each rank writes what it saw to OUT/<mode>-rank<r>.json; rank 0 also the full final trainable
 parameters to OUT/<mode>-params.pt."""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -21,22 +23,20 @@ class Interrupt(Exception):
 
 
 def main(out: Path, mode: str) -> None:
-    from accelerate import PartialState
     from torch.distributed.tensor import DTensor
 
     from grpo_bench import distributed, models, sharding
     from grpo_bench.config import RunConfig, resolve
     from grpo_bench.trainer import Trainer
 
-    state = PartialState(cpu=True)
-    rank = state.process_index
+    rank = int(os.environ["RANK"])  # set by the launcher (the Trainer builds the accelerate state)
     cfg = resolve(RunConfig(model="tiny-wan", method="flow_grpo", kl="fixed", kl_weight=0.5, updates=2, steps=3,
                             prompts_per_update=2, group_size=2, frames=5, height=16, width=16, lora_rank=2,
                             device="cpu", eval_samples=1, eval_every=100, diag_every=1, checkpoint_every=1,
                             save_videos=False, lr=1e-3))
     run_dir = out / f"{mode}-run"
     record: dict = {"rank": rank, "mode": mode}
-    if mode == "fsdp":
+    if mode in ("fsdp", "zero2"):
         def stop(u: int, total: int, line: dict) -> None:
             if u == 1:
                 raise Interrupt
@@ -53,6 +53,11 @@ def main(out: Path, mode: str) -> None:
     record["all_dtensor"] = all(isinstance(p, DTensor) for p in params.values())
     record["local_numel"] = sum(sharding.local(p).numel() for p in params.values())
     record["full_numel"] = sum(p.numel() for p in params.values())
+    if mode == "zero2":  # ZeRO-2: each rank's fp32 master partition and its Adam moments
+        zero = trainer.stepper.engine.optimizer
+        record["zero_stage"] = trainer.stepper.engine.zero_optimization_stage()
+        record["partition_numel"] = sum(t.numel() for t in zero.single_partition_of_fp32_groups)
+        record["param_dtypes"] = sorted({str(p.dtype) for p in trainer.model.trainable_module().parameters()})
 
     def check(u: int, total: int, line: dict) -> None:
         """After the last update, before run() ends the process group (collectives still work)."""
@@ -76,6 +81,9 @@ def main(out: Path, mode: str) -> None:
         record["full"] = {n: sharding.full(p.detach()).clone() for n, p in params.items()}
 
     final = trainer.run(resume=True, progress=check)
+    if mode == "zero2":
+        zero = trainer.stepper.engine.optimizer
+        record["adam_state_numel"] = sum(v["exp_avg"].numel() for v in zero.optimizer.state.values())
     record["updates"], record["optimizer_steps"] = final["updates"], final["optimizer_steps"]
     full = record.pop("full")
     lines = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()] if rank == 0 else []

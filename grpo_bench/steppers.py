@@ -1,0 +1,189 @@
+"""How one launch turns the GRPO loop's backward passes into one optimizer step.
+
+The loop (trainer.optimize) accumulates several backward passes per optimizer step (micro-batches ×
+trained steps), then steps once. What differs between launches is where gradients live, how they are
+averaged over the ranks, who clips and who owns the optimizer state. Each launch is one registered
+class with the same four calls:
+
+    stepper.zero_grad()
+    stepper.backward(loss, last=False)  # ... every pass but the last
+    stepper.backward(loss, last=True)
+    grad_norm = stepper.step()          # average over ranks, clip to max_grad_norm, optimizer step
+
+- ``replicated`` (no launch, ``single_gpu``, ``multi_gpu``): full parameters on every rank; the
+  gradients are all-reduced (mean) once per step by ``distributed.average_gradients`` (the module is
+  not DDP-wrapped: ``velocity`` calls it directly), clipped by accelerate.
+- ``fsdp2``: the module is sharded first (sharding.py); FSDP reduce-scatters the gradients itself.
+- ``deepspeed`` (``deepspeed_zero2``): accelerate wraps the module and the optimizer in a DeepSpeed
+  engine; ZeRO stage 2 partitions gradients and optimizer state over the ranks. The engine is told
+  which backward closes the step (``set_gradient_accumulation_boundary``), scales nothing
+  (``scale_wrt_gas=False``: our losses are already means), clips to the run's ``max_grad_norm``
+  and saves its own partitioned checkpoint through ``Accelerator.save_state``.
+  Precision is the run's, as under the other launches: DeepSpeed keeps fp32 weights and the
+  trainer's own ``torch.autocast`` runs bf16 kernels (``autocast``), so a ZeRO-2 run computes what
+  the replicated run computes (the test checks it to float rounding).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from grpo_bench import distributed, sharding
+from grpo_bench.errors import UserError
+
+STEPPERS: dict[str, type[Stepper]] = {}
+
+
+def register(kind: str) -> Callable[[type[Stepper]], type[Stepper]]:
+    def deco(cls: type[Stepper]) -> type[Stepper]:
+        STEPPERS[kind] = cls
+        return cls
+
+    return deco
+
+
+def deepspeed_requested() -> bool:
+    """True inside a process launched with a DeepSpeed accelerate config (``deepspeed_zero2``)."""
+    return os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true"
+
+
+def check_launch(mixed_precision: str) -> None:
+    """Fail before any model is built on a launch the trainer cannot honour (one-line UserErrors)."""
+    if deepspeed_requested():
+        require_deepspeed()
+        if mixed_precision == "fp16":
+            raise UserError("mixed_precision: fp16 is not supported with the deepspeed_zero2 accelerate config "
+                            "(the trainer autocasts without a loss scaler); use bf16 or no")
+    if os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true" and mixed_precision == "fp16":
+        raise UserError("mixed_precision: fp16 is not supported with the fsdp2 accelerate config "
+                        "(no sharded gradient scaler); use bf16 or no")
+
+
+def require_deepspeed() -> None:
+    """The deepspeed_zero2 config without DeepSpeed installed: say what to install, before any launch."""
+    import importlib.util
+
+    if importlib.util.find_spec("deepspeed") is None:
+        raise UserError("--accelerate-config deepspeed_zero2 needs DeepSpeed: `pip install deepspeed` "
+                        "(or `pip install 'grpo-bench[deepspeed]'`); --accelerate-config fsdp2 shards without it")
+
+
+def launch_kind(acc: Any) -> str:
+    if deepspeed_requested():
+        return "deepspeed"
+    return "fsdp2" if sharding.fsdp2_requested(acc) else "replicated"
+
+
+def accelerator_kwargs(cfg: Any, cpu: bool) -> dict[str, Any]:
+    """Arguments of the trainer's ``Accelerator`` for this launch."""
+    if not deepspeed_requested():
+        return {"mixed_precision": cfg.mixed_precision, "cpu": cpu}
+    from accelerate.utils import InitProcessGroupKwargs
+
+    # mixed_precision "no": DeepSpeed's own bf16 mode would cast the weights to bf16; the trainer
+    # autocasts instead (Stepper.autocast). accelerate runs DeepSpeed only with cpu=False; without CUDA
+    # it then finds no backend, so gloo is named (that is how the tests run ZeRO-2 on two CPU processes).
+    handlers = [] if torch.cuda.is_available() else [InitProcessGroupKwargs(backend="gloo")]
+    return {"mixed_precision": "no", "cpu": False, "kwargs_handlers": handlers}
+
+
+class Stepper:
+    """Replicated parameters: all-reduce (mean) of the gradients once per optimizer step."""
+
+    def __init__(self, acc: Any, module: nn.Module, cfg: Any) -> None:
+        self.acc, self.module, self.cfg = acc, module, cfg
+        self.params = self._trainable()
+        # accelerate saves the optimizer (registered by prepare) in its checkpoints
+        self.optimizer = acc.prepare(self._adamw())
+
+    def _trainable(self) -> list[Tensor]:
+        params = [p for p in self.module.parameters() if p.requires_grad]
+        if not params:
+            raise UserError(f"model {self.cfg.model!r}: trainable_module() has no parameter with requires_grad")
+        return params
+
+    def _adamw(self) -> torch.optim.Optimizer:
+        return torch.optim.AdamW(self.params, lr=self.cfg.lr, weight_decay=self.cfg.weight_decay)
+
+    def checkpoint_objects(self) -> list[Any]:
+        """Extra objects for ``Accelerator.register_for_checkpointing`` (after the trainer's own)."""
+        return []
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        return self.acc.autocast()
+
+    def zero_grad(self) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def backward(self, loss: Tensor, last: bool) -> None:
+        self.acc.backward(loss)
+
+    def step(self) -> float:
+        """Average, clip, step; the total gradient norm before clipping."""
+        distributed.average_gradients(self.params, self.acc)
+        norm = float(self.acc.clip_grad_norm_(self.params, self.cfg.max_grad_norm))
+        self.optimizer.step()
+        return norm
+
+
+register("replicated")(Stepper)
+
+
+@register("fsdp2")
+class FSDP2Stepper(Stepper):
+    """FSDP2 shards: the module is sharded before its parameters (DTensors) and the optimizer exist;
+    FSDP reduce-scatters (averages) the gradients during backward."""
+
+    def __init__(self, acc: Any, module: nn.Module, cfg: Any) -> None:
+        self.acc, self.module, self.cfg = acc, module, cfg
+        sharding.shard_module(module, acc.device, acc.num_processes)
+        self.params = self._trainable()
+        # accelerate would save only rank 0's shards: a registered object saves the gathered state
+        self.optimizer = self._adamw()
+
+    def checkpoint_objects(self) -> list[Any]:
+        return [sharding.ShardedOptimizerState(self.module, self.optimizer)]
+
+    def step(self) -> float:
+        norm = sharding.clip_grad_norm(self.params, self.cfg.max_grad_norm)
+        self.optimizer.step()
+        return norm
+
+
+@register("deepspeed")
+class ZeRO2Stepper(Stepper):
+    """A DeepSpeed engine (ZeRO stage 2 with the shipped config) owns reduction, clipping and the step."""
+
+    def __init__(self, acc: Any, module: nn.Module, cfg: Any) -> None:
+        self.acc, self.module, self.cfg = acc, module, cfg
+        self.params = self._trainable()
+        ds = acc.state.deepspeed_plugin.deepspeed_config
+        # The run config, not the launch file, sets clipping; no DeepSpeed dataloader exists, so the
+        # nominal batch is one sample a rank and the loop owns accumulation (boundary set per backward).
+        ds.update(gradient_clipping=cfg.max_grad_norm, gradient_accumulation_steps=1,
+                  train_micro_batch_size_per_gpu=1, train_batch_size=acc.num_processes)
+        self.engine, self.optimizer = acc.prepare(module, self._adamw())
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        return torch.autocast(self.acc.device.type, dtype=torch.bfloat16, enabled=self.cfg.mixed_precision == "bf16")
+
+    def zero_grad(self) -> None:
+        self.engine.zero_grad()
+
+    def backward(self, loss: Tensor, last: bool) -> None:
+        self.engine.set_gradient_accumulation_boundary(last)
+        self.engine.backward(loss, scale_wrt_gas=False)
+
+    def step(self) -> float:
+        self.engine.step()
+        return float(self.engine.get_global_grad_norm())
+
+
+def make_stepper(acc: Any, module: nn.Module, cfg: Any) -> Stepper:
+    return STEPPERS[launch_kind(acc)](acc, module, cfg)
