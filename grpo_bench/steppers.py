@@ -157,13 +157,17 @@ class FSDP2Stepper(Stepper):
 
 
 @register("deepspeed")
-class ZeRO2Stepper(Stepper):
+class DeepSpeedStepper(Stepper):
     """A DeepSpeed engine (ZeRO stage 2 with the shipped config) owns reduction, clipping and the step."""
 
     def __init__(self, acc: Any, module: nn.Module, cfg: Any) -> None:
         self.acc, self.module, self.cfg = acc, module, cfg
-        self.params = self._trainable()
         ds = acc.state.deepspeed_plugin.deepspeed_config
+        stage = int(ds.get("zero_optimization", {}).get("stage", 0))
+        if stage > 2:  # ZeRO-3 partitions the weights, and the trainer calls the module outside the engine
+            raise UserError(f"accelerate config: deepspeed_config.zero_stage {stage} is not supported; use 0, 1 or 2 "
+                            "(grpo_bench/configs/deepspeed_zero2.yaml), or --accelerate-config fsdp2 to shard weights")
+        self.params = self._trainable()
         # The run config, not the launch file, sets clipping; no DeepSpeed dataloader exists, so the
         # nominal batch is one sample a rank and the loop owns accumulation (boundary set per backward).
         ds.update(gradient_clipping=cfg.max_grad_norm, gradient_accumulation_steps=1,
