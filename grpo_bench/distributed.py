@@ -78,7 +78,26 @@ def relaunch(name: str, argv: list[str]) -> int:
             skip = True
         elif not a.startswith("--accelerate-config="):
             args.append(a)
-    return subprocess.call(launch_command(name, args))
+    return _run_launcher(launch_command(name, args))
+
+
+def _run_launcher(cmd: list[str]) -> int:
+    """Run ``accelerate launch``, passing its stderr through, except after a user error: the launched
+    processes print the same one-line ``error: ...`` each (printed once here, exit code 2) and the
+    launcher's ChildFailedError traceback about it is dropped (no traceback for a user mistake)."""
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, errors="replace", bufsize=1)
+    errors: list[str] = []
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if line.startswith("error: "):
+            if line not in errors:
+                errors.append(line)
+                sys.stderr.write(line)
+        elif not errors:
+            sys.stderr.write(line)
+        sys.stderr.flush()
+    code = proc.wait()
+    return 2 if errors else code
 
 
 # --- the global batch across ranks --------------------------------------------------------------

@@ -114,3 +114,20 @@ def test_accelerate_config_relaunch(tmp_path):
     res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
     assert len((out / "metrics.jsonl").read_text().splitlines()) == 2 and (out / "DONE").is_file()
+
+
+def test_user_error_under_a_launch_is_one_line(capfd):
+    """A user error raised in the launched processes: printed once, exit code 2, and the launcher's
+    traceback about the failed children dropped; other launcher output passes through untouched."""
+    from grpo_bench import distributed
+
+    script = ("import sys; w = sys.stderr.write; w('a warning\\n'); w('error: bad value x\\n'); "
+              "w('error: bad value x\\n'); w('Traceback (most recent call last):\\n'); "
+              "w('torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\\n'); sys.exit(1)")
+    assert distributed._run_launcher([sys.executable, "-c", script]) == 2
+    err = capfd.readouterr().err
+    assert err == "a warning\nerror: bad value x\n"
+    # without a user error: everything passes through and the launcher's exit code is kept
+    script = "import sys; sys.stderr.write('Traceback (most recent call last):\\nboom\\n'); sys.exit(3)"
+    assert distributed._run_launcher([sys.executable, "-c", script]) == 3
+    assert capfd.readouterr().err == "Traceback (most recent call last):\nboom\n"

@@ -106,7 +106,7 @@ def test_deepspeed_zero2_partitions_matches_data_parallel_and_resumes(tmp_path, 
 
 
 def test_deepspeed_launch_is_checked(monkeypatch):
-    monkeypatch.setattr(distributed.subprocess, "call", lambda *a, **k: pytest.fail("launched"))
+    monkeypatch.setattr(distributed, "_run_launcher", lambda *a, **k: pytest.fail("launched"))
     with monkeypatch.context() as m:  # DeepSpeed absent: the error names the install command, nothing starts
         m.setattr("importlib.util.find_spec", lambda name, *a: None)
         with pytest.raises(UserError, match="pip install deepspeed"):
