@@ -14,23 +14,13 @@ from pathlib import Path
 import pytest
 import torch
 
+from dist_train_script import ToyReward  # cheap deterministic VQ/MQ/TA of decoded videos
 from grpo_bench import models
 from grpo_bench.config import RunConfig
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
 METHODS = ["dance_grpo", "flow_grpo", "cps", "sage_grpo"]
-
-
-class ToyReward:
-    """Cheap deterministic VQ/MQ/TA of decoded videos (the trainer only needs three numbers)."""
-
-    dimensions = ("vq", "mq", "ta")
-
-    def __call__(self, videos, prompts):
-        v = videos.float()
-        return {"vq": -v.abs().mean((1, 2, 3, 4)), "mq": -(v[:, :, 1:] - v[:, :, :-1]).abs().mean((1, 2, 3, 4)),
-                "ta": v[:, 0].mean((1, 2, 3))}
 
 
 def run_config(model: str, method: str, **kw) -> RunConfig:
