@@ -10,8 +10,8 @@ single-process run exactly). Rewards are computed where the videos were sampled,
 advantages over the whole batch and keeps its slice. After the backward passes,
 ``average_gradients`` all-reduces the trainable gradients (mean), so every rank applies the same
 update and the parameters stay identical (the test launches two CPU processes and checks it).
-Under the ``fsdp2`` config the trainable module is sharded instead (sharding.py): FSDP
-reduce-scatters the gradients itself and ``average_gradients`` is not called.
+Under the ``fsdp2`` and ``deepspeed_zero2`` configs FSDP or the DeepSpeed engine reduces the
+gradients itself and ``average_gradients`` is not called (steppers.py: one class per launch).
 """
 
 from __future__ import annotations

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -36,16 +35,9 @@ from torch import Tensor, nn
 
 from grpo_bench import distributed, sharding
 from grpo_bench.errors import UserError
+from grpo_bench.registry import Registry
 
-STEPPERS: dict[str, type[Stepper]] = {}
-
-
-def register(kind: str) -> Callable[[type[Stepper]], type[Stepper]]:
-    def deco(cls: type[Stepper]) -> type[Stepper]:
-        STEPPERS[kind] = cls
-        return cls
-
-    return deco
+STEPPERS: Registry[type[Stepper]] = Registry("launch stepper")
 
 
 def deepspeed_requested() -> bool:
@@ -132,10 +124,10 @@ class Stepper:
         return norm
 
 
-register("replicated")(Stepper)
+STEPPERS.register("replicated")(Stepper)
 
 
-@register("fsdp2")
+@STEPPERS.register("fsdp2")
 class FSDP2Stepper(Stepper):
     """FSDP2 shards: the module is sharded before its parameters (DTensors) and the optimizer exist;
     FSDP reduce-scatters (averages) the gradients during backward."""
@@ -156,7 +148,7 @@ class FSDP2Stepper(Stepper):
         return norm
 
 
-@register("deepspeed")
+@STEPPERS.register("deepspeed")
 class DeepSpeedStepper(Stepper):
     """A DeepSpeed engine (ZeRO stage 2 with the shipped config) owns reduction, clipping and the step."""
 
@@ -190,4 +182,4 @@ class DeepSpeedStepper(Stepper):
 
 
 def make_stepper(acc: Any, module: nn.Module, cfg: Any) -> Stepper:
-    return STEPPERS[launch_kind(acc)](acc, module, cfg)
+    return STEPPERS.get(launch_kind(acc))(acc, module, cfg)
