@@ -17,9 +17,9 @@ import pytest
 import torch
 
 from grpo_bench import models
-from grpo_bench.config import RunConfig, resolve
-from grpo_bench.rollout import generator
-from grpo_bench.trainer import Trainer
+from grpo_bench.train.config import RunConfig, resolve
+from grpo_bench.core.rollout import generator
+from grpo_bench.train.trainer import Trainer
 
 ROUNDS = 5
 

@@ -1,1 +1,1 @@
-"""One file per GRPO method, each a small registered class (see grpo_bench.method)."""
+"""One file per GRPO method, each a small registered class (see grpo_bench.core.method)."""

@@ -1,6 +1,6 @@
 """CPS (coefficient-preserving sampling): re-noise the predicted x0 with a rotated share of x1."""
 
-from grpo_bench.method import Method, MethodConfig, register_method
+from grpo_bench.core.method import Method, MethodConfig, register_method
 
 
 @register_method("cps")

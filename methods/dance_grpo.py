@@ -1,6 +1,6 @@
 """DanceGRPO (Xue et al., 2025): constant-coefficient SDE, shared group noise, random step subset."""
 
-from grpo_bench.method import Method, MethodConfig, register_method
+from grpo_bench.core.method import Method, MethodConfig, register_method
 
 
 @register_method("dance_grpo")

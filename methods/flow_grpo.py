@@ -1,6 +1,6 @@
 """FlowGRPO (Liu et al., 2025): first-order SDE with g^2 = a^2 sigma/(1-sigma), fixed KL to pi_0."""
 
-from grpo_bench.method import Method, MethodConfig, register_method
+from grpo_bench.core.method import Method, MethodConfig, register_method
 
 
 @register_method("flow_grpo")

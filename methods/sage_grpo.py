@@ -3,7 +3,7 @@
 import torch
 from torch import Tensor
 
-from grpo_bench.method import Method, MethodConfig, register_method
+from grpo_bench.core.method import Method, MethodConfig, register_method
 
 
 @register_method("sage_grpo")

@@ -1,6 +1,6 @@
 """Run by tests/test_real_train.py under ``accelerate launch --num_processes 2 --cpu``: two GRPO
 updates of tiny-wan with LoRA on every rank, plus the data-parallel helpers of
-grpo_bench/distributed.py on rank-dependent data; each rank writes what it saw to OUT/rank<r>.json."""
+grpo_bench/train/distributed.py on rank-dependent data; each rank writes what it saw to OUT/rank<r>.json."""
 
 from __future__ import annotations
 
@@ -23,9 +23,10 @@ class ToyReward:
 def main(out: Path) -> None:
     from accelerate import Accelerator, PartialState
 
-    from grpo_bench import distributed, models
-    from grpo_bench.config import RunConfig
-    from grpo_bench.trainer import train
+    from grpo_bench import models
+    from grpo_bench.train import distributed
+    from grpo_bench.train.config import RunConfig
+    from grpo_bench.train.trainer import train
 
     state = PartialState(cpu=True)
     rank, world = state.process_index, state.num_processes

@@ -25,9 +25,11 @@ class Interrupt(Exception):
 def main(out: Path, mode: str) -> None:
     from torch.distributed.tensor import DTensor
 
-    from grpo_bench import distributed, models, sharding
-    from grpo_bench.config import RunConfig, resolve
-    from grpo_bench.trainer import Trainer
+    from grpo_bench import models
+    from grpo_bench.train import distributed
+    from grpo_bench.train import sharding
+    from grpo_bench.train.config import RunConfig, resolve
+    from grpo_bench.train.trainer import Trainer
 
     rank = int(os.environ["RANK"])  # set by the launcher (the Trainer builds the accelerate state)
     cfg = resolve(RunConfig(model="tiny-wan", method="flow_grpo", kl="fixed", kl_weight=0.5, updates=2, steps=3,

@@ -22,7 +22,7 @@ import torch
 import yaml
 
 from grpo_bench.atomic import append_line, atomic_write_bytes, atomic_write_json, atomic_write_text, read_jsonl
-from grpo_bench.config import RunConfig, config_id
+from grpo_bench.train.config import RunConfig, config_id
 
 EVAL_PROMPTS = ["a red circle moving left", "a blue square moving up"]
 

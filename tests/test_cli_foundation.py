@@ -7,8 +7,8 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from grpo_bench.cli import app
-from grpo_bench.samplers import marginal_variance
+from grpo_bench.cli.commands import app
+from grpo_bench.report.samplers import marginal_variance
 
 runner = CliRunner()
 

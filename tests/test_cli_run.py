@@ -17,15 +17,15 @@ import pytest
 from suite_support import SMALL_SUITE, write_suite
 from typer.testing import CliRunner
 
-from grpo_bench.cli import app
+from grpo_bench.cli.commands import app
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
 RUN = """
 import sys
 from pathlib import Path
-from grpo_bench.runner import run_suite
-from grpo_bench.suite import expand, load_suite
+from grpo_bench.suite.runner import run_suite
+from grpo_bench.suite.spec import expand, load_suite
 suite = load_suite(sys.argv[1])
 run_suite(suite, expand(suite), Path(sys.argv[2]), jobs=2, trainer="suite_support:fake_train")
 """
@@ -117,8 +117,8 @@ def test_sigkill_mid_run_then_resume_runs_every_cell_exactly_once(tmp_path):
 def test_failing_cell_is_recorded_and_the_suite_goes_on(tmp_path, monkeypatch):
     from rich.console import Console
 
-    from grpo_bench.suite import load_suite
-    from grpo_bench.suite_command import execute
+    from grpo_bench.suite.spec import load_suite
+    from grpo_bench.cli.suite import execute
 
     monkeypatch.setenv("FAKE_FAIL", "dance_grpo")
     data = json.loads(json.dumps(SMALL_SUITE))
@@ -153,7 +153,7 @@ def test_bad_suite_exits_2_with_one_line_and_starts_nothing(tmp_path):
     (["ablate", "--base", "{suite}"], "give at least one of --kl, --equalizer, --sde"),
 ])
 def test_command_line_mistakes_exit_2_and_start_nothing(tmp_path, monkeypatch, capsys, args, needle):
-    from grpo_bench import cli
+    import grpo_bench.cli.commands as cli
 
     suite = write_suite(tmp_path / "s.yaml")
     bad = write_suite(tmp_path / "bad.yaml", {**SMALL_SUITE, "union": [{"method": ["sage_grpo"], "kl": ["dual"]}]})

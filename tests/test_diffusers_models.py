@@ -11,8 +11,8 @@ import torch
 
 from grpo_bench.errors import UserError
 from grpo_bench.models.diffusers_video import AdapterOptions, TextCond
-from grpo_bench.schedule import sigmas as harness_sigmas
-from grpo_bench.sde import make_kernel
+from grpo_bench.core.schedule import sigmas as harness_sigmas
+from grpo_bench.core.sde import make_kernel
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 

@@ -5,9 +5,9 @@ import math
 
 import pytest
 
-from grpo_bench.config import from_dict
+from grpo_bench.train.config import from_dict
 from grpo_bench.errors import UserError
-from grpo_bench.prompts import load_prompt_set
+from grpo_bench.train.prompts import load_prompt_set
 from grpo_bench.world import prompts as world_prompts
 
 
@@ -60,7 +60,7 @@ class PromptFreeReward:
 
 
 def test_real_model_run_trains_and_evaluates_on_its_prompt_file(tmp_path):
-    from grpo_bench.trainer import train
+    from grpo_bench.train.trainer import train
 
     f = tmp_path / "p.yaml"
     f.write_text("train: [a red car on a road, waves on a beach]\neval: [a bird in the sky]\n")

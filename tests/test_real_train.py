@@ -16,7 +16,7 @@ import torch
 
 from dist_train_script import ToyReward  # cheap deterministic VQ/MQ/TA of decoded videos
 from grpo_bench import models
-from grpo_bench.config import RunConfig
+from grpo_bench.train.config import RunConfig
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
@@ -33,8 +33,8 @@ def run_config(model: str, method: str, **kw) -> RunConfig:
 
 @pytest.mark.parametrize("model_name", ["tiny-wan", "tiny-hunyuan15"])
 def test_one_update_of_every_method_trains_only_lora(model_name, tmp_path):
-    from grpo_bench.trainer import train
-    from grpo_bench.trust_region import Anchors
+    from grpo_bench.train.trainer import train
+    from grpo_bench.core.trust_region import Anchors
 
     base = models.from_config(run_config(model_name, "flow_grpo", lora_rank=0))  # same seed: the base weights
     x = torch.randn(2, *base.latent_shape, generator=torch.Generator().manual_seed(0))
@@ -109,7 +109,7 @@ def test_accelerate_config_relaunch(tmp_path):
 def test_user_error_under_a_launch_is_one_line(capfd):
     """A user error raised in the launched processes: printed once, exit code 2, and the launcher's
     traceback about the failed children dropped; other launcher output passes through untouched."""
-    from grpo_bench import distributed
+    from grpo_bench.train import distributed
 
     script = ("import sys; w = sys.stderr.write; w('a warning\\n'); w('error: bad value x\\n'); "
               "w('error: bad value x\\n'); w('Traceback (most recent call last):\\n'); "

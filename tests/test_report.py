@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from grpo_bench.cli import app
+from grpo_bench.cli.commands import app
 from grpo_bench.report.render import render_report
 from grpo_bench.report.stats import mean_ci, wilson
-from grpo_bench.results import COLUMNS, RESULTS
+from grpo_bench.suite.results import COLUMNS, RESULTS
 
 T_975_2 = 4.302652729749464  # Student t quantile 0.975 with 2 degrees of freedom (tables)
 GROUPS = {"dance_grpo kl=none": ("dance_grpo", "none", False), "sage_grpo kl=dual": ("sage_grpo", "dual", True)}

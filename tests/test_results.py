@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 from suite_support import EVAL_PROMPTS, fake_line, fake_train
 
-from grpo_bench import results
-from grpo_bench.config import RunConfig, config_id, resolve
+from grpo_bench.suite import results
+from grpo_bench.train.config import RunConfig, config_id, resolve
 
 
 def _meta(cfg: RunConfig, suite: str = "t") -> dict:

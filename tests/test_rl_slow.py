@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from grpo_bench.config import RunConfig
-from grpo_bench.trainer import train
+from grpo_bench.train.config import RunConfig
+from grpo_bench.train.trainer import train
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from rl_gain import summary  # noqa: E402

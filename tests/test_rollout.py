@@ -6,13 +6,13 @@ import pytest
 import torch
 from tiny_world import TinyModel
 
-from grpo_bench import schedule
-from grpo_bench.config import RunConfig
-from grpo_bench.loss import LossContext, step_terms
-from grpo_bench.method import METHODS, make_method
-from grpo_bench.rollout import StepTable, generator, initial_noise, rollout, sample_ode
-from grpo_bench.sde import log_prob
-from grpo_bench.trust_region import Anchors, make_kl
+from grpo_bench.core import schedule
+from grpo_bench.train.config import RunConfig
+from grpo_bench.core.loss import LossContext, step_terms
+from grpo_bench.core.method import METHODS, make_method
+from grpo_bench.core.rollout import StepTable, generator, initial_noise, rollout, sample_ode
+from grpo_bench.core.sde import log_prob
+from grpo_bench.core.trust_region import Anchors, make_kl
 
 PROMPTS = ["a red circle moving left", "a blue square moving up"]
 
@@ -76,7 +76,7 @@ def test_cfg_combines_conditional_and_unconditional():
     model = TinyModel(seed=0)
     x, sigma = torch.randn(2, 3, 8, 16, 16), torch.tensor([0.5, 0.5])
     cond, null = model.encode_prompts(PROMPTS), model.null_cond(2)
-    from grpo_bench.rollout import guided_velocity
+    from grpo_bench.core.rollout import guided_velocity
 
     with torch.no_grad():
         v = guided_velocity(model.velocity, x, sigma, cond, null, 2.5)

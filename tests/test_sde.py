@@ -8,9 +8,9 @@ import torch
 from scipy import integrate
 
 from grpo_bench.errors import UserError
-from grpo_bench.samplers import analyse_kernel, monte_carlo_variance
-from grpo_bench.schedule import sigmas
-from grpo_bench.sde import KERNELS, ScheduleWarning, equalizer, log_prob, make_kernel
+from grpo_bench.report.samplers import analyse_kernel, monte_carlo_variance
+from grpo_bench.core.schedule import sigmas
+from grpo_bench.core.sde import KERNELS, ScheduleWarning, equalizer, log_prob, make_kernel
 
 SIG = sigmas(10, 3.0)
 

@@ -1,5 +1,5 @@
-"""Sharded launches on two CPU processes (gloo): FSDP2 (grpo_bench/sharding.py) and DeepSpeed ZeRO-2
-(grpo_bench/steppers.py), and the clear errors of launches the trainer cannot honour.
+"""Sharded launches on two CPU processes (gloo): FSDP2 (grpo_bench/train/sharding.py) and DeepSpeed ZeRO-2
+(grpo_bench/train/steppers.py), and the clear errors of launches the trainer cannot honour.
 
 The launched runs (tests/sharded_train_script.py): two GRPO updates of tiny-wan with LoRA and the fixed KL
 anchor, once under the plain data-parallel launch (shared by the tests of this module), once under an
@@ -21,7 +21,10 @@ import pytest
 import torch
 import yaml
 
-from grpo_bench import distributed, rewards, sharding, steppers
+from grpo_bench import rewards
+from grpo_bench.train import distributed
+from grpo_bench.train import sharding
+from grpo_bench.train import steppers
 from grpo_bench.errors import UserError
 
 SCRIPT = Path(__file__).with_name("sharded_train_script.py")

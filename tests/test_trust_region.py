@@ -9,8 +9,8 @@ import torch
 from tiny_world import TinyModel
 from torch import nn
 
-from grpo_bench.config import RunConfig
-from grpo_bench.trust_region import (
+from grpo_bench.train.config import RunConfig
+from grpo_bench.core.trust_region import (
     KL_VARIANTS, AdaptiveKLWeight, Anchors, ConstantKLWeight, KLInputs, KLVariant, analytic_kl, make_kl,
     make_kl_weight,
 )

@@ -1,4 +1,4 @@
-"""Views of results.parquet (grpo_bench.results documents its schema) used by tables and figures."""
+"""Views of results.parquet (grpo_bench.suite.results documents its schema) used by tables and figures."""
 
 from __future__ import annotations
 

@@ -6,9 +6,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from grpo_bench.method import METHODS, make_method
-from grpo_bench.schedule import sigmas
-from grpo_bench.sde import KERNELS
+from grpo_bench.core.method import METHODS, make_method
+from grpo_bench.core.schedule import sigmas
+from grpo_bench.core.sde import KERNELS
 
 
 def _trained(method, steps: int = 10, shift: float = 3.0) -> str:
@@ -42,7 +42,7 @@ def print_methods(console: Console) -> None:
         kernels.add_row(name, cls.std_formula, escape((cls.__doc__ or "").strip().splitlines()[0]))
     console.print(kernels)
     try:
-        from grpo_bench.trust_region import KL_VARIANTS
+        from grpo_bench.core.trust_region import KL_VARIANTS
     except ImportError:  # the trainer is an optional part of a partial install
         return
     kl = Table(title="KL trust regions")

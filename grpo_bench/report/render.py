@@ -9,8 +9,8 @@ import pandas as pd
 
 from grpo_bench.report import data
 from grpo_bench.report.parts import FIGURES, TABLES, Context, Section
-from grpo_bench.results import atomic_write_text, load_results
-from grpo_bench.suite import ReportSpec
+from grpo_bench.suite.results import atomic_write_text, load_results
+from grpo_bench.suite.spec import ReportSpec
 
 
 def _last_run(info: dict) -> str:

@@ -190,7 +190,7 @@ def winrates(ctx: Context) -> list[Section]:
 
 @TABLES.register("table1")
 def table1(ctx: Context) -> list[Section]:
-    from grpo_bench.samplers import table1_frame
+    from grpo_bench.report.samplers import table1_frame
 
     steps, shift, data_std = 10, 3.0, 0.5
     frame = table1_frame(steps=steps, shift=shift, data_std=data_std)

@@ -100,9 +100,9 @@ def _check(cfg: JudgeTrainConfig) -> None:
 def sample_base(n: int, size: int, seed: int, checkpoint: str = "", chunk: int = 64) -> tuple[Tensor, list[str]]:
     """n base-model videos Tensor[n, 3, 8, size, size] over all prompts, cycling through BASE_SAMPLERS."""
     from grpo_bench.models import load
-    from grpo_bench.sampling import sample
-    from grpo_bench.schedule import sigmas
-    from grpo_bench.sde import make_kernel
+    from grpo_bench.core.sampling import sample
+    from grpo_bench.core.schedule import sigmas
+    from grpo_bench.core.sde import make_kernel
 
     kw = {"size": size}
     if checkpoint:

@@ -218,9 +218,9 @@ def evaluate(
 ) -> dict[str, float]:
     """Oracle accuracies of 20-step ODE samples (the issue's evaluation protocol): colour, shape,
     direction and all-correct rates plus mean vq/mq/ta/manifold over ``per_prompt`` videos per prompt."""
-    from grpo_bench.sampling import sample
-    from grpo_bench.schedule import sigmas
-    from grpo_bench.sde import make_kernel
+    from grpo_bench.core.sampling import sample
+    from grpo_bench.core.schedule import sigmas
+    from grpo_bench.core.sde import make_kernel
     from grpo_bench.world.oracle import oracle
 
     texts = [p for p in prompts(split) for _ in range(per_prompt)]

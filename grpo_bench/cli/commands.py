@@ -43,7 +43,7 @@ def samplers(
     json_path: Optional[Path] = typer.Option(None, "--json", help="Also write per-step std and variance errors as JSON."),
 ) -> None:
     """Table 1 / Figure 1: noise each kernel injects, and its marginal-variance error (exact Gaussian model)."""
-    from grpo_bench.samplers import run_samplers_report
+    from grpo_bench.report.samplers import run_samplers_report
 
     run_samplers_report(steps=steps, shift=shift, data_std=data_std, out=out, json_path=json_path, console=console)
 
@@ -109,7 +109,7 @@ def sample(
     json_path: Optional[Path] = typer.Option(None, "--json", help="Also write the per-video scores as JSON."),
 ) -> None:
     """Sample videos for one prompt: animated GIF, PNG strip, and oracle and judge scores per video."""
-    from grpo_bench.preview import run_sample
+    from grpo_bench.cli.sample import run_sample
 
     run_sample(
         prompt=prompt, n=n, steps=steps, shift=shift, kernel=kernel, noise_level=noise_level, guidance=guidance,
@@ -134,11 +134,11 @@ def train(
     overrides: Optional[list[str]] = typer.Argument(None, help="key=value config overrides (any RunConfig key)."),
 ) -> None:
     """Train one GRPO run: config.yaml, metrics.jsonl, checkpoints, final.json and DONE in the run folder."""
-    from grpo_bench.train_command import build_config, run_train
+    from grpo_bench.cli.train import build_config, run_train
 
     cfg = build_config(method, kl, setting, seed, updates, device, [*(overrides or []), *([f"model={model}"] if model else [])])
     if accelerate_config is not None:
-        from grpo_bench import distributed
+        from grpo_bench.train import distributed
 
         distributed.config_path(accelerate_config)  # a bad name fails here, before any launch
         if not distributed.launched():
@@ -160,7 +160,7 @@ def run(
     overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides of the suite's base config."),
 ) -> None:
     """Run every cell of a suite (resumable, parallel), aggregate results.parquet and render the report."""
-    from grpo_bench.suite_command import run_command
+    from grpo_bench.cli.suite import run_command
 
     raise typer.Exit(run_command(suite, jobs, backend, out, dry_run, resume, overrides or [], console))
 
@@ -179,7 +179,7 @@ def ablate(
     overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides of the base config."),
 ) -> None:
     """Build an ablation grid (KL variant x equalizer x SDE) on a base suite and run it like `run`."""
-    from grpo_bench.suite_command import ablate_command
+    from grpo_bench.cli.suite import ablate_command
 
     raise typer.Exit(ablate_command(kl, equalizer, sde, base, jobs, backend, out, dry_run, resume, overrides or [], console))
 
@@ -187,7 +187,7 @@ def ablate(
 @app.command()
 def report(run_dir: Path = typer.Argument(..., help="A suite's run folder (runs/<suite>).")) -> None:
     """Re-render tables, figures and report.md from RUN_DIR/results.parquet."""
-    from grpo_bench.suite_command import report_command
+    from grpo_bench.cli.suite import report_command
 
     raise typer.Exit(report_command(run_dir, console))
 

@@ -21,8 +21,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from grpo_bench.method import Method
-from grpo_bench.sde import ODEKernel, log_prob
+from grpo_bench.core.method import Method
+from grpo_bench.core.sde import ODEKernel, log_prob
 
 VelocityFn = Callable[[Tensor, Tensor, Any], Tensor]
 

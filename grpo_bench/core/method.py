@@ -17,7 +17,7 @@ from torch import Tensor
 
 from grpo_bench.errors import UserError
 from grpo_bench.registry import LazyRegistry
-from grpo_bench.sde import KERNELS, LOGPROB_FORMS, Kernel, make_kernel, stochastic_steps
+from grpo_bench.core.sde import KERNELS, LOGPROB_FORMS, Kernel, make_kernel, stochastic_steps
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from grpo_bench.config import RunConfig, config_id, from_dict, parse_overrides, resolve
+from grpo_bench.train.config import RunConfig, config_id, from_dict, parse_overrides, resolve
 
 
 def build_config(
@@ -34,7 +34,7 @@ def default_out(cfg: RunConfig) -> Path:
 
 
 def run_train(cfg: RunConfig, out: Path | None, resume: bool, console: Console) -> dict[str, Any]:
-    from grpo_bench.trainer import train
+    from grpo_bench.train.trainer import train
 
     chosen = out is None
     out = default_out(cfg) if out is None else out

@@ -33,7 +33,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from grpo_bench import distributed, sharding
+from grpo_bench.train import distributed
+from grpo_bench.train import sharding
 from grpo_bench.errors import UserError
 from grpo_bench.registry import Registry
 

@@ -12,8 +12,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from grpo_bench.schedule import validate
-from grpo_bench.sde import Kernel
+from grpo_bench.core.schedule import validate
+from grpo_bench.core.sde import Kernel
 
 
 def _cat_cond(model: Any, a: Any, b: Any) -> Any:

@@ -277,14 +277,14 @@ def load(path: str | Path) -> RunConfig:
 
 def validate(cfg: RunConfig, where: str = "") -> None:
     """Names and ranges, checked before any work starts."""
-    from grpo_bench.method import METHODS
+    from grpo_bench.core.method import METHODS
     from grpo_bench.rewards.base import SETTINGS
 
     METHODS.get(cfg.method, where=where)
     if cfg.setting not in SETTINGS:
         raise unknown("setting", cfg.setting, SETTINGS, where)
     if cfg.kl is not None:
-        from grpo_bench.trust_region import KL_VARIANTS
+        from grpo_bench.core.trust_region import KL_VARIANTS
 
         KL_VARIANTS.get(cfg.kl, where=where)
     choices = {
@@ -317,7 +317,7 @@ def validate(cfg: RunConfig, where: str = "") -> None:
         raise UserError(f"{where}config key 'kl_target' must be a finite number > 0, got {cfg.kl_target!r}")
     if cfg.kl_weight < 0 or cfg.kl_beta_min < 0 or cfg.kl_beta_max < cfg.kl_beta_min:
         raise UserError(f"{where}KL weights must satisfy 0 <= kl_beta_min <= kl_beta_max and kl_weight >= 0")
-    from grpo_bench.prompts import load_prompt_set
+    from grpo_bench.train.prompts import load_prompt_set
 
     prompt_set = load_prompt_set(cfg.prompts, where)
     if cfg.eval_oracle:
@@ -330,7 +330,7 @@ def validate(cfg: RunConfig, where: str = "") -> None:
             raise UserError(f"{where}eval_oracle is on but the eval prompts are not world prompts ({exc}); "
                             "set eval_oracle: false for real models") from None
     # The method accepts its overrides (ranges of noise level, clip, window …).
-    from grpo_bench.method import make_method
+    from grpo_bench.core.method import make_method
 
     try:
         make_method(cfg.method, **cfg.method_overrides())
@@ -340,7 +340,7 @@ def validate(cfg: RunConfig, where: str = "") -> None:
 
 def resolve(cfg: RunConfig) -> RunConfig:
     """A copy with every method option filled from the method's defaults."""
-    from grpo_bench.method import make_method
+    from grpo_bench.core.method import make_method
 
     method = make_method(cfg.method, **cfg.method_overrides())
     filled = {k: getattr(method.config, k) for k in METHOD_OPTIONS}

@@ -17,7 +17,7 @@ from typing import Any
 
 from torch import nn
 
-from grpo_bench import sharding
+from grpo_bench.train import sharding
 
 CHECKPOINTS = "checkpoints"
 _NAME = re.compile(r"^update_(\d+)$")

@@ -13,7 +13,7 @@ registered backend, then aggregates ``results.parquet``. Backends:
   SLURM is absent, which is what the tests use); progress is read from metrics.jsonl.
 
 The trainer is passed as an import path ``module:function`` so that workers can import it; it is
-``grpo_bench.trainer:train`` unless a caller (a test) names another. This module imports torch only
+``grpo_bench.train.trainer:train`` unless a caller (a test) names another. This module imports torch only
 inside workers, after the thread and GPU environment is set.
 """
 
@@ -33,10 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grpo_bench import results
+from grpo_bench.suite import results
 from grpo_bench.registry import Registry
 
-TRAINER = "grpo_bench.trainer:train"
+TRAINER = "grpo_bench.train.trainer:train"
 Emit = Callable[[tuple], None]
 
 
@@ -95,7 +95,7 @@ def run_cell(meta: dict[str, Any], cell_dir: str, trainer: str, emit: Emit, slot
             if gpus is not None and len(gpus) > 1:
                 _launch_accelerate(cdir, trainer, gpus, lambda u: emit(("update", slot, meta["id"], u, total, None)))
             else:
-                from grpo_bench.config import RunConfig
+                from grpo_bench.train.config import RunConfig
 
                 train = load_trainer(trainer)
 
@@ -123,7 +123,7 @@ def run_cell(meta: dict[str, Any], cell_dir: str, trainer: str, emit: Emit, slot
 def _launch_accelerate(cdir: Path, trainer: str, gpus: list[int], on_update: Callable[[int], None]) -> None:
     """Multi-GPU cell: ``accelerate launch`` this module on the slot's GPUs; progress from metrics.jsonl."""
     cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(len(gpus)),
-           "-m", "grpo_bench.runner", str(cdir), trainer]
+           "-m", "grpo_bench.suite.runner", str(cdir), trainer]
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ",".join(map(str, gpus))}
     with open(cdir / "launch.log", "a") as log:
         proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
@@ -135,10 +135,10 @@ def _launch_accelerate(cdir: Path, trainer: str, gpus: list[int], on_update: Cal
 
 
 def _main_cell(argv: list[str]) -> None:
-    """Entry of ``python -m grpo_bench.runner CELL_DIR TRAINER`` (one process per GPU under accelerate)."""
+    """Entry of ``python -m grpo_bench.suite.runner CELL_DIR TRAINER`` (one process per GPU under accelerate)."""
     import json
 
-    from grpo_bench.config import RunConfig
+    from grpo_bench.train.config import RunConfig
 
     cdir, trainer = Path(argv[0]), argv[1]
     meta = json.loads((cdir / results.CELL).read_text())
@@ -317,7 +317,7 @@ def run_suite(suite: Any, cells: list[Any], out: Path, *, jobs: int | None = Non
               resume: bool = True, trainer: str = TRAINER, display: Any = None, cluster: str | None = None,
               suite_text: str | None = None) -> RunSummary:
     """Run every unfinished cell of ``suite`` under ``out/<name>/`` and aggregate results.parquet."""
-    from grpo_bench.live import NullDisplay
+    from grpo_bench.suite.live import NullDisplay
 
     run_backend = BACKENDS.get(backend, where="--backend: ")
     t0 = time.perf_counter()

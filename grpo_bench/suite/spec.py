@@ -31,9 +31,9 @@ from typing import Any
 
 import yaml
 
-from grpo_bench.config import FIELDS, RunConfig, coerce, config_id, from_dict, resolve
+from grpo_bench.train.config import FIELDS, RunConfig, coerce, config_id, from_dict, resolve
 from grpo_bench.errors import UserError, unknown
-from grpo_bench.fingerprint import asset_digests
+from grpo_bench.suite.fingerprint import asset_digests
 
 SUITE_KEYS = ("name", "description", "base", "grid", "union", "seeds", "budget", "report")
 BUDGET_CONFIG_KEYS = (
@@ -126,7 +126,7 @@ def _mapping(value: Any, where: str, what: str) -> dict[str, Any]:
 def _check_name(key: str, value: Any, where: str) -> None:
     """Names are checked where they are written, so the error shows the key path."""
     if key == "method":
-        from grpo_bench.method import METHODS
+        from grpo_bench.core.method import METHODS
 
         METHODS.get(value, where=where)
     elif key == "setting":
@@ -135,7 +135,7 @@ def _check_name(key: str, value: Any, where: str) -> None:
         if value not in SETTINGS:
             raise unknown("setting", value, SETTINGS, where)
     elif key == "kl" and value is not None:
-        from grpo_bench.trust_region import KL_VARIANTS
+        from grpo_bench.core.trust_region import KL_VARIANTS
 
         KL_VARIANTS.get(value, where=where)
 
@@ -300,7 +300,7 @@ def expand(suite: Suite) -> list[Cell]:
 # --- ablations ----------------------------------------------------------------------------------
 def _sde_methods(names: list[str]) -> list[str]:
     """--sde accepts method names or kernel names (the method whose kernel it is)."""
-    from grpo_bench.method import METHODS
+    from grpo_bench.core.method import METHODS
 
     by_kernel = {METHODS.get(m).defaults.kernel: m for m in METHODS.names()}
     out = []
@@ -316,7 +316,7 @@ def _sde_methods(names: list[str]) -> list[str]:
 
 def ablation(base: Suite, kl: list[str] | None, equalizer: list[bool] | None, sde: list[str] | None) -> Suite:
     """A suite varying KL variant, equalizer and SDE on ``base``'s config, budget, seeds and report."""
-    from grpo_bench.trust_region import KL_VARIANTS
+    from grpo_bench.core.trust_region import KL_VARIANTS
 
     grid: dict[str, list[Any]] = {}
     parts = []

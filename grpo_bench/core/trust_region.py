@@ -29,7 +29,7 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call
 
-from grpo_bench import sharding
+from grpo_bench.train import sharding
 from grpo_bench.registry import Registry
 
 KL_VARIANTS: Registry[type[KLVariant]] = Registry("KL variant")

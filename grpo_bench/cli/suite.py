@@ -7,11 +7,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from grpo_bench import results
-from grpo_bench.config import parse_overrides
+from grpo_bench.suite import results
+from grpo_bench.train.config import parse_overrides
 from grpo_bench.errors import UserError
-from grpo_bench.runner import TRAINER, RunSummary, run_suite
-from grpo_bench.suite import Cell, Suite, ablation, expand, load_suite
+from grpo_bench.suite.runner import TRAINER, RunSummary, run_suite
+from grpo_bench.suite.spec import Cell, Suite, ablation, expand, load_suite
 
 DEFAULT_ABLATE_BASE = "ablate_kl.yaml"
 
@@ -19,7 +19,7 @@ DEFAULT_ABLATE_BASE = "ablate_kl.yaml"
 def suites_dir() -> Path:
     """suites/ of the working folder, else the one next to the installed package (a source checkout)."""
     here = Path("suites")
-    return here if here.is_dir() else Path(__file__).resolve().parents[1] / "suites"
+    return here if here.is_dir() else Path(__file__).resolve().parents[2] / "suites"
 
 
 def _status(cdir: Path) -> str:
@@ -43,7 +43,7 @@ def print_cells(suite: Suite, cells: list[Cell], out: Path, console: Console) ->
 def execute(suite: Suite, out: Path, jobs: int | None, backend: str, dry_run: bool, resume: bool,
             console: Console, trainer: str = TRAINER, suite_text: str | None = None) -> RunSummary | None:
     """Expand, run (or list with dry_run), aggregate and render; exit code 1 if a cell failed."""
-    from grpo_bench.live import SuiteDisplay
+    from grpo_bench.suite.live import SuiteDisplay
     from grpo_bench.report.render import render_report
 
     cells = expand(suite)
@@ -82,7 +82,7 @@ def _split(value: str | None, every: list[str] | None = None) -> list[str] | Non
 def ablate_command(kl: str | None, equalizer: str | None, sde: str | None, base: Path | None, jobs: int | None,
                    backend: str, out: Path, dry_run: bool, resume: bool, overrides: list[str],
                    console: Console) -> int:
-    from grpo_bench.trust_region import KL_VARIANTS
+    from grpo_bench.core.trust_region import KL_VARIANTS
 
     base_path = base if base is not None else suites_dir() / DEFAULT_ABLATE_BASE
     base_suite = load_suite(base_path, parse_overrides(overrides))

@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from grpo_bench.rewards.base import composite, reward_weights
-from grpo_bench.rollout import generator, sample_ode
+from grpo_bench.core.rollout import generator, sample_ode
 
 
 def _mean(t: Tensor) -> float:
@@ -24,7 +24,7 @@ def _mean(t: Tensor) -> float:
 
 def evaluate(model: Any, reward: Any, sigmas: Tensor, cfg: Any, device: torch.device, autocast: Any) -> tuple[dict, list, Tensor]:
     """(eval_* metrics, per-video rows, videos Tensor[N, 3, F, H, W] on CPU)."""
-    from grpo_bench.prompts import load_prompt_set
+    from grpo_bench.train.prompts import load_prompt_set
     from grpo_bench.world.oracle import diversity, oracle
 
     n = cfg.eval_samples

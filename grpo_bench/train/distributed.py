@@ -29,7 +29,7 @@ from torch import Tensor
 
 from grpo_bench.errors import UserError, unknown
 
-CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 
 
 # --- launch ------------------------------------------------------------------------------------
@@ -67,7 +67,7 @@ def relaunch(name: str, argv: list[str]) -> int:
     import yaml
 
     if str((yaml.safe_load(config_path(name).read_text()) or {}).get("distributed_type", "")).upper() == "DEEPSPEED":
-        from grpo_bench.steppers import require_deepspeed
+        from grpo_bench.train.steppers import require_deepspeed
 
         require_deepspeed()
     args, skip = [], False
@@ -154,7 +154,7 @@ def average_gradients(params: Iterable[torch.nn.Parameter], acc: Any) -> None:
 def parameter_digest(params: Iterable[Tensor]) -> str:
     """A hash of parameter values (to check that ranks agree); FSDP2 shards are gathered into full
     tensors first (a collective: every rank must call it)."""
-    from grpo_bench.sharding import full
+    from grpo_bench.train.sharding import full
 
     h = hashlib.sha256()
     for p in params:

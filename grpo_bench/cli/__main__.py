@@ -1,0 +1,3 @@
+from grpo_bench.cli.commands import main
+
+main()

@@ -1,0 +1,1 @@
+"""Suites: specs expanded into cells, the runner, stored results."""

@@ -1,0 +1,1 @@
+"""Training one run: configuration, the trainer, checkpoints, parallel launch, tracking, evaluation."""
