@@ -1,0 +1,140 @@
+"""How much a table can tell: seed-clustered intervals, Holm marks, power and sequential looks.
+
+A comparison in grpo-bench is paired by seed: for one seed, two rows share prompts, initial noise
+and compute, so the unit of replication is the seed, not the video. Videos of one seed are
+correlated (same policy), hence every interval here resamples or averages *clusters* (seeds,
+or raters and prompts in a human study), never single videos.
+
+    cluster_bootstrap   percentile interval of a statistic, resampling whole clusters
+    holm                Holm-Bonferroni adjusted p-values for a family of comparisons
+    t_power / mde       power of the paired t-test; minimum detectable effect at n seeds
+    seeds_needed        the smallest n with the stated power for a stated effect
+    spending            Lan-DeMets O'Brien-Fleming alpha spending for adding seeds in blocks
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from scipy import optimize, stats
+
+ALPHA = 0.05
+POWER = 0.8
+
+
+def cluster_bootstrap(values: Sequence[float], clusters: Sequence[object], *, n_boot: int = 2000,
+                      level: float = 0.95, seed: int = 0,
+                      statistic: Callable[[np.ndarray], float] = np.mean) -> tuple[float, float, float]:
+    """(estimate, low, high): percentile bootstrap that resamples whole clusters with replacement.
+
+    Each replicate draws as many clusters as there are, with replacement, and applies `statistic`
+    to all observations of the drawn clusters (a cluster drawn twice counts twice). With one
+    observation per cluster this is the ordinary bootstrap; with perfectly correlated clusters its
+    width is that of the cluster means, i.e. the design effect is respected.
+    """
+    x = np.asarray(values, dtype=float)
+    labels = np.asarray(clusters, dtype=object)
+    if x.shape != labels.shape:
+        raise ValueError(f"values and clusters differ in length ({x.shape} vs {labels.shape})")
+    keep = np.isfinite(x)
+    x, labels = x[keep], labels[keep]
+    if x.size == 0:
+        return math.nan, math.nan, math.nan
+    estimate = float(statistic(x))
+    _, codes = np.unique(labels.astype(str), return_inverse=True)
+    groups = [x[codes == c] for c in range(codes.max() + 1)]
+    if len(groups) < 2:
+        return estimate, math.nan, math.nan
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, len(groups), size=(n_boot, len(groups)))
+    reps = np.array([statistic(np.concatenate([groups[g] for g in row])) for row in draws])
+    low, high = np.quantile(reps, [(1 - level) / 2, (1 + level) / 2])
+    return estimate, float(low), float(high)
+
+
+def holm(pvalues: Sequence[float]) -> np.ndarray:
+    """Holm-Bonferroni adjusted p-values (same order as given; NaN stays NaN).
+
+    Sorted ascending, p_(k) is multiplied by (m - k) (k from 0), the running maximum makes the
+    adjusted values monotone, and they are capped at 1. Reject H_k at level alpha iff adjusted <= alpha.
+    """
+    p = np.asarray(pvalues, dtype=float)
+    out = np.full_like(p, np.nan)
+    finite = np.flatnonzero(np.isfinite(p))
+    m = finite.size
+    if m == 0:
+        return out
+    order = finite[np.argsort(p[finite], kind="stable")]
+    adjusted = np.minimum(1.0, np.maximum.accumulate(p[order] * (m - np.arange(m))))
+    out[order] = adjusted
+    return out
+
+
+def t_power(effect: float, sd: float, n: int, alpha: float = ALPHA) -> float:
+    """Power of the two-sided one-sample (paired) t-test with n seeds against a true mean `effect`.
+
+    Exact, from the noncentral t distribution with n-1 degrees of freedom and noncentrality
+    effect / (sd / sqrt(n)). At effect 0 it equals alpha.
+    """
+    if n < 2 or not (sd > 0):
+        return math.nan
+    df, nc = n - 1, abs(effect) / (sd / math.sqrt(n))
+    crit = stats.t.ppf(1 - alpha / 2, df)
+    value = float(stats.nct.sf(crit, df, nc) + stats.nct.cdf(-crit, df, nc))
+    return value if math.isfinite(value) else 1.0  # scipy's nct overflows only far past power 1
+
+
+def mde(sd: float, n: int, alpha: float = ALPHA, power: float = POWER) -> float:
+    """Minimum detectable effect: the true mean difference detected with probability `power`."""
+    if n < 2 or not (sd > 0):
+        return math.nan
+    df = n - 1  # the t-quantile sum is close to the answer; twice it brackets the root
+    hi = 2 * (stats.t.ppf(1 - alpha / 2, df) + stats.t.ppf(power, df)) * sd / math.sqrt(n)
+    return float(optimize.brentq(lambda d: t_power(d, sd, n, alpha) - power, 0.0, hi, xtol=sd * 1e-9))
+
+
+def seeds_needed(effect: float, sd: float, alpha: float = ALPHA, power: float = POWER,
+                 max_seeds: int = 100_000) -> int | None:
+    """The smallest n >= 2 whose paired t-test has `power` against `effect` (None past max_seeds)."""
+    if not (sd > 0) or effect == 0 or not math.isfinite(effect):
+        return None
+    lo, hi = 2, 2
+    while t_power(effect, sd, hi, alpha) < power:
+        lo, hi = hi, hi * 2
+        if hi > max_seeds:
+            return None
+    while lo < hi:  # power is increasing in n: bisect for the first n that reaches it
+        mid = (lo + hi) // 2
+        if t_power(effect, sd, mid, alpha) >= power:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def spending(fraction: float, alpha: float = ALPHA) -> float:
+    """Lan-DeMets O'Brien-Fleming-type cumulative alpha spent at information fraction t in (0, 1].
+
+    alpha(t) = 2 - 2 * Phi(z_{1-alpha/2} / sqrt(t)): almost nothing is spent at early looks and
+    alpha(1) = alpha. A look at n_k of at most N seeds has t = n_k / N.
+    """
+    if not 0 < fraction <= 1:
+        raise ValueError(f"information fraction must be in (0, 1], got {fraction!r}")
+    z = stats.norm.ppf(1 - alpha / 2)
+    return float(2 - 2 * stats.norm.cdf(z / math.sqrt(fraction)))
+
+
+def look_levels(seeds_at_looks: Sequence[int], max_seeds: int, alpha: float = ALPHA) -> list[float]:
+    """Nominal two-sided level of each look: the alpha newly spent at that look.
+
+    Testing look k at alpha(t_k) - alpha(t_{k-1}) keeps the chance of any false decision over all
+    looks <= alpha by the union bound (conservative: it ignores the correlation between looks).
+    """
+    levels, spent = [], 0.0
+    for n in seeds_at_looks:
+        total = spending(min(n, max_seeds) / max_seeds, alpha)
+        levels.append(max(total - spent, 0.0))
+        spent = max(spent, total)
+    return levels
