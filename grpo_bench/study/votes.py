@@ -25,7 +25,8 @@ COLUMNS = ["rater", "pair_id", "dimension", "choice", "left_clip", "right_clip",
 
 
 def connect(path: Path) -> sqlite3.Connection:
-    con = sqlite3.connect(path, timeout=30, isolation_level=None)  # explicit BEGIN/COMMIT below
+    # explicit BEGIN/COMMIT below; the server shares one connection across threads behind its own lock
+    con = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
     con.execute("PRAGMA journal_mode=WAL")
     con.execute("PRAGMA synchronous=FULL")
     con.executescript(SCHEMA)
