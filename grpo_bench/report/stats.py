@@ -1,4 +1,5 @@
-"""Intervals used by every table: t-intervals over seeds, Wilson intervals for win rates."""
+"""Intervals used by every table: t-intervals over seeds, Wilson intervals, and cluster-bootstrap intervals
+for win rates (correlated observations resampled together)."""
 
 from __future__ import annotations
 
