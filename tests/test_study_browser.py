@@ -25,10 +25,13 @@ if not (CHROMIUM.is_file() and DRIVER.is_file()):
     pytest.skip("needs Debian's chromium and chromium-driver (/usr/bin/chromium, /usr/bin/chromedriver); "
                 "apt-get install chromium chromium-driver", allow_module_level=True)
 
-from selenium.webdriver.chrome.service import Service  # noqa: E402
-from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException  # noqa: E402
-from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+from selenium.common.exceptions import (
+    NoSuchElementException,
+    StaleElementReferenceException,
+)
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
 
 
 def _free_port() -> int:

@@ -58,7 +58,7 @@ def test_nothing_but_clips_and_pages_is_reachable(client, path):
 
 
 def test_clips_are_served_by_id_and_pages_name_no_method(client, kit):
-    clip = sorted((kit / "clips").iterdir())[0]
+    clip = min((kit / "clips").iterdir())
     res = client.get(f"/clips/{clip.name}")
     assert res.status_code == 200 and res.content == clip.read_bytes()
     assert res.headers["content-type"] == "video/mp4"

@@ -35,7 +35,8 @@ def export(
     summary = export_kit(run_dir, out or run_dir / "study", opts)
     console.print(f"kit {summary['kit']}: {summary['main']} pairs of {summary['target']} against "
                   f"{', '.join(summary['baselines'])}, {summary['repeat']} repeated, "
-                  f"{summary['identical'] + summary['broken']} attention checks, {summary['clips']} clips")
+                  f"{summary['identical'] + summary['broken']} attention checks, {summary['clips']} clips",
+                  highlight=False, soft_wrap=True)
 
 
 @study_app.command("serve")
@@ -68,4 +69,4 @@ def analyze(
     if not 0 <= min_attention <= 1 or n_boot < 100:
         raise UserError("--min-attention must be in [0, 1] and --n-boot at least 100")
     path = table3.write(kit, run_analysis(kit, AnalyzeOptions(min_attention=min_attention, n_boot=n_boot)))
-    console.print(f"wrote {path}")
+    console.print(f"wrote {path}", highlight=False, soft_wrap=True)

@@ -172,8 +172,9 @@ def export_kit(run_dir: str | Path, out: str | Path, opts: ExportOptions) -> dic
         key_clips[bad] = {**info, "broken": True, "scores": {}}
         add("broken", info["prompt"], src, bad, intact=src, broken=bad)
     order = rng.permutation(len(pairs))  # pairs.json order mixes kinds; raters get their own order anyway
-    design = {"raters_per_pair": opts.raters_per_pair, "main_pairs": len(main), "baselines": len(baselines)}
-    atomic_write_json(out / PAIRS, {"salt": secrets.token_hex(8), "fps": opts.fps, "design": design,
+    # how many pairs are checks stays in the key: pairs.json says nothing a rater could use
+    atomic_write_json(out / PAIRS, {"salt": secrets.token_hex(8), "fps": opts.fps,
+                                    "design": {"raters_per_pair": opts.raters_per_pair},
                                     "pairs": [pairs[i] for i in order]})
     atomic_write_json(out / KEY, {"setting": setting, "target": target, "baselines": baselines,
                                   "world": _is_world(key_clips), "run_dir": str(run_dir.resolve()),
