@@ -52,7 +52,8 @@ def write(root: str | Path, result: dict[str, Any]) -> Path:
         (f"- raters: {r['kept']} kept, {r['excluded']} excluded by attention checks "
         f"(kept: at least {r['min_attention']:.0%} of their checks passed), {r['total']} in all"),
         "- Bradley–Terry log-strengths (mean 0): " + "; ".join(
-            f"{SHORT[d]} " + ", ".join(f"{k} {v:+.2f}" for k, v in bt.items()) for d, bt in result["bradley_terry"].items()),
+            f"{SHORT[d]} " + (", ".join(f"{k} {v:+.2f}" for k, v in bt.items()) or "–")
+            for d, bt in result["bradley_terry"].items()),
         "- Krippendorff's alpha (ordinal, main pairs): " + ", ".join(
             f"{SHORT[d]} {a:.2f}" if math.isfinite(a) else f"{SHORT[d]} –" for d, a in result["alpha"].items()),
         _line("position bias, share of non-tie votes for the LEFT clip (0.5 = none)", result["position_left"], "votes"),
