@@ -6,9 +6,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from grpo_bench.report.power import (
-    cluster_bootstrap, holm, look_levels, mde, seeds_needed, spending, t_power,
-)
+from grpo_bench.report.power import holm, look_levels, mde, seeds_needed, spending, t_power
+from grpo_bench.report.stats import cluster_bootstrap
 
 
 def test_holm_matches_a_hand_worked_family():
@@ -46,33 +45,33 @@ def test_seeds_needed_is_the_first_n_with_the_power():
     assert seeds_needed(1e-6, 1.0, max_seeds=1000) is None
 
 
-def test_cluster_bootstrap_with_one_observation_per_cluster_is_the_plain_bootstrap():
+def test_seed_bootstrap_with_one_observation_per_cluster_is_the_plain_bootstrap():
     x = np.random.default_rng(1).normal(size=30)
-    est, lo, hi = cluster_bootstrap(x, np.arange(30), n_boot=4000)
+    est, lo, hi = cluster_bootstrap(x, [np.arange(30)], n_boot=4000)
     se = x.std(ddof=1) / math.sqrt(30)
     assert est == pytest.approx(x.mean())
     assert (hi - lo) / 2 == pytest.approx(1.96 * se, rel=0.15)
 
 
-def test_cluster_bootstrap_respects_the_design_effect():
+def test_seed_bootstrap_respects_the_design_effect():
     # 6 seeds x 8 videos; all videos of a seed identical (intra-class correlation 1): the interval
     # must be as wide as the one of the 6 seed means, i.e. sqrt(8) times the naive one.
     means = np.random.default_rng(2).normal(size=6)
     values, seeds = np.repeat(means, 8), np.repeat(np.arange(6), 8)
-    _, lo_c, hi_c = cluster_bootstrap(values, seeds, n_boot=4000)
-    _, lo_s, hi_s = cluster_bootstrap(means, np.arange(6), n_boot=4000)
-    _, lo_n, hi_n = cluster_bootstrap(values, np.arange(48), n_boot=4000)
+    _, lo_c, hi_c = cluster_bootstrap(values, [seeds], n_boot=4000)
+    _, lo_s, hi_s = cluster_bootstrap(means, [np.arange(6)], n_boot=4000)
+    _, lo_n, hi_n = cluster_bootstrap(values, [np.arange(48)], n_boot=4000)
     assert hi_c - lo_c == pytest.approx(hi_s - lo_s, rel=0.1)
     assert (hi_c - lo_c) / (hi_n - lo_n) == pytest.approx(math.sqrt(8), rel=0.25)
 
 
-def test_cluster_bootstrap_covers_the_truth_on_clustered_data():
+def test_seed_bootstrap_covers_the_truth_on_clustered_data():
     rng = np.random.default_rng(3)
     hits, trials = 0, 150
     for t in range(trials):
         cluster_effects = rng.normal(0.0, 1.0, size=12)
         values = np.repeat(cluster_effects, 5) + rng.normal(0, 0.5, size=60)
-        _, lo, hi = cluster_bootstrap(values, np.repeat(np.arange(12), 5), n_boot=500, seed=t)
+        _, lo, hi = cluster_bootstrap(values, [np.repeat(np.arange(12), 5)], n_boot=500, seed=t)
         hits += lo <= 0.0 <= hi
     # percentile bootstrap with 12 clusters under-covers a little; far below 0.95 would mean the
     # clustering is ignored (the naive interval covers ~0.55 here).

@@ -115,13 +115,29 @@ def test_paired_differences_against_the_baseline(run_dir):
     assert "+1.000 ± 0.000*" in md  # interval excludes 0
 
 
-def test_win_rates_pair_videos_by_seed_prompt_and_noise(run_dir):
+def test_win_rates_pair_videos_by_seed_prompt_and_noise_per_dimension_with_seed_intervals(run_dir):
     render_report(run_dir)
-    wr = pd.read_csv(run_dir / "report" / "tables" / "winrates.csv").iloc[0]
-    assert (wr["a"], wr["b"], wr["pairs"], wr["wins"], wr["ties"]) == ("sage_grpo kl=dual", "dance_grpo kl=none", 4, 2, 1)
-    rate, lo, hi = wilson(2.5, 4)
-    assert wr["win_rate"] == 0.625 and wr["ci_low"] == pytest.approx(lo) and wr["ci_high"] == pytest.approx(hi)
-    assert 0 < lo < 0.625 < hi < 1
+    wr = pd.read_csv(run_dir / "report" / "tables" / "winrates.csv").set_index("dimension")
+    overall = wr.loc["Overall"]
+    assert (overall["a"], overall["b"], overall["pairs"], overall["seeds"], overall["wins"], overall["ties"]) == (
+        "sage_grpo kl=dual", "dance_grpo kl=none", 4, 2, 2, 1)
+    # seed 0: 2 wins of 2 (mean 1.0); seed 1: a tie and a loss (0.25). Resampling two seeds gives 1.0, 0.625
+    # or 0.25 with probabilities 1/4, 1/2, 1/4, so the 2.5% and 97.5% percentiles are exactly 0.25 and 1.0.
+    assert overall["win_rate"] == 0.625 and (overall["ci_low"], overall["ci_high"]) == (0.25, 1.0)
+    # oVQ: sage ties, loses, loses, ties -> 0.25 on both seeds (no spread); oTA: wins, wins, tie, loss -> 0.625
+    assert (wr.loc["oVQ", "win_rate"], wr.loc["oVQ", "ci_low"], wr.loc["oVQ", "ci_high"]) == (0.25, 0.25, 0.25)
+    assert wr.loc["oTA", "win_rate"] == 0.625 and wr.loc["oMQ", "pairs"] == 4
+    md = (run_dir / "report" / "tables" / "winrates.md").read_text()
+    assert "0.625 [0.250, 1.000]" in md and "| oVQ |" in md
+
+
+def test_report_links_a_study_analysis_of_this_run(run_dir):
+    kit = run_dir / "study"
+    (kit / "analysis").mkdir(parents=True)
+    (kit / "analysis" / "table3.md").write_text("# Table 3\n")
+    (run_dir / "studies.json").write_text(json.dumps([str(kit)]))
+    text = render_report(run_dir).read_text()
+    assert "[study/analysis/table3.md](../study/analysis/table3.md)" in text
 
 
 def test_report_embeds_every_table_and_figure_with_how_to_read(run_dir):

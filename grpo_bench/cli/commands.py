@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 
 from grpo_bench.errors import UserError
+from grpo_bench.study.cli import study_app
 
 app = typer.Typer(
     name="grpo-bench",
@@ -50,6 +51,8 @@ def samplers(
 
 pretrain_app = typer.Typer(help="Rebuild the embedded world's shipped networks (base video model, judge).", no_args_is_help=True)
 app.add_typer(pretrain_app, name="pretrain")
+
+app.add_typer(study_app, name="study")  # grpo-bench study export|serve|analyze
 
 
 @pretrain_app.command("base")

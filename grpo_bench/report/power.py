@@ -3,9 +3,9 @@
 A comparison in grpo-bench is paired by seed: for one seed, two rows share prompts, initial noise
 and compute, so the unit of replication is the seed, not the video. Videos of one seed are
 correlated (same policy), hence every interval here resamples or averages *clusters* (seeds,
-or raters and prompts in a human study), never single videos.
+or raters and prompts in a human study), never single videos; the clustered bootstrap itself is
+``grpo_bench.report.stats.cluster_bootstrap``.
 
-    cluster_bootstrap   percentile interval of a statistic, resampling whole clusters
     holm                Holm-Bonferroni adjusted p-values for a family of comparisons
     t_power / mde       power of the paired t-test; minimum detectable effect at n seeds
     seeds_needed        the smallest n with the stated power for a stated effect
@@ -15,43 +15,13 @@ or raters and prompts in a human study), never single videos.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from scipy import optimize, stats
 
 ALPHA = 0.05
 POWER = 0.8
-
-
-def cluster_bootstrap(values: Sequence[float], clusters: Sequence[object], *, n_boot: int = 2000,
-                      level: float = 0.95, seed: int = 0,
-                      statistic: Callable[[np.ndarray], float] = np.mean) -> tuple[float, float, float]:
-    """(estimate, low, high): percentile bootstrap that resamples whole clusters with replacement.
-
-    Each replicate draws as many clusters as there are, with replacement, and applies `statistic`
-    to all observations of the drawn clusters (a cluster drawn twice counts twice). With one
-    observation per cluster this is the ordinary bootstrap; with perfectly correlated clusters its
-    width is that of the cluster means, i.e. the design effect is respected.
-    """
-    x = np.asarray(values, dtype=float)
-    labels = np.asarray(clusters, dtype=object)
-    if x.shape != labels.shape:
-        raise ValueError(f"values and clusters differ in length ({x.shape} vs {labels.shape})")
-    keep = np.isfinite(x)
-    x, labels = x[keep], labels[keep]
-    if x.size == 0:
-        return math.nan, math.nan, math.nan
-    estimate = float(statistic(x))
-    _, codes = np.unique(labels.astype(str), return_inverse=True)
-    groups = [x[codes == c] for c in range(codes.max() + 1)]
-    if len(groups) < 2:
-        return estimate, math.nan, math.nan
-    rng = np.random.default_rng(seed)
-    draws = rng.integers(0, len(groups), size=(n_boot, len(groups)))
-    reps = np.array([statistic(np.concatenate([groups[g] for g in row])) for row in draws])
-    low, high = np.quantile(reps, [(1 - level) / 2, (1 + level) / 2])
-    return estimate, float(low), float(high)
 
 
 def holm(pvalues: Sequence[float]) -> np.ndarray:

@@ -1,4 +1,5 @@
-"""Intervals used by every table: t-intervals over seeds, Wilson intervals for win rates."""
+"""Intervals used by every table: t-intervals over seeds, Wilson intervals, and cluster-bootstrap intervals
+for win rates (correlated observations resampled together)."""
 
 from __future__ import annotations
 
@@ -37,3 +38,34 @@ def wilson(successes: float, n: int, level: float = LEVEL) -> tuple[float, float
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
     return p, centre - half, centre + half
+
+
+def cluster_bootstrap(values: Sequence[float], clusters: Sequence[Sequence[object]], n_boot: int = 2000,
+                      seed: int = 0, level: float = LEVEL) -> tuple[float, float, float]:
+    """(mean, low, high): percentile interval of the mean from a bootstrap that resamples whole clusters.
+
+    Each clustering (e.g. raters, prompts; or seeds) is resampled with replacement independently and an
+    observation is weighted by the product of its clusters' draw counts (the "pigeonhole" bootstrap of
+    Owen 2007): observations that share a rater or a prompt move together, so correlated votes do not
+    pass for independent ones. With a single clustering this is the ordinary cluster bootstrap.
+    """
+    y = np.asarray(values, dtype=float)
+    if len(y) == 0:
+        return math.nan, math.nan, math.nan
+    codes = [np.unique(np.asarray(c, dtype=object).astype(str), return_inverse=True)[1] for c in clusters]
+    rng = np.random.default_rng(seed)
+    stats_ = []
+    for start in range(0, n_boot, 250):  # chunks keep memory at 250 x len(y)
+        b = min(250, n_boot - start)
+        w = np.ones((b, len(y)))
+        for code in codes:
+            k = code.max() + 1
+            counts = rng.multinomial(k, np.full(k, 1 / k), size=b)  # draws per cluster
+            w *= counts[:, code]
+        total = w.sum(axis=1)
+        ok = total > 0
+        stats_.append((w[ok] @ y) / total[ok])
+    boot = np.concatenate(stats_)
+    alpha = (1 - level) / 2
+    lo, hi = np.quantile(boot, [alpha, 1 - alpha])
+    return float(y.mean()), float(lo), float(hi)

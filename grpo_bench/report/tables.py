@@ -1,4 +1,5 @@
-"""Tables: Table 2 (mean ± 95% CI over seeds, paired differences), Table 1, and win rates (Table 3).
+"""Tables: Table 2 (mean ± 95% CI over seeds, paired differences), Table 1, and win rates (Table 3,
+per oracle dimension, seed-clustered bootstrap intervals).
 
 Each table is written as markdown, LaTeX (booktabs) and CSV under ``<report>/tables/``.
 """
@@ -14,7 +15,7 @@ import pandas as pd
 
 from grpo_bench.report import data
 from grpo_bench.report.parts import TABLES, Context, Section
-from grpo_bench.report.stats import mean_ci, wilson
+from grpo_bench.report.stats import cluster_bootstrap, mean_ci
 
 # (column title, metric in the final rows, +1 higher is better / -1 lower is better)
 TABLE2 = [
@@ -157,11 +158,14 @@ def _paired(ctx: Context) -> list[Section]:
         md)]
 
 
+WINRATE_DIMS = [("Overall", "oracle_overall"), ("oVQ", "oracle_vq"), ("oMQ", "oracle_mq"), ("oTA", "oracle_ta")]
+
+
 @TABLES.register("winrates")
 def winrates(ctx: Context) -> list[Section]:
     vids = data.videos(ctx.df)
     if vids.empty or "oracle_overall" not in vids:
-        return [Section("Table 3 — pairwise win rates", "Not available: no per-video eval rows.", "")]
+        return [Section("Table 3 — pairwise win rates", "Not available: no per-video oracle rows.", _study_links(ctx))]
     key = ["seed", "prompt", "sample", "video_seed"]
     rows, csv = [], []
     order = data.group_order(ctx.df)
@@ -170,22 +174,39 @@ def winrates(ctx: Context) -> list[Section]:
         # later rows first: A = the proposed method (listed last in suites) against earlier baselines
         groups = [g for g in reversed(order) if g in set(part["group"])]
         for a, b in itertools.combinations(groups, 2):
-            pa = part[part["group"] == a].set_index(key)["oracle_overall"]
-            pb = part[part["group"] == b].set_index(key)["oracle_overall"]
-            joined = pd.concat([pa.rename("a"), pb.rename("b")], axis=1, join="inner").dropna()
-            n = len(joined)
-            wins, ties = int((joined["a"] > joined["b"]).sum()), int((joined["a"] == joined["b"]).sum())
-            rate, lo, hi = wilson(wins + 0.5 * ties, n)
-            rows.append([setting, a, b, str(n), _fmt(rate, math.nan), f"[{lo:.3f}, {hi:.3f}]" if n else "–"])
-            csv.append({"setting": setting, "a": a, "b": b, "pairs": n, "wins": wins, "ties": ties,
-                        "win_rate": rate, "ci_low": lo, "ci_high": hi})
-    md = write_table(ctx.out, "winrates", ["Setting", "A", "B", "pairs", "A wins", "95% Wilson"], rows,
-                     pd.DataFrame(csv), "lllrrr")
+            joined = part[part["group"] == a].set_index(key).join(
+                part[part["group"] == b].set_index(key), how="inner", lsuffix="_a", rsuffix="_b").reset_index()
+            cells = [setting, a, b, str(len(joined)), str(joined["seed"].nunique())]
+            for title, col in WINRATE_DIMS:
+                both = joined[[f"{col}_a", f"{col}_b", "seed"]].dropna()
+                outcome = np.where(both[f"{col}_a"] > both[f"{col}_b"], 1.0,
+                                   np.where(both[f"{col}_a"] == both[f"{col}_b"], 0.5, 0.0))
+                # videos of one seed share a trained policy: resample seeds, not videos
+                rate, lo, hi = cluster_bootstrap(outcome, [both["seed"]])
+                cells.append(f"{_fmt(rate, math.nan)} [{lo:.3f}, {hi:.3f}]" if len(both) else "–")
+                csv.append({"setting": setting, "a": a, "b": b, "dimension": title, "pairs": len(both),
+                            "seeds": int(both["seed"].nunique()), "wins": int((outcome == 1).sum()),
+                            "ties": int((outcome == 0.5).sum()), "win_rate": rate, "ci_low": lo, "ci_high": hi})
+            rows.append(cells)
+    md = write_table(ctx.out, "winrates", ["Setting", "A", "B", "pairs", "seeds", *[t for t, _ in WINRATE_DIMS]], rows,
+                     pd.DataFrame(csv), "lllrr" + "r" * len(WINRATE_DIMS))
     return [Section(
         "Table 3 — pairwise win rates judged by the oracle",
-        "Share of eval videos (paired by seed, prompt and initial noise) where A's oracle score beats B's "
-        "(ties count half), with the Wilson 95% interval; above 0.5 = A better.",
-        md)]
+        "Share of eval videos (paired by seed, prompt and initial noise) where A's oracle score beats B's, per "
+        "dimension (ties count half), with a 95% bootstrap interval that resamples seeds; above 0.5 = A better.",
+        md + _study_links(ctx))]
+
+
+def _study_links(ctx: Context) -> str:
+    """Links to human-study analyses of kits exported from this run (grpo-bench study analyze)."""
+    import json
+    import os
+
+    path = ctx.out.parent / "studies.json"  # the run folder; written by grpo-bench study export
+    kits = json.loads(path.read_text()) if path.is_file() else []
+    found = [Path(k) / "analysis" / "table3.md" for k in kits if (Path(k) / "analysis" / "table3.md").is_file()]
+    return "".join(f"\n- Human preference study: [{t.parent.parent.name}/analysis/table3.md]"
+                   f"({os.path.relpath(t, ctx.out)})\n" for t in found)
 
 
 @TABLES.register("table1")
