@@ -1,0 +1,139 @@
+"""The power table: what the suite can tell apart, per comparison and headline metric.
+
+Headline metrics measure *learning*: a cell's held-out evaluation after the last update minus the
+same evaluation at update 0 (deterministic ODE, fixed eval noise, held-out prompts). At update 0
+every method of a seed is the same base model, so with no learning every row reads 0. A comparison
+pairs a row with the suite's baseline row by seed; the seed is the unit of replication, so the
+interval is the t-interval over per-seed differences (one value per seed: clustered by
+construction), p-values are Holm-adjusted over the setting's whole family of comparisons, and
+
+    sd      per-seed standard deviation of the paired difference
+    mde     the true difference the current seeds detect with 80% power (two-sided 5%)
+    needed  seeds for 80% power against the suite's stated minimum effect
+    verdict decided (CI excludes 0, Holm-adjusted), equivalent (CI inside ±minimum effect) or open
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from grpo_bench.report import data
+from grpo_bench.report.parts import TABLES, Context, Section
+from grpo_bench.report.power import holm, mde, seeds_needed
+from grpo_bench.report.stats import mean_ci
+from grpo_bench.report.tables import _baseline_group, _fmt, write_table
+
+# (title, eval metric, +1 higher is better / -1 lower is better)
+HEADLINE = [
+    ("Oracle", "eval_oracle_overall", 1), ("oVQ", "eval_oracle_vq", 1), ("oMQ", "eval_oracle_mq", 1),
+    ("oTA", "eval_oracle_ta", 1), ("Correct", "eval_correct", 1), ("Manifold", "eval_manifold", -1),
+    ("Diversity", "eval_diversity", 1), ("Judge", "eval_reward", 1),
+]
+MIN_EFFECT = {"Judge": 0.25, "default": 0.05}
+"""Minimum effects of interest in each metric's own units (oracle scores and accuracies: 0.05; the
+judge is z-scored: 0.25). A suite's report spec `min_effect` (a number, or a mapping by column
+title with an optional 'default') replaces them."""
+
+
+def min_effects(spec_value: object) -> dict[str, float]:
+    """The report spec's `min_effect` as {title or 'default': effect}."""
+    if spec_value is None:
+        return dict(MIN_EFFECT)
+    if isinstance(spec_value, dict):
+        return {**MIN_EFFECT, **{str(k): float(v) for k, v in spec_value.items()}}
+    return {"default": float(spec_value)}
+
+
+def learning(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per cell: every eval metric at its last evaluation minus the same at update 0."""
+    ev = data.eval_curves(df)
+    if ev.empty:
+        return ev
+    metrics = [c for c in ev.columns if c.startswith("eval_") and c != "eval_at"]
+    out = []
+    for cell, part in ev.groupby("cell", sort=False):
+        part = part.sort_values("update")
+        start, end = part.iloc[0], part.iloc[-1]
+        if start["update"] != 0 or end["update"] == 0:
+            continue  # no update-0 baseline, or nothing learned yet: not a learning measurement
+        row = {k: start[k] for k in data.KEYS}
+        row.update({m: float(end[m]) - float(start[m]) for m in metrics})
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def power_rows(df: pd.DataFrame, baseline: dict, effects: dict[str, float] | None = None) -> pd.DataFrame:
+    """Long frame: setting, row, baseline, metric, n, diff, ci, p, p_holm, sd, mde, needed, verdict."""
+    effects = effects or dict(MIN_EFFECT)
+    gain = learning(df)
+    if gain.empty or not baseline:
+        return pd.DataFrame()
+    cells = data.cells(df)
+    out = []
+    for setting in sorted(gain["setting"].unique()):
+        groups = _baseline_group(gain, cells, setting, baseline)
+        if len(groups) != 1:
+            continue
+        here = gain[gain["setting"] == setting]
+        base = here[here["group"] == groups[0]].set_index("seed")
+        for group in [g for g in data.group_order(df) if g != groups[0] and g in set(here["group"])]:
+            other = here[here["group"] == group].set_index("seed")
+            seeds = base.index.intersection(other.index)
+            for title, metric, sign in HEADLINE:
+                if metric not in here:
+                    continue
+                d = (other.loc[seeds, metric] - base.loc[seeds, metric]).astype(float).dropna().to_numpy()
+                mean, half, n = mean_ci(d)
+                sd = float(d.std(ddof=1)) if n >= 2 else math.nan
+                p = float(stats.ttest_1samp(d, 0.0).pvalue) if n >= 2 and sd > 0 else math.nan
+                min_effect = effects.get(title, effects.get("default", MIN_EFFECT["default"]))
+                out.append({"setting": setting, "row": group, "baseline": groups[0], "metric": title,
+                            "better": "higher" if sign > 0 else "lower", "n": n, "diff": mean, "ci": half,
+                            "p": p, "sd": sd, "mde": mde(sd, n), "min_effect": min_effect,
+                            "needed": seeds_needed(min_effect, sd)})
+    table = pd.DataFrame(out)
+    if table.empty:
+        return table
+    table["p_holm"] = np.nan
+    for _, idx in table.groupby("setting").groups.items():
+        table.loc[idx, "p_holm"] = holm(table.loc[idx, "p"].to_numpy())
+    table["verdict"] = [_verdict(r) for r in table.itertuples()]
+    return table
+
+
+def _verdict(r) -> str:
+    if not (math.isfinite(r.diff) and math.isfinite(r.ci)):
+        return "open"
+    if math.isfinite(r.p_holm) and r.p_holm < 0.05:
+        good = (r.diff > 0) == (r.better == "higher")
+        return "decided: better" if good else "decided: worse"
+    if abs(r.diff) + r.ci < r.min_effect:
+        return "equivalent"
+    return "open"
+
+
+@TABLES.register("power")
+def power(ctx: Context) -> list[Section]:
+    table = power_rows(ctx.df, ctx.spec.get("baseline") or {}, min_effects(ctx.spec.get("min_effect")))
+    if table.empty:
+        return []
+    rows = []
+    for r in table.itertuples():
+        needed = "—" if r.needed is None or (isinstance(r.needed, float) and math.isnan(r.needed)) else str(int(r.needed))
+        rows.append([r.setting, r.row, r.metric, str(r.n), _fmt(r.diff, r.ci, sign=True),
+                     f"{r.p_holm:.3f}" if math.isfinite(r.p_holm) else "–", _fmt(r.sd, math.nan),
+                     _fmt(r.mde, math.nan), f"{r.min_effect:g}", needed, r.verdict])
+    md = write_table(ctx.out, "power", ["Setting", "Row", "Metric", "seeds", "Δ learning vs baseline",
+                                        "p (Holm)", "per-seed SD", "MDE", "min effect", "seeds needed", "verdict"],
+                     rows, table, "lllrrrrrrrl")
+    return [Section(
+        "Power — what these seeds can tell apart",
+        f"Learning = held-out eval after the last update minus at update 0, paired with the baseline "
+        f"({table['baseline'].iloc[0]}) by seed; 95% t-interval over seeds; Holm over each setting's family; "
+        "MDE at 80% power, two-sided 5%; seeds needed for 80% power at the minimum effect (report spec "
+        "`min_effect`); verdict: decided (Holm p < 0.05), equivalent (CI inside ± min effect) or open.",
+        md)]

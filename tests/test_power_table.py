@@ -1,0 +1,72 @@
+"""The power table measures learning (eval after training minus eval at update 0), paired by seed."""
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from grpo_bench.report.parts import TABLES, Context
+from grpo_bench.report.power import mde, seeds_needed
+from grpo_bench.report.power_table import learning, power_rows
+
+SEEDS = [0, 1, 2, 3, 4]
+
+
+def _frame(start: dict, end: dict) -> pd.DataFrame:
+    """results.parquet rows for groups -> per-seed eval_oracle_overall parts at update 0 and 10."""
+    rows = []
+    for group, per_seed in end.items():
+        method = group.split()[0]
+        for seed in SEEDS:
+            cell = f"{method}-{seed}"
+            rows.append({"suite": "t", "cell": cell, "group": group, "setting": "A", "seed": seed, "kind": "cell",
+                         "method": method, "kl": "none", "equalizer": False, "metric": "wall_time", "value": 1.0,
+                         "text": json.dumps({"config": {"method": method}, "status": "done"})})
+            for update, values in ((0, start), (10, per_seed)):
+                for dim in ("vq", "mq", "ta"):  # oracle_overall (setting A) = vq + mq + ta = 3 * value
+                    rows.append({"suite": "t", "cell": cell, "group": group, "setting": "A", "seed": seed,
+                                 "kind": "update", "method": method, "kl": "none", "equalizer": False,
+                                 "update": update, "metric": f"eval_oracle_{dim}", "value": values[seed] / 3})
+    return pd.DataFrame(rows)
+
+
+def test_no_learning_reads_zero_whatever_the_base_model_scores():
+    base_scores = dict(zip(SEEDS, [0.3, -0.2, 0.9, 0.1, 0.5]))
+    df = _frame(base_scores, {"dance_grpo kl=none": base_scores, "sage_grpo kl=dual": base_scores})
+    gain = learning(df)
+    assert np.allclose(gain["eval_oracle_overall"], 0.0)
+    table = power_rows(df, {"method": "dance_grpo"})
+    oracle = table[table["metric"] == "Oracle"].iloc[0]
+    assert oracle["diff"] == 0.0 and oracle["verdict"] == "equivalent"  # identical: CI [0, 0] inside ±0.05
+
+
+def test_paired_difference_interval_power_and_verdict_match_an_independent_computation():
+    rng = np.random.default_rng(0)
+    start = dict(zip(SEEDS, rng.normal(size=5)))
+    base_gain, delta = rng.normal(0.1, 0.2, size=5), np.array([0.30, 0.22, 0.41, 0.18, 0.35])
+    end = {"dance_grpo kl=none": {s: start[s] + base_gain[i] for i, s in enumerate(SEEDS)},
+           "sage_grpo kl=dual": {s: start[s] + base_gain[i] + delta[i] for i, s in enumerate(SEEDS)}}
+    table = power_rows(_frame(start, end), {"method": "dance_grpo"}, {"default": 0.05})
+    row = table[table["metric"] == "Oracle"].iloc[0]
+    sd = delta.std(ddof=1)
+    assert row["n"] == 5 and row["row"] == "sage_grpo kl=dual" and row["baseline"] == "dance_grpo kl=none"
+    assert row["diff"] == pytest.approx(delta.mean())
+    assert row["ci"] == pytest.approx(stats.t.ppf(0.975, 4) * sd / math.sqrt(5))
+    assert row["sd"] == pytest.approx(sd)
+    assert row["mde"] == pytest.approx(mde(sd, 5))
+    assert row["needed"] == seeds_needed(0.05, sd)
+    # the family: Oracle, oVQ, oMQ, oTA share this p (each dimension moves by delta/3): Holm multiplies by 4
+    assert row["p_holm"] == pytest.approx(4 * stats.ttest_1samp(delta, 0).pvalue)
+    assert row["verdict"] == "decided: better"
+
+
+def test_the_power_part_renders_its_table(tmp_path):
+    start = dict(zip(SEEDS, [0.0] * 5))
+    end = {"dance_grpo kl=none": {s: 0.0 for s in SEEDS}, "cps kl=none": {s: 0.01 * s for s in SEEDS}}
+    sections = TABLES.get("power")(Context(_frame(start, end), tmp_path, {"baseline": {"method": "dance_grpo"}}))
+    assert sections and "cps kl=none" in sections[0].body
+    csv = pd.read_csv(tmp_path / "tables" / "power.csv")
+    assert set(csv["verdict"]) <= {"open", "equivalent", "decided: better", "decided: worse"}
