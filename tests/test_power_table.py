@@ -10,7 +10,8 @@ from scipy import stats
 
 from grpo_bench.report.parts import TABLES, Context
 from grpo_bench.report.power import mde, seeds_needed
-from grpo_bench.report.power_table import learning, power_rows
+from grpo_bench.report.data import learning
+from grpo_bench.report.power_table import power_rows
 
 SEEDS = [0, 1, 2, 3, 4]
 

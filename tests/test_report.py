@@ -42,8 +42,8 @@ def _row(group: str, seed: int, **kw) -> dict:
 
 
 def fixture_results() -> pd.DataFrame:
-    spec = {"tables": ["table2", "winrates", "table1"], "baseline": {"method": "dance_grpo"}, "smooth": 1,
-            "figures": ["reward_curves", "equalizer", "grad_norms", "kl_curves", "drift", "strips"]}
+    spec = {"tables": ["table2", "winrates", "table1", "power"], "baseline": {"method": "dance_grpo"}, "smooth": 1,
+            "figures": ["reward_curves", "equalizer", "grad_norms", "kl_curves", "drift", "hacking", "strips"]}
     rows = [{"suite": "fixture", "kind": "suite", "text": json.dumps({"name": "fixture", "report": spec})}]
     for group, metrics in FINAL.items():
         method, kl, eq = GROUPS[group]
@@ -56,10 +56,15 @@ def fixture_results() -> pd.DataFrame:
                 rows += [_row(group, seed, kind="update", update=u, metric="reward", value=float(u + seed)),
                          _row(group, seed, kind="update", update=u, metric="kl", value=1e-3 * (u + 1)),
                          _row(group, seed, kind="update", update=u, metric="kl_weight", value=1e-5)]
-            for u in (0, 2):
-                rows += [_row(group, seed, kind="update", update=u, metric=m, value=v) for m, v in
-                         (("eval_reward", 0.1 * u), ("eval_oracle_vq", 0.5), ("eval_oracle_mq", 0.5),
-                          ("eval_oracle_ta", 0.5 - 0.1 * u), ("eval_at", float(u)))]
+            # held-out eval: at update 0 the shared base model (identical for every group), after the last
+            # update the final values above
+            start = {"eval_reward": 0.0, "eval_oracle_vq": 0.5, "eval_oracle_mq": 0.5, "eval_oracle_ta": 0.5,
+                     "eval_manifold": 0.15}
+            end = {m: float(v[seed]) for m, v in metrics.items() if m.startswith("eval_")}
+            end["eval_reward"] = 0.2 * (seed + 1) * (2 if eq else 1)
+            for u, values in ((0, start), (2, end)):
+                rows += [_row(group, seed, kind="update", update=u, metric=m, value=v)
+                         for m, v in (*values.items(), ("eval_at", float(u)))]
             rows.append(_row(group, seed, kind="grad", update=0, metric="grad_norm_per_step",
                              array=[1.0, 10.0, 100.0, math.nan] if not eq else [5.0, 6.0, 7.0, math.nan]))
             rows.append(_row(group, seed, kind="strip", prompt="p1", sample=0, shape=[1, 2, 4, 4, 3],
@@ -86,33 +91,67 @@ def test_t_interval_and_wilson_match_published_values():
     assert rate == 0.8 and lo == pytest.approx(0.4902, abs=1e-4) and hi == pytest.approx(0.9433, abs=1e-4)
 
 
-def test_table2_numbers_match_hand_computed_means_and_intervals(run_dir):
+def test_table2_measures_learning_from_update_0_against_hand_computed_means_and_intervals(run_dir):
     render_report(run_dir)
     csv = pd.read_csv(run_dir / "report" / "tables" / "table2.csv").set_index("group")
-    half = T_975_2 / math.sqrt(3)  # sample std of [1,2,3] is 1; of [2,4,6] is 2
-    assert csv.loc["dance_grpo kl=none", "Overall_mean"] == pytest.approx(2.0)
-    assert csv.loc["dance_grpo kl=none", "Overall_ci"] == pytest.approx(half)
-    assert csv.loc["sage_grpo kl=dual", "Overall_ci"] == pytest.approx(2 * half)
-    # oracle overall, setting B: 0.5*vq + 0.5*mq + ta; dance seeds: 0.45, 0.55, 0.65
-    assert csv.loc["dance_grpo kl=none", "Oracle_mean"] == pytest.approx(0.55)
+    # oracle overall, setting B: 0.5*vq + 0.5*mq + ta; at update 0: 0.25 + 0.25 + 0.5 = 1.0 for everyone;
+    # dance after training: 0.45, 0.55, 0.65 -> learning -0.55, -0.45, -0.35
+    assert csv.loc["dance_grpo kl=none", "Oracle_mean"] == pytest.approx(-0.45)
     assert csv.loc["dance_grpo kl=none", "Oracle_ci"] == pytest.approx(T_975_2 * 0.1 / math.sqrt(3))
+    # sage: vq 0.3, mq 0.5/0.7/0.9, ta 0.2 -> 0.6, 0.7, 0.8 -> learning -0.4, -0.3, -0.2
+    assert csv.loc["sage_grpo kl=dual", "Oracle_mean"] == pytest.approx(-0.3)
+    assert csv.loc["sage_grpo kl=dual", "Judge_mean"] == pytest.approx(0.8)  # 0.4, 0.8, 1.2
+    # the rollout reward is a diagnostic read from the final rows: [1, 2, 3] and [2, 4, 6]
+    half = T_975_2 / math.sqrt(3)
+    assert csv.loc["dance_grpo kl=none", "Rollout reward_mean"] == pytest.approx(2.0)
+    assert csv.loc["sage_grpo kl=dual", "Rollout reward_ci"] == pytest.approx(2 * half)
     md = (run_dir / "report" / "tables" / "table2.md").read_text()
-    assert "| B | sage_grpo kl=dual | 3 | **4.000 ± 4.968** |" in md  # best Overall in bold
-    assert "**0.100 ± 0.000**" in md  # Manifold: lower is better
+    assert "**-0.300 ± 0.248**" in md  # best learning on the oracle, bold
+    assert "**-0.050 ± 0.000**" in md  # Manifold: lower is better (dance 0.15 -> 0.10)
+    assert "| 4.000 ± 4.968 |" in md and "**4.000" not in md  # the diagnostic is never bold
     tex = (run_dir / "report" / "tables" / "table2.tex").read_text()
-    assert r"\textbf{4.000 $\pm$ 4.968}" in tex and r"\toprule" in tex
+    assert r"\textbf{-0.300 $\pm$ 0.248}" in tex and r"\toprule" in tex
 
 
-def test_paired_differences_against_the_baseline(run_dir):
+def test_table2_reads_zero_for_every_row_when_nothing_is_learned(run_dir):
+    frame = pd.read_parquet(run_dir / RESULTS)
+    last = (frame["kind"] == "update") & (frame["update"] == 2) & frame["metric"].str.startswith("eval_") & (
+        frame["metric"] != "eval_at")
+    first = frame[(frame["kind"] == "update") & (frame["update"] == 0) & frame["metric"].str.startswith("eval_")]
+    lookup = first.set_index(["cell", "metric"])["value"]
+    frame.loc[last, "value"] = [lookup[(c, m)] for c, m in frame.loc[last, ["cell", "metric"]].itertuples(index=False)]
+    frame.to_parquet(run_dir / RESULTS, index=False)
+    render_report(run_dir)
+    csv = pd.read_csv(run_dir / "report" / "tables" / "table2.csv")
+    heads = [c for c in csv.columns if c.endswith("_mean") and not c.startswith("Rollout")]
+    assert heads and np.allclose(csv[heads].to_numpy(float), 0.0)
+
+
+def test_hacking_scatter_counts_cells_whose_judge_rose_while_the_oracle_fell(run_dir):
+    from grpo_bench.report.data import learning
+    from grpo_bench.report.hacking import QUADRANTS, quadrant_counts
+
+    render_report(run_dir)
+    assert (run_dir / "report" / "figures" / "hacking.png").stat().st_size > 1000
+    counts = quadrant_counts(learning(pd.read_parquet(run_dir / RESULTS)))
+    # every cell: judge +0.2..+1.2, oracle -0.55..-0.2 (see the fixture) -> all six in the hacking quadrant
+    assert counts[QUADRANTS[(True, False)]] == 6 and sum(counts.values()) == 6
+    assert "6 of 6 cells" in (run_dir / "report" / "report.md").read_text()
+    assert (run_dir / "report" / "tables" / "power.csv").is_file()
+
+
+def test_paired_learning_differences_against_the_baseline_with_holm_marks(run_dir):
     render_report(run_dir)
     paired = pd.read_csv(run_dir / "report" / "tables" / "table2_paired.csv")
-    overall = paired[paired["column"] == "Overall"].iloc[0]
-    # per-seed differences [1, 2, 3]
-    assert overall["diff_mean"] == pytest.approx(2.0) and overall["diff_ci"] == pytest.approx(T_975_2 / math.sqrt(3))
-    vq = paired[paired["column"] == "VQ"].iloc[0]
-    assert vq["diff_mean"] == 1.0 and vq["diff_ci"] == 0.0
+    oracle = paired[paired["column"] == "Oracle"].iloc[0]
+    # per seed: sage learning - dance learning = 0.15 on every seed (no spread: certain)
+    assert oracle["diff_mean"] == pytest.approx(0.15) and oracle["diff_ci"] == pytest.approx(0.0, abs=1e-12)
+    assert oracle["p_holm"] == 0.0
+    vq = paired[paired["column"] == "oVQ"].iloc[0]
+    # dance oVQ learning -0.3, -0.1, 0.1; sage -0.2 each -> differences 0.1, -0.1, -0.3
+    assert vq["diff_mean"] == pytest.approx(-0.1) and vq["diff_ci"] == pytest.approx(T_975_2 * 0.2 / math.sqrt(3))
     md = (run_dir / "report" / "tables" / "table2_paired.md").read_text()
-    assert "+1.000 ± 0.000*" in md  # interval excludes 0
+    assert "+0.150 ± 0.000*" in md and "-0.100 ± 0.497 |" in md  # only the decided one is marked
 
 
 def test_win_rates_pair_videos_by_seed_prompt_and_noise_per_dimension_with_seed_intervals(run_dir):

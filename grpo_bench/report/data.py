@@ -71,6 +71,24 @@ def eval_curves(df: pd.DataFrame) -> pd.DataFrame:
     return wide
 
 
+def learning(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per cell: every eval metric at its last evaluation minus the same at update 0."""
+    ev = eval_curves(df)
+    if ev.empty:
+        return ev
+    metrics = [c for c in ev.columns if c.startswith("eval_") and c != "eval_at"]
+    out = []
+    for cell, part in ev.groupby("cell", sort=False):
+        part = part.sort_values("update")
+        start, end = part.iloc[0], part.iloc[-1]
+        if start["update"] != 0 or end["update"] == 0:
+            continue  # no update-0 baseline, or nothing learned yet: not a learning measurement
+        row = {k: start[k] for k in KEYS}
+        row.update({m: float(end[m]) - float(start[m]) for m in metrics})
+        out.append(row)
+    return pd.DataFrame(out)
+
+
 def videos(df: pd.DataFrame) -> pd.DataFrame:
     """Per eval video of the final ODE eval: oracle scores and oracle_overall, keyed for pairing."""
     rows = df[df["kind"] == "video"]

@@ -41,7 +41,7 @@ Part = Callable[[Context], list[Section]]
 
 class _Parts(Registry[Part]):
     def _load(self) -> None:
-        from grpo_bench.report import figures, power_table, tables  # noqa: F401  (modules register their parts)
+        from grpo_bench.report import figures, hacking, power_table, tables  # noqa: F401  (modules register parts)
 
 
 TABLES: Registry[Part] = _Parts("report table")

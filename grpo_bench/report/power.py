@@ -42,6 +42,20 @@ def holm(pvalues: Sequence[float]) -> np.ndarray:
     return out
 
 
+def paired_p(differences: Sequence[float]) -> float:
+    """Two-sided p-value of the paired t-test that the mean per-seed difference is 0.
+
+    With no spread the test degenerates: identical non-zero differences are certain (p = 0),
+    all-zero differences carry no evidence (p = 1); fewer than two seeds give NaN.
+    """
+    d = np.asarray([v for v in differences if math.isfinite(v)], dtype=float)
+    if d.size < 2:
+        return math.nan
+    if np.ptp(d) <= 1e-12 * max(1.0, float(np.abs(d).max())):  # no spread, up to rounding
+        return 0.0 if abs(d.mean()) > 1e-12 else 1.0
+    return float(stats.ttest_1samp(d, 0.0).pvalue)
+
+
 def t_power(effect: float, sd: float, n: int, alpha: float = ALPHA) -> float:
     """Power of the two-sided one-sample (paired) t-test with n seeds against a true mean `effect`.
 

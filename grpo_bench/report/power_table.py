@@ -19,11 +19,10 @@ import math
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from grpo_bench.report import data
 from grpo_bench.report.parts import TABLES, Context, Section
-from grpo_bench.report.power import holm, mde, seeds_needed
+from grpo_bench.report.power import holm, mde, paired_p, seeds_needed
 from grpo_bench.report.stats import mean_ci
 from grpo_bench.report.tables import _baseline_group, _fmt, write_table
 
@@ -48,28 +47,10 @@ def min_effects(spec_value: object) -> dict[str, float]:
     return {"default": float(spec_value)}
 
 
-def learning(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per cell: every eval metric at its last evaluation minus the same at update 0."""
-    ev = data.eval_curves(df)
-    if ev.empty:
-        return ev
-    metrics = [c for c in ev.columns if c.startswith("eval_") and c != "eval_at"]
-    out = []
-    for cell, part in ev.groupby("cell", sort=False):
-        part = part.sort_values("update")
-        start, end = part.iloc[0], part.iloc[-1]
-        if start["update"] != 0 or end["update"] == 0:
-            continue  # no update-0 baseline, or nothing learned yet: not a learning measurement
-        row = {k: start[k] for k in data.KEYS}
-        row.update({m: float(end[m]) - float(start[m]) for m in metrics})
-        out.append(row)
-    return pd.DataFrame(out)
-
-
 def power_rows(df: pd.DataFrame, baseline: dict, effects: dict[str, float] | None = None) -> pd.DataFrame:
     """Long frame: setting, row, baseline, metric, n, diff, ci, p, p_holm, sd, mde, needed, verdict."""
     effects = effects or dict(MIN_EFFECT)
-    gain = learning(df)
+    gain = data.learning(df)
     if gain.empty or not baseline:
         return pd.DataFrame()
     cells = data.cells(df)
@@ -89,7 +70,7 @@ def power_rows(df: pd.DataFrame, baseline: dict, effects: dict[str, float] | Non
                 d = (other.loc[seeds, metric] - base.loc[seeds, metric]).astype(float).dropna().to_numpy()
                 mean, half, n = mean_ci(d)
                 sd = float(d.std(ddof=1)) if n >= 2 else math.nan
-                p = float(stats.ttest_1samp(d, 0.0).pvalue) if n >= 2 and sd > 0 else math.nan
+                p = paired_p(d)
                 min_effect = effects.get(title, effects.get("default", MIN_EFFECT["default"]))
                 out.append({"setting": setting, "row": group, "baseline": groups[0], "metric": title,
                             "better": "higher" if sign > 0 else "lower", "n": n, "diff": mean, "ci": half,

@@ -17,13 +17,18 @@ from grpo_bench.report import data
 from grpo_bench.report.parts import TABLES, Context, Section
 from grpo_bench.report.stats import cluster_bootstrap, mean_ci
 
-# (column title, metric in the final rows, +1 higher is better / -1 lower is better)
+# Headline columns: (title, eval metric, +1 higher is better / -1 lower is better). Each is measured
+# as *learning*: the held-out evaluation (ODE, fixed eval noise, held-out prompts) after the last
+# update minus the same evaluation at update 0, per cell. At update 0 every method of a seed is the
+# same base model, so with no learning every row reads 0: the columns measure training, not samplers.
 TABLE2 = [
-    ("Overall", "reward", 1), ("VQ", "reward_vq", 1), ("MQ", "reward_mq", 1), ("TA", "reward_ta", 1),
     ("Oracle", "eval_oracle_overall", 1), ("oVQ", "eval_oracle_vq", 1), ("oMQ", "eval_oracle_mq", 1),
     ("oTA", "eval_oracle_ta", 1), ("Correct", "eval_correct", 1), ("Manifold", "eval_manifold", -1),
-    ("Diversity", "eval_diversity", 1),
+    ("Diversity", "eval_diversity", 1), ("Judge", "eval_reward", 1),
 ]
+# Diagnostics (never bold, never a headline): the training-rollout judge reward at the last update is
+# an SDE sample on training prompts, so it differs between samplers before any training.
+DIAGNOSTICS = [("Rollout reward", "reward", 1)]
 
 
 def _fmt(mean: float, half: float, digits: int = 3, sign: bool = False) -> str:
@@ -67,38 +72,49 @@ def write_table(out: Path, name: str, headers: list[str], rows: list[list[str]],
 
 
 def table2_stats(df: pd.DataFrame) -> pd.DataFrame:
-    """Long frame: setting, group, column, metric, mean, ci (half-width), n — over seeds."""
-    fin = data.finals(df)
+    """Long frame: setting, group, column, metric, mean, ci (half-width), n — over seeds.
+
+    Headline columns (TABLE2) from the learning view, diagnostics from the final rows.
+    """
+    sources = [(data.learning(df), TABLE2), (data.finals(df), DIAGNOSTICS)]
     order = data.group_order(df)
     out = []
-    for setting in sorted(fin["setting"].unique()):
-        part = fin[fin["setting"] == setting]
-        for group in [g for g in order if g in set(part["group"])]:
-            rows = part[part["group"] == group]
-            for title, metric, _ in TABLE2:
-                vals = rows[metric].tolist() if metric in rows else []
-                m, h, n = mean_ci(vals)
-                out.append({"setting": setting, "group": group, "column": title, "metric": metric,
-                            "mean": m, "ci": h, "n": n})
+    settings = sorted(set().union(*(set(f["setting"]) for f, _ in sources if not f.empty)))
+    for setting in settings:
+        for group in order:
+            for frame, columns in sources:
+                rows = frame[(frame["setting"] == setting) & (frame["group"] == group)] if not frame.empty else frame
+                if rows.empty:
+                    continue
+                for title, metric, _ in columns:
+                    m, h, n = mean_ci(rows[metric].tolist() if metric in rows else [])
+                    out.append({"setting": setting, "group": group, "column": title, "metric": metric,
+                                "mean": m, "ci": h, "n": n})
     return pd.DataFrame(out, columns=["setting", "group", "column", "metric", "mean", "ci", "n"])
 
 
 @TABLES.register("table2")
 def table2(ctx: Context) -> list[Section]:
     st = table2_stats(ctx.df)
-    cols = [t for t, metric, _ in TABLE2 if st.loc[st["column"] == t, "n"].sum() > 0]
+    every = TABLE2 + DIAGNOSTICS
+    cols = [t for t, _, _ in every if st.loc[st["column"] == t, "n"].sum() > 0]
+    headline = {t for t, _, _ in TABLE2}
     best: dict[tuple[str, str], float] = {}
     for (setting, title), part in st.groupby(["setting", "column"]):
-        sign = next(d for t, _, d in TABLE2 if t == title)
-        if part["mean"].notna().any():
+        sign = next(d for t, _, d in every if t == title)
+        if title in headline and part["mean"].notna().any():
             best[(setting, title)] = (part["mean"] * sign).max()
     rows = []
     for (setting, group), part in st.groupby(["setting", "group"], sort=False):
         cells = [setting, group, str(int(part["n"].max()))]
         for title in cols:
-            r = part[part["column"] == title].iloc[0]
-            sign = next(d for t, _, d in TABLE2 if t == title)
-            text = _fmt(r["mean"], r["ci"])
+            found = part[part["column"] == title]
+            if found.empty:
+                cells.append("–")
+                continue
+            r = found.iloc[0]
+            sign = next(d for t, _, d in every if t == title)
+            text = _fmt(r["mean"], r["ci"], sign=title in headline)
             is_best = math.isfinite(r["mean"]) and np.isclose(r["mean"] * sign, best.get((setting, title), np.nan))
             cells.append(f"**{text}**" if is_best and len(st["group"].unique()) > 1 else text)
         rows.append(cells)
@@ -107,9 +123,11 @@ def table2(ctx: Context) -> list[Section]:
     md = write_table(ctx.out, "table2", ["Setting", "Method", "seeds", *cols], rows, wide.reset_index(),
                      "llr" + "r" * len(cols))
     sections = [Section(
-        "Table 2 — final judge reward and held-out oracle metrics",
-        "Mean ± 95% t-interval over seeds; Overall/VQ/MQ/TA are the training judge at the last update, "
-        "o* columns the exact oracle on held-out prompts (Manifold: lower is better); bold = best in its setting.",
+        "Table 2 — learning on held-out prompts (change from update 0)",
+        "Mean ± 95% t-interval over seeds of each cell's held-out evaluation (ODE, fixed noise) after the last "
+        "update minus the same at update 0: o* = the exact oracle (Manifold: lower is better), Judge = the learned "
+        "training reward on the same videos. Bold = best in its setting. Rollout reward = the judge on the last "
+        "update's training rollouts: a diagnostic of the sampler, never a headline.",
         md)]
     sections += _paired(ctx)
     return sections
@@ -122,39 +140,53 @@ def _baseline_group(fin: pd.DataFrame, cells: pd.DataFrame, setting: str, baseli
 
 
 def _paired(ctx: Context) -> list[Section]:
+    from grpo_bench.report.power import holm, paired_p
+
     baseline = ctx.spec.get("baseline") or {}
     if not baseline:
         return []
-    fin, cells = data.finals(ctx.df), data.cells(ctx.df)
+    gain, cells = data.learning(ctx.df), data.cells(ctx.df)
+    if gain.empty:
+        return [Section("Paired differences", "Not available: no evaluation at update 0 and after training.", "")]
     rows, csv, notes = [], [], []
-    metrics = [(t, m) for t, m, _ in TABLE2 if m in fin]
-    for setting in sorted(fin["setting"].unique()):
-        groups = _baseline_group(fin, cells, setting, baseline)
+    metrics = [(t, m) for t, m, _ in TABLE2 if m in gain]
+    for setting in sorted(gain["setting"].unique()):
+        groups = _baseline_group(gain, cells, setting, baseline)
         if len(groups) != 1:
             notes.append(f"setting {setting}: baseline {baseline} matches {len(groups)} rows ({groups}); skipped")
             continue
-        base = fin[(fin["setting"] == setting) & (fin["group"] == groups[0])].set_index("seed")
+        base = gain[(gain["setting"] == setting) & (gain["group"] == groups[0])].set_index("seed")
+        family = []
         for group in [g for g in data.group_order(ctx.df) if g != groups[0]]:
-            other = fin[(fin["setting"] == setting) & (fin["group"] == group)].set_index("seed")
+            other = gain[(gain["setting"] == setting) & (gain["group"] == group)].set_index("seed")
             if other.empty:
                 continue
             seeds = sorted(set(base.index) & set(other.index))
-            cells_row = [setting, f"{group} − {groups[0]}", str(len(seeds))]
             for title, metric in metrics:
-                m, h, n = mean_ci((other.loc[seeds, metric] - base.loc[seeds, metric]).tolist())
-                star = "*" if math.isfinite(h) and abs(m) > h else ""
-                cells_row.append(_fmt(m, h, sign=True) + star)
-                csv.append({"setting": setting, "group": group, "baseline": groups[0], "column": title,
-                            "diff_mean": m, "diff_ci": h, "n": n})
-            rows.append(cells_row)
+                d = (other.loc[seeds, metric] - base.loc[seeds, metric]).tolist()
+                m, h, n = mean_ci(d)
+                family.append({"setting": setting, "group": group, "baseline": groups[0], "column": title,
+                               "diff_mean": m, "diff_ci": h, "n": n, "p": paired_p(d)})
+        for r, p in zip(family, holm([r["p"] for r in family])):
+            r["p_holm"] = p
+        for group in dict.fromkeys(r["group"] for r in family):
+            mine = [r for r in family if r["group"] == group]
+            row = [setting, f"{group} − {groups[0]}", str(max(r["n"] for r in mine))]
+            for r in mine:
+                star = "*" if math.isfinite(r["p_holm"]) and r["p_holm"] < 0.05 else ""
+                row.append(_fmt(r["diff_mean"], r["diff_ci"], sign=True) + star)
+            rows.append(row)
+        csv += family
     if not rows:
         return [Section("Paired differences", "Not available.", "\n".join(f"- {n}" for n in notes) + "\n")]
     md = write_table(ctx.out, "table2_paired", ["Setting", "Difference", "seeds", *[t for t, _ in metrics]], rows,
                      pd.DataFrame(csv), "llr" + "r" * len(metrics))
     md += "".join(f"\n- {n}" for n in notes)
     return [Section(
-        f"Table 2b — paired differences against the baseline ({', '.join(f'{k}={v}' for k, v in baseline.items())})",
-        "Per seed (same prompts and noise) row minus baseline, then mean ± 95% t-interval; * = interval excludes 0.",
+        f"Table 2b — learning against the baseline ({', '.join(f'{k}={v}' for k, v in baseline.items())})",
+        "Per seed (same prompts, noise and compute) the row's learning minus the baseline's, then mean ± 95% "
+        "t-interval over seeds; * = paired t-test significant after Holm correction over the setting's family "
+        "(every row × column). The power table says how many seeds would decide the rest.",
         md)]
 
 
