@@ -38,9 +38,24 @@ def test_samplers_writes_table_figure_and_json(tmp_path):
     assert all(s > 0 for s in sage["std"])
 
 
+def test_samplers_noise_level_puts_every_kernel_at_one_level(tmp_path):
+    js = tmp_path / "m.json"
+    res = runner.invoke(app, ["samplers", "--noise-level", "0.5", "--out", str(tmp_path / "m"), "--json", str(js)])
+    assert res.exit_code == 0, res.output
+    data = json.loads(js.read_text())
+    assert data["noise_level"] == 0.5
+    labels = [k for k in data["kernels"] if k != "ode"]
+    assert labels and all(k.endswith(", 0.5)") for k in labels)
+    # dance at eta: var_i = eta^2 * Delta_i, independently of the method's default eta (0.3)
+    dance = next(v for k, v in data["kernels"].items() if k.startswith("dance"))
+    deltas = [a - b for a, b in zip(data["sigmas"], data["sigmas"][1:])]
+    assert [s * s for s in dance["std"]] == pytest.approx([0.25 * d for d in deltas], rel=1e-12)
+
+
 @pytest.mark.parametrize(
     "args,needle",
     [
+        (["samplers", "--noise-level", "-1"], "--noise-level"),
         (["samplers", "--steps", "0"], "steps must be"),
         (["samplers", "--shift", "-1"], "shift must be"),
         (["samplers", "--data-std", "0"], "--data-std"),

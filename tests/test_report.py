@@ -190,8 +190,15 @@ def test_report_embeds_every_table_and_figure_with_how_to_read(run_dir):
     assert text.count("*How to read:*") == text.count("\n## ")
     assert "Not available" not in text
     assert "max/min = 100.0" in text  # measured spread without the equalizer: 1 .. 100
-    for ext in ("md", "tex", "csv"):
-        assert (run_dir / "report" / "tables" / f"table1.{ext}").is_file()
+    for block in ("T10_matched", "T50_matched", "T10_default"):
+        for ext in ("md", "tex", "csv"):
+            assert (run_dir / "report" / "tables" / f"table1_{block}.{ext}").is_file()
+    t1 = pd.read_csv(run_dir / "report" / "tables" / "table1.csv")
+    dance = t1[t1["kernel"].str.startswith("dance") & (t1["levels"] == "matched 0.5")]
+    # dance injects var = eta^2 * Delta per step: the steps sum to eta^2 * (sigma_0 - sigma_T) = 0.25 at any T
+    assert sorted(dance["T"]) == [10, 50] and np.allclose(dance["noise_energy"], 0.25)
+    ode = t1[t1["kernel"] == "ode"]
+    assert np.allclose(ode["excess_final_var_err"], 0.0)
 
 
 def test_report_command_renders_and_missing_results_is_a_user_error(run_dir, tmp_path):

@@ -42,11 +42,15 @@ def samplers(
     data_std: float = typer.Option(0.5, "--data-std", help="Std s of the Gaussian data N(0, s^2 I)."),
     out: Path = typer.Option(Path("reports/samplers"), "--out", help="Folder for Table 1 and Figure 1."),
     json_path: Optional[Path] = typer.Option(None, "--json", help="Also write per-step std and variance errors as JSON."),
+    noise_level: Optional[float] = typer.Option(
+        None, "--noise-level", help="Put every kernel at this noise level (eta or a) for a matched comparison; "
+        "default: each method's own level."),
 ) -> None:
     """Table 1 / Figure 1: noise each kernel injects, and its marginal-variance error (exact Gaussian model)."""
     from grpo_bench.report.samplers import run_samplers_report
 
-    run_samplers_report(steps=steps, shift=shift, data_std=data_std, out=out, json_path=json_path, console=console)
+    run_samplers_report(steps=steps, shift=shift, data_std=data_std, out=out, json_path=json_path, console=console,
+                        noise_level=noise_level)
 
 
 pretrain_app = typer.Typer(help="Rebuild the embedded world's shipped networks (base video model, judge).", no_args_is_help=True)

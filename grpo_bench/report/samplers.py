@@ -79,25 +79,37 @@ def monte_carlo_variance(
     return out
 
 
-def default_kernels() -> list[tuple[str, Kernel]]:
-    """Each registered method's kernel at its default noise level, plus the ODE."""
+def default_kernels(noise_level: float | None = None) -> list[tuple[str, Kernel]]:
+    """Each registered method's kernel, plus the ODE: at the method's default noise level, or with
+    `noise_level` at one level for every kernel (a matched comparison: eta and a play the same role
+    as the scale of the diffusion coefficient)."""
+    if noise_level is not None and not (math.isfinite(noise_level) and noise_level >= 0):
+        raise UserError(f"--noise-level must be a finite number >= 0, got {noise_level!r}")
     rows = [("ode", make_kernel("ode"))]
     for name in METHODS.names():
         cfg = make_method(name).config
-        rows.append((f"{cfg.kernel} ({name}, {cfg.noise_level:g})", make_kernel(cfg.kernel, cfg.noise_level, cfg.score_term)))
+        level = cfg.noise_level if noise_level is None else noise_level
+        rows.append((f"{cfg.kernel} ({name}, {level:g})", make_kernel(cfg.kernel, level, cfg.score_term)))
     return rows
 
 
-def analyse(steps: int = 10, shift: float = 3.0, data_std: float = 0.5) -> tuple[torch.Tensor, list[KernelAnalysis]]:
+def analyse(steps: int = 10, shift: float = 3.0, data_std: float = 0.5,
+            noise_level: float | None = None) -> tuple[torch.Tensor, list[KernelAnalysis]]:
     if not (math.isfinite(data_std) and data_std > 0):
         raise UserError(f"--data-std must be a finite number > 0, got {data_std!r}")
     sig = make_sigmas(steps, shift)
-    return sig, [analyse_kernel(k, sig, data_std, label) for label, k in default_kernels()]
+    return sig, [analyse_kernel(k, sig, data_std, label) for label, k in default_kernels(noise_level)]
 
 
-def table1_frame(steps: int = 10, shift: float = 3.0, data_std: float = 0.5) -> pd.DataFrame:
-    """Table 1 as a DataFrame: one row per kernel."""
-    _, rows = analyse(steps, shift, data_std)
+def table1_frame(steps: int = 10, shift: float = 3.0, data_std: float = 0.5,
+                 noise_level: float | None = None) -> pd.DataFrame:
+    """Table 1 as a DataFrame: one row per kernel.
+
+    The ODE's own discretisation error is in every row; `excess_final_var_err` subtracts it, so it is
+    the error the kernel's noise adds (at T = 10 the ODE alone is far from exact).
+    """
+    _, rows = analyse(steps, shift, data_std, noise_level)
+    ode_final = next(r.var_rel_err[-1] for r in rows if r.kernel.name == "ode")
     return pd.DataFrame(
         {
             "kernel": [r.label for r in rows],
@@ -105,29 +117,34 @@ def table1_frame(steps: int = 10, shift: float = 3.0, data_std: float = 0.5) -> 
             "noise_energy": [r.noise_energy for r in rows],
             "max_abs_var_err": [max(abs(e) for e in r.var_rel_err) for r in rows],
             "final_var_err": [r.var_rel_err[-1] for r in rows],
+            "excess_final_var_err": [r.var_rel_err[-1] - ode_final for r in rows],
         }
     )
 
 
 def _latex(df: pd.DataFrame) -> str:
-    cols = ["Kernel", "Noise std", "$\\sum_i \\mathrm{var}_i$", "max $|\\Delta V/V|$", "final $\\Delta V/V$"]
-    lines = ["\\begin{tabular}{llrrr}", "\\toprule", " & ".join(cols) + " \\\\", "\\midrule"]
+    cols = ["Kernel", "Noise std", "$\\sum_i \\mathrm{var}_i$", "max $|\\Delta V/V|$", "final $\\Delta V/V$",
+            "excess over ODE"]
+    lines = ["\\begin{tabular}{llrrrr}", "\\toprule", " & ".join(cols) + " \\\\", "\\midrule"]
     for r in df.itertuples():
         std = r.std.replace("·", "\\cdot ").replace("σ", "\\sigma").replace("Δ", "\\Delta").replace("η", "\\eta").replace("π", "\\pi")
         name = r.kernel.replace("_", "\\_")
-        lines.append(f"{name} & ${std}$ & {r.noise_energy:.4f} & {r.max_abs_var_err:.2e} & {r.final_var_err:+.2e} \\\\")
+        lines.append(f"{name} & ${std}$ & {r.noise_energy:.4f} & {r.max_abs_var_err:.2e} & {r.final_var_err:+.2e} & "
+                     f"{r.excess_final_var_err:+.2e} \\\\")
     return "\n".join(lines + ["\\bottomrule", "\\end{tabular}", ""])
 
 
-def _markdown(df: pd.DataFrame, steps: int, shift: float, data_std: float) -> str:
+def _markdown(df: pd.DataFrame, steps: int, shift: float, data_std: float, noise_level: float | None = None) -> str:
+    levels = "each method's default noise level" if noise_level is None else f"every kernel at noise level {noise_level:g}"
     head = (
         f"Table 1 — noise injected by each kernel and its marginal-variance error against the exact "
-        f"Gaussian model (T = {steps}, shift = {shift:g}, data std s = {data_std:g}).\n\n"
-        "| kernel | noise std | Σ var (noise energy) | max abs rel. var error | final rel. var error |\n"
-        "|---|---|---:|---:|---:|\n"
+        f"Gaussian model (T = {steps}, shift = {shift:g}, data std s = {data_std:g}, {levels}).\n\n"
+        "| kernel | noise std | Σ var (noise energy) | max abs rel. var error | final rel. var error | excess over ODE |\n"
+        "|---|---|---:|---:|---:|---:|\n"
     )
     body = "".join(
-        f"| {r.kernel} | `{r.std}` | {r.noise_energy:.4f} | {r.max_abs_var_err:.2e} | {r.final_var_err:+.2e} |\n"
+        f"| {r.kernel} | `{r.std}` | {r.noise_energy:.4f} | {r.max_abs_var_err:.2e} | {r.final_var_err:+.2e} | "
+        f"{r.excess_final_var_err:+.2e} |\n"
         for r in df.itertuples()
     )
     return head + body
@@ -159,14 +176,15 @@ def figure1(sig: torch.Tensor, rows: list[KernelAnalysis], path: Path) -> None:
 
 
 def run_samplers_report(
-    steps: int, shift: float, data_std: float, out: Path, json_path: Path | None, console: Console
+    steps: int, shift: float, data_std: float, out: Path, json_path: Path | None, console: Console,
+    noise_level: float | None = None,
 ) -> pd.DataFrame:
     from grpo_bench.atomic import atomic_write_text
 
-    sig, rows = analyse(steps, shift, data_std)
-    df = table1_frame(steps, shift, data_std)
+    sig, rows = analyse(steps, shift, data_std, noise_level)
+    df = table1_frame(steps, shift, data_std, noise_level)
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / "table1.md", _markdown(df, steps, shift, data_std))
+    atomic_write_text(out / "table1.md", _markdown(df, steps, shift, data_std, noise_level))
     atomic_write_text(out / "table1.tex", _latex(df))
     atomic_write_text(out / "table1.csv", df.to_csv(index=False))
     figure1(sig, rows, out / "figure1.png")
@@ -174,15 +192,18 @@ def run_samplers_report(
         payload = {
             "sigmas": [float(x) for x in sig],
             "data_std": data_std,
+            "noise_level": noise_level,
             "kernels": {r.label: {"std": r.std, "var_rel_err": r.var_rel_err} for r in rows},
         }
         json_path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(json_path, json.dumps(payload, indent=1))
-    table = Table(title=f"Table 1 — T={steps}, shift={shift:g}, s={data_std:g}")
-    for col in ("kernel", "noise std", "Σ var", "max |ΔV/V|", "final ΔV/V"):
+    level = "default levels" if noise_level is None else f"noise level {noise_level:g}"
+    table = Table(title=f"Table 1 — T={steps}, shift={shift:g}, s={data_std:g}, {level}")
+    for col in ("kernel", "noise std", "Σ var", "max |ΔV/V|", "final ΔV/V", "excess over ODE"):
         table.add_column(col, justify="right" if col != "kernel" else "left")
     for r in df.itertuples():
-        table.add_row(r.kernel, r.std, f"{r.noise_energy:.4f}", f"{r.max_abs_var_err:.2e}", f"{r.final_var_err:+.2e}")
+        table.add_row(r.kernel, r.std, f"{r.noise_energy:.4f}", f"{r.max_abs_var_err:.2e}", f"{r.final_var_err:+.2e}",
+                      f"{r.excess_final_var_err:+.2e}")
     console.print(table)
     console.print(f"wrote {out}/table1.{{md,tex,csv}} and {out}/figure1.png" + (f" and {json_path}" if json_path else ""))
     return df
