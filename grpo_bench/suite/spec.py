@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,7 +44,7 @@ BUDGET_CONFIG_KEYS = (
 RESOURCE_KEYS = {"gpus_per_cell": int, "timeout_min": int, "cpus_per_cell": int}
 """Budget keys read by the runner, not by the trainer (they never change a cell id): GPUs per cell
 (default 1 on a GPU machine, none on SLURM unless set), the SLURM time limit and the SLURM cpus per task."""
-REPORT_KEYS = ("tables", "figures", "baseline", "smooth")
+REPORT_KEYS = ("tables", "figures", "baseline", "smooth", "min_effect")
 LABEL_FIRST = ("method", "kl")
 """Keys always shown in a cell's row label, in this order (their resolved values)."""
 
@@ -60,6 +61,9 @@ class ReportSpec:
     """Config values selecting the baseline row of each setting for paired differences."""
     smooth: int = 5
     """Rolling window (updates) of the training-reward curves."""
+    min_effect: float | dict[str, float] | None = None
+    """Smallest difference of interest for the power table: a number, or {column title: number,
+    'default': number}; None keeps the defaults (oracle 0.05, judge 0.25)."""
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -194,7 +198,26 @@ def _report(data: Any, where: str) -> ReportSpec:
         if not isinstance(spec["smooth"], int) or isinstance(spec["smooth"], bool) or spec["smooth"] < 1:
             raise UserError(f"{where}report.smooth must be an integer >= 1, got {spec['smooth']!r}")
         out.smooth = spec["smooth"]
+    if spec.get("min_effect") is not None:  # None: a stored spec without one
+        out.min_effect = _min_effect(spec["min_effect"], where)
     return out
+
+
+def _min_effect(value: Any, where: str) -> float | dict[str, float]:
+    from grpo_bench.report.power_table import HEADLINE
+
+    def positive(v: Any, key: str) -> float:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            raise UserError(f"{where}{key} must be a finite number > 0, got {v!r}")
+        return float(v)
+
+    if not isinstance(value, dict):
+        return positive(value, "report.min_effect")
+    allowed = [t for t, _, _ in HEADLINE] + ["default"]
+    for key in value:
+        if key not in allowed:
+            raise unknown("report.min_effect column", key, allowed, where)
+    return {str(k): positive(v, f"report.min_effect.{k}") for k, v in value.items()}
 
 
 def parse_suite(data: Any, path: str = "<suite>", overrides: dict[str, Any] | None = None) -> Suite:
