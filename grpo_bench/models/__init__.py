@@ -18,6 +18,11 @@ from grpo_bench.registry import LazyRegistry
 MODELS: LazyRegistry = LazyRegistry("generator model", "grpo_bench.models")
 
 
+def register(name: str):
+    """Decorator registering a model factory ``factory(pretrained: bool = True, **kw)`` under ``name``."""
+    return MODELS.register(name)
+
+
 def load(name: str, **kw: Any) -> Any:
     """The pretrained model registered as ``name`` (keyword arguments go to its factory).
 

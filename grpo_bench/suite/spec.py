@@ -33,6 +33,7 @@ import yaml
 
 from grpo_bench.train.config import FIELDS, RunConfig, coerce, config_id, from_dict, resolve
 from grpo_bench.errors import UserError, unknown
+from grpo_bench.params import is_param_key
 from grpo_bench.suite.fingerprint import asset_digests
 
 SUITE_KEYS = ("name", "description", "base", "grid", "union", "seeds", "budget", "report")
@@ -158,7 +159,7 @@ def _grid(data: Any, where: str, path: str) -> dict[str, list[Any]]:
     for key, values in grid.items():
         if key == "seed":
             raise UserError(f"{where}{path}.seed: seeds go in the top-level 'seeds' list, not in a grid")
-        if key not in FIELDS:
+        if key not in FIELDS and not is_param_key(key):
             raise unknown("config key", key, FIELDS, f"{where}{path}: ")
         if not isinstance(values, list):
             raise UserError(f"{where}{path}.{key} must be a list of values, got {values!r}")
@@ -269,7 +270,7 @@ def _show(value: Any) -> str:
 
 
 def group_label(cfg: RunConfig, keys: list[str]) -> str:
-    parts = [cfg.method] + [f"{k}={_show(getattr(cfg, k))}" for k in keys if k != "method"]
+    parts = [cfg.method] + [f"{k}={_show(cfg.get(k))}" for k in keys if k != "method"]
     return " ".join(parts)
 
 

@@ -94,7 +94,7 @@ class Trainer:
         self.kl = make_kl(cfg)
         self.ctx = LossContext(model, self.table, weight.to(self.device), self.kl, self.method.config.clip_range,
                                self.method.config.logprob, cfg.guidance)
-        self.anchors = Anchors(self.kl.anchors, model, module, cfg.anchor_every)
+        self.anchors = Anchors(self.kl.anchor_policies(), model, module)
         self.kl_weight = make_kl_weight(cfg)
         self.counters = checkpoint.Counters()
         self.acc.register_for_checkpointing(checkpoint.TrainableState(module), self.anchors, self.kl_weight,
