@@ -46,7 +46,7 @@ def test_one_update_of_every_method_trains_only_lora(model_name, tmp_path):
         model = models.from_config(cfg)
         module = model.trainable_module()
         before = {n: p.detach().clone() for n, p in module.named_parameters()}
-        fixed = Anchors(["fixed"], model, module, 10)  # the trainer's fixed-KL anchor: initial trainable snapshot
+        fixed = Anchors(["fixed"], model, module)  # the trainer's fixed-KL anchor: initial trainable snapshot
         final = train(cfg, tmp_path / f"{model_name}-{method}", model=model, reward=ToyReward())
         assert final["updates"] == 1 and final["optimizer_steps"] >= 1
         changed = {n for n, p in module.named_parameters() if not torch.equal(p, before[n])}

@@ -36,7 +36,7 @@ def _setup(method_name: str, steps: int = 5, G: int = 3, guidance: float = 1.0, 
     table = StepTable.build(method, sig)
     stored = method.eligible_steps(sig).nonzero().flatten()
     x0 = initial_noise(model.latent_shape, len(PROMPTS), G, method.config.shared_noise, generator(0, "noise", 0))
-    anc = Anchors(anchors, model, model.net, every=10)
+    anc = Anchors(anchors, model, model.net)
     ro = rollout(model, table, [p for p in PROMPTS for _ in range(G)], x0, guidance=guidance, stored=stored,
                  logprob=method.config.logprob, sde_gen=generator(0, "sde", 0),
                  anchors={a: anc.velocity(a) for a in anc.names})
@@ -147,7 +147,7 @@ def test_anchor_forward_only_on_rows_that_train_the_step():
     stored = method.eligible_steps(sig).nonzero().flatten()
     B = 6
     steps = method.train_steps(sig, B, torch.Generator().manual_seed(1))  # Long[B, K]
-    anc = Anchors(("initial",), model, model.net, every=10)
+    anc = Anchors(("initial",), model, model.net)
     x0 = initial_noise(model.latent_shape, 2, 3, True, generator(0, "noise", 0))
     ro = rollout(model, table, [p for p in PROMPTS for _ in range(3)], x0, guidance=1.0, stored=stored, logprob="gaussian",
                  sde_gen=generator(0, "sde", 0), anchors={"initial": anc.velocity("initial")}, train_steps=steps)
