@@ -387,15 +387,22 @@ def validate(cfg: RunConfig, where: str = "") -> None:
 
 def _plugin_params(cfg: RunConfig) -> dict[str, Any]:
     """Every plug-in parameter of the run (kernel, KL variant, anchor policies), defaults filled in and
-    validated; a UserError names a bad key or value."""
+    validated; a UserError names a bad key or value.
+
+    The run's own ``params`` must all be taken by a component; the method's default params only
+    where they apply (a method's ``anchor.tau`` is dropped when the run chooses ``kl: fixed``)."""
     from grpo_bench.core.method import make_method
-    from grpo_bench.core.trust_region import resolved_params
+    from grpo_bench.core.trust_region import ANCHOR_POLICIES, KL_VARIANTS, resolved_params
 
     method = make_method(cfg.method, **cfg.method_overrides())
-    merged = dict(method.config.params)
     kl = cfg.kl if cfg.kl is not None else method.config.kl
+    variant = KL_VARIANTS.get(kl)
+    applies = {f"kl.{k}" for k in variant.Params.model_fields}
+    applies |= {f"anchor.{k}" for p in variant.anchors.values() for k in ANCHOR_POLICIES.get(p).Params.model_fields}
+    params = {k: v for k, v in method.defaults.params.items() if k.startswith("kernel.") or k in applies}
+    params.update(cfg.params)
     out = plugin_params.dump(method.kernel.params, "kernel")
-    out.update(resolved_params(dataclasses.replace(cfg, kl=kl, params=merged)))
+    out.update(resolved_params(dataclasses.replace(cfg, kl=kl, params=params)))
     return out
 
 
