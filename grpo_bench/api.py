@@ -35,7 +35,7 @@ from grpo_bench.core.trust_region import (
     register_kl,
 )
 from grpo_bench.errors import UserError
-from grpo_bench.models import register as register_model
+from grpo_bench.models.registry import register as register_model
 from grpo_bench.params import PluginParams
 from grpo_bench.rewards import register as register_reward
 

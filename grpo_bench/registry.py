@@ -147,18 +147,23 @@ class Registry(Generic[T]):
 
 
 class LazyRegistry(Registry[T]):
-    """A registry that also imports one package's modules on first lookup (rewards/, models/)."""
+    """A registry that also imports, on first lookup, the modules that fill it: every module of a
+    ``package`` (rewards/, models/) and/or the named ``modules`` (the report's tables and figures).
+    The registry never imports its members statically, so they may import it without a cycle."""
 
-    def __init__(self, kind: str, package: str) -> None:
+    def __init__(self, kind: str, package: str | None = None, modules: tuple[str, ...] = ()) -> None:
         super().__init__(kind)
-        self._package = package
+        self._package, self._modules = package, modules
         self._loaded = False
 
     def _load(self) -> None:
         if not self._loaded:
             self._loaded = True
-            pkg = importlib.import_module(self._package)
-            for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
-                if not info.name.startswith("_"):
-                    importlib.import_module(f"{self._package}.{info.name}")
+            names = list(self._modules)
+            if self._package is not None:
+                pkg = importlib.import_module(self._package)
+                infos = sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name)
+                names += [f"{self._package}.{i.name}" for i in infos if not i.name.startswith("_")]
+            for name in names:
+                importlib.import_module(name)
         load_plugins()

@@ -13,14 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from grpo_bench.registry import LazyRegistry
+from grpo_bench.models.registry import MODELS, register
 
-MODELS: LazyRegistry = LazyRegistry("generator model", "grpo_bench.models")
-
-
-def register(name: str):
-    """Decorator registering a model factory ``factory(pretrained: bool = True, **kw)`` under ``name``."""
-    return MODELS.register(name)
+__all__ = ["MODELS", "build", "from_config", "load", "names", "register"]
 
 
 def load(name: str, **kw: Any) -> Any:

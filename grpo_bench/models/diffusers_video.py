@@ -354,7 +354,7 @@ def register_family(tiny_name: str, tiny: Any, hub_ids: dict[str, str], load_hub
     """Register a model family: a random tiny preset ``tiny(options, seed)`` and one entry per hub
     id, loaded by ``load_hub(hub_id, options)`` from local files only. Every factory takes a
     RunConfig ``cfg`` (frames, size, LoRA, precision, device); keywords override AdapterOptions."""
-    from grpo_bench.models import MODELS
+    from grpo_bench.models.registry import MODELS
 
     def options(cfg: Any, kw: dict[str, Any]) -> AdapterOptions:
         return AdapterOptions.from_config(cfg, **kw) if cfg is not None else AdapterOptions(**kw)

@@ -21,7 +21,7 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
 from grpo_bench.errors import UserError
-from grpo_bench.models import MODELS
+from grpo_bench.models.registry import MODELS
 from grpo_bench.world.model import NULL_INDEX, WorldUNet, WorldUNetConfig
 from grpo_bench.world.vocab import parse
 

@@ -174,7 +174,7 @@ def _grid(data: Any, where: str, path: str) -> dict[str, list[Any]]:
 
 
 def _report(data: Any, where: str) -> ReportSpec:
-    from grpo_bench.report.parts import FIGURES, TABLES
+    from grpo_bench.suite.report_parts import FIGURES, TABLES
 
     spec = _mapping(data, where, "report")
     for key in spec:

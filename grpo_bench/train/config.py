@@ -370,14 +370,7 @@ def validate(cfg: RunConfig, where: str = "") -> None:
 
     prompt_set = load_prompt_set(cfg.prompts, where)
     if cfg.eval_oracle:
-        from grpo_bench.world import parse
-
-        try:
-            for p in prompt_set.eval:
-                parse(p)
-        except UserError as exc:
-            raise UserError(f"{where}eval_oracle is on but the eval prompts are not world prompts ({exc}); "
-                            "set eval_oracle: false for real models") from None
+        prompt_set.require_world_eval(where)
     # The method accepts its overrides (ranges of noise level, clip, window …), the plug-ins their parameters.
     try:
         _plugin_params(cfg)
