@@ -99,7 +99,9 @@ def load_plugins() -> None:
                 raise
             except Exception as exc:
                 _PluginState.loaded.discard(entry)
-                raise UserError(f"{PLUGIN_ENV}: plug-in {entry!r} failed to import: {type(exc).__name__}: {exc}") from None
+                raise UserError(
+                    f"{PLUGIN_ENV}: plug-in {entry!r} failed to import: {type(exc).__name__}: {exc}"
+                ) from None
     finally:
         _PluginState.loading = False
 

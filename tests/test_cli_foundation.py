@@ -25,7 +25,9 @@ def test_methods_lists_every_registered_name():
 
 def test_samplers_writes_table_figure_and_json(tmp_path):
     out, js = tmp_path / "s", tmp_path / "s.json"
-    res = runner.invoke(app, ["samplers", "--steps", "12", "--shift", "2", "--data-std", "0.4", "--out", str(out), "--json", str(js)])
+    res = runner.invoke(
+        app, ["samplers", "--steps", "12", "--shift", "2", "--data-std", "0.4", "--out", str(out), "--json", str(js)]
+    )
     assert res.exit_code == 0, res.output
     for f in ("table1.md", "table1.tex", "table1.csv", "figure1.png"):
         assert (out / f).stat().st_size > 100

@@ -173,7 +173,9 @@ def test_a_broken_plugin_is_one_clear_error(tmp_path, monkeypatch):
     bad.write_text("raise RuntimeError('boom')\n")
     monkeypatch.setenv(registry.PLUGIN_ENV, str(bad))
     try:
-        with pytest.raises(UserError, match=r"GRPO_BENCH_PLUGINS: plug-in .*broken\.py.* failed to import: RuntimeError: boom"):
+        with pytest.raises(
+            UserError, match=r"GRPO_BENCH_PLUGINS: plug-in .*broken\.py.* failed to import: RuntimeError: boom"
+        ):
             METHODS.names()
     finally:
         registry._PluginState.loaded.discard(str(bad))

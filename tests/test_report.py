@@ -118,7 +118,13 @@ def test_paired_differences_against_the_baseline(run_dir):
 def test_win_rates_pair_videos_by_seed_prompt_and_noise(run_dir):
     render_report(run_dir)
     wr = pd.read_csv(run_dir / "report" / "tables" / "winrates.csv").iloc[0]
-    assert (wr["a"], wr["b"], wr["pairs"], wr["wins"], wr["ties"]) == ("sage_grpo kl=dual", "dance_grpo kl=none", 4, 2, 1)
+    assert (wr["a"], wr["b"], wr["pairs"], wr["wins"], wr["ties"]) == (
+        "sage_grpo kl=dual",
+        "dance_grpo kl=none",
+        4,
+        2,
+        1,
+    )
     rate, lo, hi = wilson(2.5, 4)
     assert wr["win_rate"] == 0.625 and wr["ci_low"] == pytest.approx(lo) and wr["ci_high"] == pytest.approx(hi)
     assert 0 < lo < 0.625 < hi < 1

@@ -7,12 +7,12 @@ import torch
 from tiny_world import TinyModel
 
 from grpo_bench.core import schedule
-from grpo_bench.train.config import RunConfig
 from grpo_bench.core.loss import LossContext, step_terms
 from grpo_bench.core.method import METHODS, make_method
 from grpo_bench.core.rollout import StepTable, generator, initial_noise, rollout, sample_ode
 from grpo_bench.core.sde import log_prob
 from grpo_bench.core.trust_region import Anchors, make_kl
+from grpo_bench.train.config import RunConfig
 
 PROMPTS = ["a red circle moving left", "a blue square moving up"]
 
@@ -135,7 +135,9 @@ def test_sample_ode_is_deterministic_euler():
     x = x0.clone()
     with torch.no_grad():
         for i in range(3):
-            x = x - float(sig[i] - sig[i + 1]) * model.velocity(x, sig[i].float().expand(2), model.encode_prompts(PROMPTS))
+            x = x - float(sig[i] - sig[i + 1]) * model.velocity(
+                x, sig[i].float().expand(2), model.encode_prompts(PROMPTS)
+            )
     torch.testing.assert_close(out, x.clamp(-1, 1), rtol=1e-5, atol=1e-5)
 
 
@@ -149,8 +151,18 @@ def test_anchor_forward_only_on_rows_that_train_the_step():
     steps = method.train_steps(sig, B, torch.Generator().manual_seed(1))  # Long[B, K]
     anc = Anchors(("initial",), model, model.net)
     x0 = initial_noise(model.latent_shape, 2, 3, True, generator(0, "noise", 0))
-    ro = rollout(model, table, [p for p in PROMPTS for _ in range(3)], x0, guidance=1.0, stored=stored, logprob="gaussian",
-                 sde_gen=generator(0, "sde", 0), anchors={"initial": anc.velocity("initial")}, train_steps=steps)
+    ro = rollout(
+        model,
+        table,
+        [p for p in PROMPTS for _ in range(3)],
+        x0,
+        guidance=1.0,
+        stored=stored,
+        logprob="gaussian",
+        sde_gen=generator(0, "sde", 0),
+        anchors={"initial": anc.velocity("initial")},
+        train_steps=steps,
+    )
     trains = torch.zeros(B, 5, dtype=torch.bool).scatter_(1, steps, True)  # [B, T]
     expect = []
     for i in range(5):

@@ -9,11 +9,18 @@ import torch
 from tiny_world import TinyModel
 from torch import nn
 
-from grpo_bench.train.config import RunConfig
 from grpo_bench.core.trust_region import (
-    KL_VARIANTS, AdaptiveKLWeight, Anchors, ConstantKLWeight, KLInputs, analytic_kl, make_anchor_policy, make_kl,
+    KL_VARIANTS,
+    AdaptiveKLWeight,
+    Anchors,
+    ConstantKLWeight,
+    KLInputs,
+    analytic_kl,
+    make_anchor_policy,
+    make_kl,
     make_kl_weight,
 )
+from grpo_bench.train.config import RunConfig
 
 
 def _policies(every: int, *names: str) -> dict:
@@ -100,7 +107,9 @@ def test_anchor_velocity_is_a_snapshot_of_trainable_params_only():
         assert not torch.equal(v_anchor, model.velocity(x, sigma, cond))
         torch.testing.assert_close(v_anchor, frozen_copy.velocity(x, sigma, cond))
         # the model itself is untouched by the anchor call
-        assert all(p.requires_grad or torch.equal(p, q) for p, q in zip(model.net.parameters(), frozen_copy.net.parameters()))
+        assert all(
+            p.requires_grad or torch.equal(p, q) for p, q in zip(model.net.parameters(), frozen_copy.net.parameters())
+        )
 
 
 def test_moving_anchor_copied_exactly_every_n_steps():

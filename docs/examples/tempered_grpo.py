@@ -11,7 +11,6 @@ It imports only grpo_bench.api (and torch). Load it with GRPO_BENCH_PLUGINS=path
 or install it as a package with an entry point in the ``grpo_bench.plugins`` group.
 """
 
-import torch
 from torch import Tensor
 
 from grpo_bench.api import (

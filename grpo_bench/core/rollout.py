@@ -98,7 +98,9 @@ class StepTable:
     def _from_rows(cls, rows: list, sigmas: Tensor, sde: Tensor, device: torch.device | str) -> StepTable:
         t = torch.tensor(rows, dtype=torch.float64)  # [T, 3] = (a, b, var)
         f32 = dict(dtype=torch.float32, device=device)
-        return cls(sigmas[:-1].to(**f32), t[:, 0].to(**f32), t[:, 1].to(**f32), t[:, 2].sqrt().to(**f32), sde.to(device))
+        return cls(
+            sigmas[:-1].to(**f32), t[:, 0].to(**f32), t[:, 1].to(**f32), t[:, 2].sqrt().to(**f32), sde.to(device)
+        )
 
 
 def _bcast(v: Tensor, like: Tensor) -> Tensor:

@@ -57,7 +57,9 @@ def sample(
         v = guided_velocity(model, x, sigma, cond, null, guidance).float()
         mu, std = kernel.step(x, v, sigmas, i)
         if float(std) > 0:
-            eps = torch.randn(x.shape, generator=generator, dtype=x.dtype, device="cpu" if generator is None else generator.device)
+            eps = torch.randn(
+                x.shape, generator=generator, dtype=x.dtype, device="cpu" if generator is None else generator.device
+            )
             x = mu + std * eps.to(x.device)
         else:
             x = mu

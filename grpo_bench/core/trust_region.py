@@ -245,7 +245,9 @@ def resolved_params(cfg: Any) -> dict[str, Any]:
         taken |= set(type(policy).Params.model_fields)
     stray = sorted(set(given) - taken)
     if stray:
-        allowed = sorted({f"anchor.{k}" for p in variant.anchor_policies().values() for k in type(p).Params.model_fields})
+        allowed = sorted(
+            {f"anchor.{k}" for p in variant.anchor_policies().values() for k in type(p).Params.model_fields}
+        )
         raise UserError(f"KL variant {cfg.kl!r} has no anchor parameter anchor.{stray[0]} (its anchors: "
                         f"{dict(variant.anchors) or 'none'}); allowed: {', '.join(allowed) or 'none'}")
     return out

@@ -23,10 +23,10 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from grpo_bench.errors import UserError
 from grpo_bench.core.method import METHODS, make_method
 from grpo_bench.core.schedule import sigmas as make_sigmas
 from grpo_bench.core.sde import Kernel, make_kernel
+from grpo_bench.errors import UserError
 
 
 def marginal_variance(sigma: float, data_std: float) -> float:
@@ -84,7 +84,9 @@ def default_kernels() -> list[tuple[str, Kernel]]:
     rows = [("ode", make_kernel("ode"))]
     for name in METHODS.names():
         cfg = make_method(name).config
-        rows.append((f"{cfg.kernel} ({name}, {cfg.noise_level:g})", make_kernel(cfg.kernel, cfg.noise_level, cfg.score_term)))
+        rows.append(
+            (f"{cfg.kernel} ({name}, {cfg.noise_level:g})", make_kernel(cfg.kernel, cfg.noise_level, cfg.score_term))
+        )
     return rows
 
 
@@ -113,7 +115,13 @@ def _latex(df: pd.DataFrame) -> str:
     cols = ["Kernel", "Noise std", "$\\sum_i \\mathrm{var}_i$", "max $|\\Delta V/V|$", "final $\\Delta V/V$"]
     lines = ["\\begin{tabular}{llrrr}", "\\toprule", " & ".join(cols) + " \\\\", "\\midrule"]
     for r in df.itertuples():
-        std = r.std.replace("·", "\\cdot ").replace("σ", "\\sigma").replace("Δ", "\\Delta").replace("η", "\\eta").replace("π", "\\pi")
+        std = (
+            r.std.replace("·", "\\cdot ")
+            .replace("σ", "\\sigma")
+            .replace("Δ", "\\Delta")
+            .replace("η", "\\eta")
+            .replace("π", "\\pi")
+        )
         name = r.kernel.replace("_", "\\_")
         lines.append(f"{name} & ${std}$ & {r.noise_energy:.4f} & {r.max_abs_var_err:.2e} & {r.final_var_err:+.2e} \\\\")
     return "\n".join(lines + ["\\bottomrule", "\\end{tabular}", ""])
@@ -146,7 +154,9 @@ def figure1(sig: torch.Tensor, rows: list[KernelAnalysis], path: Path) -> None:
             std = [x if x > 0 else float("nan") for x in r.std]
             ax1.plot(s[:-1], std, marker="o", ms=3, color=colour, label=r.label)
         ax2.plot(s[1:], r.var_rel_err, marker="o", ms=3, color=colour, label=r.label)
-    ax1.set(xlabel="σ at the start of the step", ylabel="noise std per step", title="Injected noise per step", yscale="log")
+    ax1.set(
+        xlabel="σ at the start of the step", ylabel="noise std per step", title="Injected noise per step", yscale="log"
+    )
     ax2.set(xlabel="σ after the step", ylabel="Var / V(σ) − 1", title="Relative marginal-variance error")
     ax2.axhline(0, color="k", lw=0.8)
     for ax in (ax1, ax2):
@@ -184,5 +194,7 @@ def run_samplers_report(
     for r in df.itertuples():
         table.add_row(r.kernel, r.std, f"{r.noise_energy:.4f}", f"{r.max_abs_var_err:.2e}", f"{r.final_var_err:+.2e}")
     console.print(table)
-    console.print(f"wrote {out}/table1.{{md,tex,csv}} and {out}/figure1.png" + (f" and {json_path}" if json_path else ""))
+    console.print(
+        f"wrote {out}/table1.{{md,tex,csv}} and {out}/figure1.png" + (f" and {json_path}" if json_path else "")
+    )
     return df

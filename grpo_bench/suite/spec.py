@@ -16,7 +16,8 @@ A cell's config is RunConfig defaults <- base <- budget <- command-line override
 values <- its seed, then ``resolve``d (method defaults filled in). Its id is ``config_id`` of
 that resolved config and the digests of the shipped world weights it loads (``fingerprint.py``),
 so it does not depend on key order, on which file declared a value, or on the host, and it changes
-when the world model or judge is rebuilt. Everything is validated before anything runs; an error names the file, the key path
+when the world model or judge is rebuilt. Everything is validated before anything runs; an error names
+the file, the key path
 (``grid.kl[2]``) and the allowed values.
 """
 
@@ -31,10 +32,10 @@ from typing import Any
 
 import yaml
 
-from grpo_bench.train.config import FIELDS, RunConfig, coerce, config_id, from_dict, resolve
 from grpo_bench.errors import UserError, unknown
 from grpo_bench.params import is_param_key
 from grpo_bench.suite.fingerprint import asset_digests
+from grpo_bench.train.config import FIELDS, RunConfig, coerce, config_id, from_dict, resolve
 
 SUITE_KEYS = ("name", "description", "base", "grid", "union", "seeds", "budget", "report")
 BUDGET_CONFIG_KEYS = (

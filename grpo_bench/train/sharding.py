@@ -5,9 +5,9 @@ Under an FSDP2 launch the trainer calls ``shard_module`` before it collects its 
 builds the optimizer: ``torch.distributed.fsdp.fully_shard`` on each repeated block (the classes a
 diffusers model lists in ``_no_split_modules``, the world UNet its ResBlocks), then on the trainable
 module itself. Every parameter of that module (LoRA: the frozen base weights too) becomes a DTensor
-sharded along dim 0 over the ranks; a block's full weights exist only while it runs. Gradients are reduce-scattered (averaged over the
-ranks) by FSDP itself, so the trainer's manual ``average_gradients`` is skipped; the optimizer state
-lives with the local shards.
+sharded along dim 0 over the ranks; a block's full weights exist only while it runs. Gradients are
+reduce-scattered (averaged over the ranks) by FSDP itself, so the trainer's manual
+``average_gradients`` is skipped; the optimizer state lives with the local shards.
 
 We call ``fully_shard`` ourselves instead of ``Accelerator.prepare(module)``: accelerate never
 builds an FSDP state on CPU (it falls back to MULTI_CPU/gloo and ignores the FSDP launch settings),
@@ -24,10 +24,8 @@ FSDP, whose pre-forward hook swaps its own all-gathered parameters in), ``clip_g
 
 from __future__ import annotations
 
-import contextlib
 import os
 import warnings
-from collections.abc import Iterable, Iterator
 from typing import Any
 
 import torch
