@@ -9,8 +9,9 @@ from tiny_world import TinyModel
 from grpo_bench.core import schedule
 from grpo_bench.core.loss import LossContext, step_terms
 from grpo_bench.core.method import METHODS, make_method
-from grpo_bench.core.rollout import StepTable, generator, initial_noise, rollout, sample_ode
-from grpo_bench.core.sde import log_prob
+from grpo_bench.core.rollout import StepTable, generator, initial_noise, rollout
+from grpo_bench.core.sampling import sample
+from grpo_bench.core.sde import log_prob, make_kernel
 from grpo_bench.core.trust_region import Anchors, make_kl
 from grpo_bench.train.config import RunConfig
 
@@ -127,11 +128,11 @@ def test_rho_is_one_with_guidance_too():
     assert torch.equal(t.ratio, torch.ones(6))
 
 
-def test_sample_ode_is_deterministic_euler():
+def test_ode_sample_is_deterministic_euler():
     model = TinyModel(seed=0)
     sig = schedule.sigmas(3, 2.0)
     x0 = torch.randn(2, *model.latent_shape, generator=torch.Generator().manual_seed(0))
-    out = sample_ode(model, sig, PROMPTS, x0, guidance=1.0, chunk=1)
+    out = sample(model, PROMPTS, x0, sig, make_kernel("ode"), chunk=1, decode=True)
     x = x0.clone()
     with torch.no_grad():
         for i in range(3):

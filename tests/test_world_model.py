@@ -70,9 +70,9 @@ def test_guidance_is_one_doubled_batch_and_sample_is_euler():
     x, s = torch.randn(2, *model.latent_shape), torch.tensor([0.7, 0.7])
     v_c, v_n = model.velocity(x, s, cond), model.velocity(x, s, null)
     torch.testing.assert_close(
-        guided_velocity(model, x, s, cond, null, 3.0), v_n + 3.0 * (v_c - v_n), rtol=1e-4, atol=1e-5
+        guided_velocity(model.velocity, x, s, cond, null, 3.0), v_n + 3.0 * (v_c - v_n), rtol=1e-4, atol=1e-5
     )
-    torch.testing.assert_close(guided_velocity(model, x, s, cond, null, 1.0), v_c)
+    torch.testing.assert_close(guided_velocity(model.velocity, x, s, cond, null, 1.0), v_c)
     # Two ODE steps by hand: x' = x - (sigma - sigma') v.
     sig = sigmas(2, 3.0)
     with torch.no_grad():

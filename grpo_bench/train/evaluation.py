@@ -13,7 +13,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from grpo_bench.core.rollout import generator, sample_ode
+from grpo_bench.core.rollout import generator
+from grpo_bench.core.sampling import sample
+from grpo_bench.core.sde import make_kernel
 from grpo_bench.rewards.base import composite, reward_weights
 
 
@@ -34,9 +36,8 @@ def evaluate(
     gen = generator(cfg.seed, "eval", 0, device)
     x0 = torch.randn(len(rows), *model.latent_shape, generator=gen, device=device)
     with autocast():
-        videos = sample_ode(
-            model, sigmas, rows, x0, guidance=cfg.guidance, chunk=cfg.prompts_per_update * cfg.group_size
-        )
+        videos = sample(model, rows, x0, sigmas, make_kernel("ode"), guidance=cfg.guidance,
+                        chunk=cfg.prompts_per_update * cfg.group_size, decode=True)
     videos = videos.cpu()
     with torch.no_grad():
         judged = reward(videos, rows)
