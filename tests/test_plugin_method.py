@@ -179,3 +179,12 @@ def test_a_broken_plugin_is_one_clear_error(tmp_path, monkeypatch):
             METHODS.names()
     finally:
         registry._PluginState.loaded.discard(str(bad))
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[1] / "methods").glob("[!_]*.py")),
+                         ids=lambda p: p.stem)
+def test_shipped_method_files_import_only_the_public_api(path):
+    tree = ast.parse(path.read_text())
+    modules = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    modules |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert {m for m in modules if m.startswith("grpo_bench")} == {"grpo_bench.api"}

@@ -203,3 +203,19 @@ def test_functional_call_anchor_keeps_gradients_off():
     anchors = Anchors(_policies(1, "initial"), model, model.net)
     assert all(not t.requires_grad for t in anchors.snapshots["initial"].values())
     assert isinstance(anchors._call, nn.Module) and list(anchors._call.parameters()) == list(model.net.parameters())
+
+
+def test_ema_anchor_follows_the_closed_form():
+    """anchor_k = p + tau^k (anchor_0 - p) for a constant policy p, after k optimizer steps."""
+    model = TinyModel(seed=1)
+    tau = 0.8
+    anchors = Anchors({"ema": make_anchor_policy("ema", RunConfig(params={"anchor.tau": tau}))}, model, model.net)
+    start = {k: v.clone() for k, v in anchors.snapshots["ema"].items()}
+    with torch.no_grad():
+        for p in model.net.parameters():
+            p.add_(0.5)
+    target = {n: p.detach().clone() for n, p in model.net.named_parameters()}
+    for k in range(1, 5):
+        assert anchors.after_optimizer_step(k)
+        for n in start:
+            torch.testing.assert_close(anchors.snapshots["ema"][n], target[n] + tau**k * (start[n] - target[n]))
