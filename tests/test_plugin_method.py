@@ -152,7 +152,9 @@ def test_plugin_runs_in_a_suite_and_in_samplers(plugin_file, tmp_path, inline_ba
     res = CliRunner().invoke(app, ["samplers", "--steps", "6", "--out", str(tmp_path / "s"), "--json", str(js)])
     assert res.exit_code == 0, res.output
     row = next(v for k, v in json.loads(js.read_text())["kernels"].items() if k.startswith("tempered"))
-    assert len(row["std"]) == 6 and all(s > 0 for s in row["std"])
+    sig = sigmas(6, 3.0)  # samplers' default shift; the method's own kernel.power (1.5) is used
+    expected = [0.5 * (float(sig[i] - sig[i + 1]) * float(sig[i]) ** 1.5) ** 0.5 for i in range(6)]
+    assert row["std"] == pytest.approx(expected, rel=1e-9)
 
 
 def test_plugin_loads_from_an_entry_point(tmp_path, monkeypatch):

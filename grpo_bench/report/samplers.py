@@ -80,13 +80,11 @@ def monte_carlo_variance(
 
 
 def default_kernels() -> list[tuple[str, Kernel]]:
-    """Each registered method's kernel at its default noise level, plus the ODE."""
+    """Each registered method's kernel at its defaults (noise level, kernel parameters), plus the ODE."""
     rows = [("ode", make_kernel("ode"))]
     for name in METHODS.names():
-        cfg = make_method(name).config
-        rows.append(
-            (f"{cfg.kernel} ({name}, {cfg.noise_level:g})", make_kernel(cfg.kernel, cfg.noise_level, cfg.score_term))
-        )
+        method = make_method(name)
+        rows.append((f"{method.config.kernel} ({name}, {method.config.noise_level:g})", method.kernel))
     return rows
 
 
