@@ -27,9 +27,12 @@ from pydantic import Field
 from grpo_bench.core.method import Method, MethodConfig, register_method
 from grpo_bench.core.sde import Kernel, ScheduleWarning, register_kernel, register_logprob
 from grpo_bench.core.trust_region import (
+    EMA,
     AnchorPolicy,
+    EveryN,
     KLInputs,
     KLVariant,
+    NeverUpdate,
     analytic_kl,
     register_anchor_policy,
     register_kl,
@@ -40,7 +43,25 @@ from grpo_bench.params import PluginParams
 from grpo_bench.rewards import register as register_reward
 
 __all__ = [
-    "AnchorPolicy", "Field", "KLInputs", "KLVariant", "Kernel", "Method", "MethodConfig", "PluginParams",
-    "ScheduleWarning", "UserError", "analytic_kl", "register_anchor_policy", "register_kernel", "register_kl",
-    "register_logprob", "register_method", "register_model", "register_reward",
+    "EMA",
+    "AnchorPolicy",
+    "EveryN",
+    "NeverUpdate",
+    "Field",
+    "KLInputs",
+    "KLVariant",
+    "Kernel",
+    "Method",
+    "MethodConfig",
+    "PluginParams",
+    "ScheduleWarning",
+    "UserError",
+    "analytic_kl",
+    "register_anchor_policy",
+    "register_kernel",
+    "register_kl",
+    "register_logprob",
+    "register_method",
+    "register_model",
+    "register_reward",
 ]

@@ -129,7 +129,9 @@ def sample(
     n: int = typer.Option(4, "--n", help="Videos to sample."),
     steps: int = typer.Option(20, "--steps", help="Sampler steps."),
     shift: float = typer.Option(3.0, "--shift", help="Schedule shift."),
-    kernel: str = typer.Option("ode", "--kernel", help="Step kernel: ode, flow, dance, sage, cps."),
+    kernel: str = typer.Option(
+        "ode", "--kernel", help="A registered step kernel (`grpo-bench methods` lists them); ode is the base sampler."
+    ),
     noise_level: float = typer.Option(0.0, "--noise-level", help="Kernel noise level (a or eta); 0 for ode."),
     guidance: float = typer.Option(1.0, "--guidance", help="Classifier-free guidance scale (1 = off)."),
     checkpoint: Path | None = typer.Option(
@@ -207,7 +209,9 @@ def run(
 def ablate(
     kl: str | None = typer.Option(None, "--kl", help="'all' or a comma list of KL variants."),
     equalizer: str | None = typer.Option(None, "--equalizer", help="Comma list of on/off, e.g. on,off."),
-    sde: str | None = typer.Option(None, "--sde", help="Comma list of methods or kernels (dance, flow, sage, cps)."),
+    sde: str | None = typer.Option(
+        None, "--sde", help="Comma list of registered methods or their kernels (`grpo-bench methods`)."
+    ),
     base: Path | None = typer.Option(
         None, "--base", help="Suite giving base config, budget, seeds (default suites/ablate_kl.yaml)."
     ),
