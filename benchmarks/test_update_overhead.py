@@ -3,7 +3,8 @@
 The bare loop makes exactly the calls an update makes, on the same batch shapes: per rollout step
 one no_grad forward of the policy on the whole batch, plus, for each KL anchor, one forward on the
 rows that train that step this update; per trained step one forward+backward on the whole batch,
-and one AdamW step; no kernels, log-probs, advantages, gathers or bookkeeping. The reward is a constant-time stub so the ratio measures the harness.
+and one AdamW step; no kernels, log-probs, advantages, gathers or bookkeeping. The reward is a
+constant-time stub so the ratio measures the harness.
 Target: update / bare <= 1.15.
 
     OMP_NUM_THREADS=2 python -m pytest benchmarks/test_update_overhead.py -s -p no:randomly
@@ -17,8 +18,8 @@ import pytest
 import torch
 
 from grpo_bench import models
-from grpo_bench.train.config import RunConfig, resolve
 from grpo_bench.core.rollout import generator
+from grpo_bench.train.config import RunConfig, resolve
 from grpo_bench.train.trainer import Trainer
 
 ROUNDS = 5

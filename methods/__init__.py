@@ -1,1 +1,1 @@
-"""One file per GRPO method, each a small registered class (see grpo_bench.core.method)."""
+"""One file per GRPO method: its kernel, its defaults and its step rule, importing only grpo_bench.api."""

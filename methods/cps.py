@@ -1,6 +1,24 @@
 """CPS (coefficient-preserving sampling): re-noise the predicted x0 with a rotated share of x1."""
 
-from grpo_bench.core.method import Method, MethodConfig, register_method
+import math
+
+from grpo_bench.api import Kernel, Method, MethodConfig, register_kernel, register_method
+
+
+@register_kernel("cps")
+class CPSKernel(Kernel):
+    """CPS (coefficient-preserving sampling): re-noise x0_hat with a rotated share of x1_hat."""
+
+    std_formula = "σ'·sin(aπ/2)"
+    max_noise_level = 1.0  # a is an angle a*pi/2 in [0, pi/2]
+
+    def variance(self, sigma, sigma_next, sigma_1):
+        return (sigma_next * math.sin(self.noise_level * math.pi / 2)) ** 2
+
+    def coefficients(self, sigma, sigma_next, var):
+        # mu = (1-s')*x0_hat + s'*cos(a pi/2)*x1_hat, expanded in x and v.
+        c = math.cos(self.noise_level * math.pi / 2)
+        return (1 - sigma_next) + sigma_next * c, -sigma * (1 - sigma_next) + sigma_next * c * (1 - sigma)
 
 
 @register_method("cps")

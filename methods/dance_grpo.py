@@ -1,6 +1,16 @@
 """DanceGRPO (Xue et al., 2025): constant-coefficient SDE, shared group noise, random step subset."""
 
-from grpo_bench.core.method import Method, MethodConfig, register_method
+from grpo_bench.api import Kernel, Method, MethodConfig, register_kernel, register_method
+
+
+@register_kernel("dance")
+class DanceKernel(Kernel):
+    """DanceGRPO: constant diffusion coefficient, var = eta^2 * Delta."""
+
+    std_formula = "η·sqrt(Δ)"
+
+    def variance(self, sigma, sigma_next, sigma_1):
+        return self.noise_level**2 * (sigma - sigma_next)
 
 
 @register_method("dance_grpo")

@@ -1,6 +1,17 @@
 """FlowGRPO (Liu et al., 2025): first-order SDE with g^2 = a^2 sigma/(1-sigma), fixed KL to pi_0."""
 
-from grpo_bench.core.method import Method, MethodConfig, register_method
+from grpo_bench.api import Kernel, Method, MethodConfig, register_kernel, register_method
+
+
+@register_kernel("flow")
+class FlowKernel(Kernel):
+    """FlowGRPO: left-point estimate of the integral of g^2(s) = a^2 s/(1-s) over the step."""
+
+    std_formula = "a·sqrt(σ/(1-σ)·Δ)"
+
+    def variance(self, sigma, sigma_next, sigma_1):
+        st = sigma_1 if sigma == 1.0 else sigma
+        return self.noise_level**2 * sigma / (1 - st) * (sigma - sigma_next)
 
 
 @register_method("flow_grpo")

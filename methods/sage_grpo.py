@@ -1,9 +1,22 @@
 """SAGE-GRPO: the exact-integral SDE, the gradient-norm equalizer and the dual KL trust region."""
 
-import torch
+import math
+
 from torch import Tensor
 
-from grpo_bench.core.method import Method, MethodConfig, register_method
+from grpo_bench.api import Kernel, Method, MethodConfig, register_kernel, register_method
+
+
+@register_kernel("sage")
+class SageKernel(Kernel):
+    """SAGE-GRPO: the exact integral of eta^2 s/(1-s) over [sigma', sigma] (log correction)."""
+
+    std_formula = "η·sqrt(-Δ + ln((1-σ')/(1-σ)))"
+    clamp = 1 - 3e-3  # the integral diverges at sigma = 1
+
+    def variance(self, sigma, sigma_next, sigma_1):
+        st = min(sigma, self.clamp)
+        return self.noise_level**2 * (-(sigma - sigma_next) + math.log((1 - sigma_next) / (1 - st)))
 
 
 @register_method("sage_grpo")

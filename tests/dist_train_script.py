@@ -46,10 +46,17 @@ def main(out: Path) -> None:
     params = [p for p in model.trainable_module().parameters() if p.requires_grad]
 
     record = {
-        "rank": rank, "world": world, "digest": distributed.parameter_digest(params),
-        "lora_b_abs": float(sum(q.detach().abs().sum() for n, q in model.trainable_module().named_parameters() if "lora_B" in n)),
-        "updates": final.get("updates"), "rows": [rows.start, rows.stop], "gathered": gathered.tolist(),
-        "grad": probe.grad.tolist(), "rank_seed": distributed.rank_seed(cfg.seed, rank),
+        "rank": rank,
+        "world": world,
+        "digest": distributed.parameter_digest(params),
+        "lora_b_abs": float(
+            sum(q.detach().abs().sum() for n, q in model.trainable_module().named_parameters() if "lora_B" in n)
+        ),
+        "updates": final.get("updates"),
+        "rows": [rows.start, rows.stop],
+        "gathered": gathered.tolist(),
+        "grad": probe.grad.tolist(),
+        "rank_seed": distributed.rank_seed(cfg.seed, rank),
     }
     (out / f"rank{rank}.json").write_text(json.dumps(record))
 

@@ -30,7 +30,7 @@ def build_suite(root: Path, rows: dict = ROWS, seeds=(0, 1), samples: int = 2, o
                              "equalizer": True, "seed": seed, "kind": "cell", "metric": "wall_time", "value": 1.0,
                              "text": json.dumps({"labels": {}, "config": cfg, "status": "done", "machine": "test"})})
             videos, evals = [], []
-            for p_i, prompt in enumerate(PROMPTS):
+            for prompt in PROMPTS:
                 for s in range(samples):
                     score = level + 0.1 * s + 0.01 * seed
                     evals.append({"prompt": prompt, "sample": s, "seed": seed, "judge_reward": score,

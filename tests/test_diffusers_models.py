@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from grpo_bench.errors import UserError
-from grpo_bench.models.diffusers_video import AdapterOptions, TextCond
 from grpo_bench.core.schedule import sigmas as harness_sigmas
 from grpo_bench.core.sde import make_kernel
+from grpo_bench.errors import UserError
+from grpo_bench.models.diffusers_video import AdapterOptions, TextCond
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
@@ -110,9 +110,18 @@ def test_wan_two_step_ode_equals_pipeline(wan, guidance):
     pipe = WanPipeline(**parts)
     pipe.set_progress_bar_config(disable=True)
     o = wan.options
-    theirs = pipe(prompt=prompts, negative_prompt="", latents=noise.clone(), num_inference_steps=2, guidance_scale=guidance,
-                  height=o.height, width=o.width, num_frames=o.frames, max_sequence_length=wan.max_sequence_length,
-                  output_type="latent").frames
+    theirs = pipe(
+        prompt=prompts,
+        negative_prompt="",
+        latents=noise.clone(),
+        num_inference_steps=2,
+        guidance_scale=guidance,
+        height=o.height,
+        width=o.width,
+        num_frames=o.frames,
+        max_sequence_length=wan.max_sequence_length,
+        output_type="latent",
+    ).frames
     assert torch.allclose(pipe.scheduler.sigmas.double(), harness_sigmas(2, shift), atol=1e-6)
     assert (ours - noise).abs().max() > 1e-2  # the model moved the latents
     torch.testing.assert_close(ours, theirs.float(), atol=2e-5, rtol=1e-5)
@@ -146,7 +155,9 @@ def test_lora_trains_only_adapters_and_disabled_equals_base():
     from grpo_bench.models.wan import tiny_wan
 
     base = tiny_wan(AdapterOptions(frames=5, height=16, width=16))
-    lora = tiny_wan(AdapterOptions(frames=5, height=16, width=16, lora_rank=4, lora_targets=["to_q", "to_v", "ffn.net.2"]))
+    lora = tiny_wan(
+        AdapterOptions(frames=5, height=16, width=16, lora_rank=4, lora_targets=["to_q", "to_v", "ffn.net.2"])
+    )
     trainable = {n for n, p in lora.trainable_module().named_parameters() if p.requires_grad}
     assert trainable and all(".lora_A." in n or ".lora_B." in n for n in trainable)
     assert all(p.requires_grad for p in base.trainable_module().parameters())  # full fine-tuning

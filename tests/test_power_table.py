@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from grpo_bench.report.data import learning
 from grpo_bench.report.parts import TABLES, Context
 from grpo_bench.report.power import mde, seeds_needed
-from grpo_bench.report.data import learning
 from grpo_bench.report.power_table import power_rows
 
 SEEDS = [0, 1, 2, 3, 4]

@@ -5,8 +5,8 @@ import math
 
 import pytest
 
-from grpo_bench.train.config import from_dict
 from grpo_bench.errors import UserError
+from grpo_bench.train.config import from_dict
 from grpo_bench.train.prompts import load_prompt_set
 from grpo_bench.world import prompts as world_prompts
 
@@ -29,7 +29,11 @@ def test_yaml_and_text_prompt_files(tmp_path):
 
 @pytest.mark.parametrize(
     "content,match",
-    [("train: [a]\n", "exactly the keys"), ("train: []\neval: [b]\n", "non-empty list"), ("train: [a\n", "invalid YAML")],
+    [
+        ("train: [a]\n", "exactly the keys"),
+        ("train: []\neval: [b]\n", "non-empty list"),
+        ("train: [a\n", "invalid YAML"),
+    ],
 )
 def test_bad_prompt_files_name_the_file(tmp_path, content, match):
     f = tmp_path / "bad.yaml"

@@ -78,7 +78,9 @@ def test_clip_preprocessing_matches_the_transformers_processor():
     proc = CLIPImageProcessorPil(size={"shortest_edge": 24}, crop_size={"height": 24, "width": 24})
     u8 = ((img[0].permute(1, 2, 0) + 1) * 127.5).round().clamp(0, 255).byte().numpy()
     ref = torch.tensor(np.asarray(proc(images=[u8], return_tensors="np")["pixel_values"]))
-    ours = clip_preprocess((torch.tensor(u8).permute(2, 0, 1)[None].float() / 127.5) - 1, 24, 24, proc.image_mean, proc.image_std)
+    ours = clip_preprocess(
+        (torch.tensor(u8).permute(2, 0, 1)[None].float() / 127.5) - 1, 24, 24, proc.image_mean, proc.image_std
+    )
     assert ours.shape == ref.shape == (1, 3, 24, 24)
     assert (ours - ref).abs().mean() < 0.02 and (ours - ref).abs().max() < 0.25  # resampler differences only
 
@@ -106,7 +108,9 @@ def test_clip_loads_from_a_local_folder_and_missing_is_clear(clip_parts, tmp_pat
     model, tok = clip_parts
     model.save_pretrained(tmp_path / "clip")
     tok.save_pretrained(tmp_path / "clip")
-    CLIPImageProcessorPil(size={"shortest_edge": 30}, crop_size={"height": 30, "width": 30}).save_pretrained(tmp_path / "clip")
+    CLIPImageProcessorPil(size={"shortest_edge": 30}, crop_size={"height": 30, "width": 30}).save_pretrained(
+        tmp_path / "clip"
+    )
     r = rewards.load("clip_score", model=str(tmp_path / "clip"))
     assert (r.size, r.crop) == (30, 30)
     from grpo_bench.rewards.clip_score import ClipScore
@@ -128,12 +132,32 @@ NORM = {"VQ_mean": 0.5, "VQ_std": 2.0, "MQ_mean": -1.0, "MQ_std": 0.5, "TA_mean"
 
 def videoalign_config(max_pixels):
     return {
-        "data_config": {"fps": 2.0, "num_frames": None, "max_frame_pixels": max_pixels, "min_frame_pixels": 28 * 28,
-                        "sample_type": "uniform", "eval_dim": ["VQ", "MQ", "TA"], "prompt_template_type": "detailed_special"},
-        "model_config": {"model_name_or_path": "base", "output_dim": 1, "use_special_tokens": True, "reward_token": "special"},
-        "peft_lora_config": {"lora_enable": True, "vision_lora": False, "lora_r": 4, "lora_alpha": 8, "lora_dropout": 0.05,
-                             "lora_namespan_exclude": ["lm_head", "rm_head", "embed_tokens", "visual"], "num_lora_modules": -1,
-                             "lora_task_type": "CAUSAL_LM", "use_rslora": False},
+        "data_config": {
+            "fps": 2.0,
+            "num_frames": None,
+            "max_frame_pixels": max_pixels,
+            "min_frame_pixels": 28 * 28,
+            "sample_type": "uniform",
+            "eval_dim": ["VQ", "MQ", "TA"],
+            "prompt_template_type": "detailed_special",
+        },
+        "model_config": {
+            "model_name_or_path": "base",
+            "output_dim": 1,
+            "use_special_tokens": True,
+            "reward_token": "special",
+        },
+        "peft_lora_config": {
+            "lora_enable": True,
+            "vision_lora": False,
+            "lora_r": 4,
+            "lora_alpha": 8,
+            "lora_dropout": 0.05,
+            "lora_namespan_exclude": ["lm_head", "rm_head", "embed_tokens", "visual"],
+            "num_lora_modules": -1,
+            "lora_task_type": "CAUSAL_LM",
+            "use_rslora": False,
+        },
         "inference_config": NORM,
     }
 
@@ -209,17 +233,27 @@ def test_videoalign_loads_a_reference_layout_checkpoint(videoalign_parts, tmp_pa
 
     model, tok, config = videoalign_parts
     base_dir, ck_dir = tmp_path / "qwen2vl", tmp_path / "videoreward"
-    fresh_base = tiny_qwen2vl(word_tokenizer(QWEN_SPECIALS, pad="<|endoftext|>", eos="<|im_end|>", model_max_length=4096))
+    fresh_base = tiny_qwen2vl(
+        word_tokenizer(QWEN_SPECIALS, pad="<|endoftext|>", eos="<|im_end|>", model_max_length=4096)
+    )
     fresh_base.save_pretrained(base_dir)
-    word_tokenizer(QWEN_SPECIALS, pad="<|endoftext|>", eos="<|im_end|>", model_max_length=4096).save_pretrained(base_dir)
+    word_tokenizer(QWEN_SPECIALS, pad="<|endoftext|>", eos="<|im_end|>", model_max_length=4096).save_pretrained(
+        base_dir
+    )
 
     def legacy(k):  # this model's key -> the reference checkpoint's key
-        k = k.replace("model.language_model.", "model.").replace("model.visual.", "visual.").replace(".default.weight", ".weight")
+        k = (
+            k.replace("model.language_model.", "model.")
+            .replace("model.visual.", "visual.")
+            .replace(".default.weight", ".weight")
+        )
         return "base_model.model." + k
 
     state = model.state_dict()
     lora = {legacy(k): v.contiguous() for k, v in state.items() if "lora_" in k}
-    non_lora = {legacy(k): v for k, v in state.items() if k in ("rm_head.weight", "model.language_model.embed_tokens.weight")}
+    non_lora = {
+        legacy(k): v for k, v in state.items() if k in ("rm_head.weight", "model.language_model.embed_tokens.weight")
+    }
     (ck_dir / "checkpoint-7").mkdir(parents=True)
     save_file(lora, str(ck_dir / "checkpoint-7" / "adapter_model.safetensors"))
     torch.save(non_lora, ck_dir / "checkpoint-7" / "non_lora_state_dict.pth")
@@ -227,7 +261,9 @@ def test_videoalign_loads_a_reference_layout_checkpoint(videoalign_parts, tmp_pa
     cfg["model_config"]["model_name_or_path"] = str(base_dir)
     (ck_dir / "model_config.json").write_text(json.dumps(cfg))
     loaded = rewards.load("videoalign", checkpoint=str(ck_dir), source_fps=4.0, dtype="float32")
-    assert isinstance(loaded.model, reward_model_class().__mro__[1]) and any("lora_A" in n for n, _ in loaded.model.named_parameters())
+    assert isinstance(loaded.model, reward_model_class().__mro__[1]) and any(
+        "lora_A" in n for n, _ in loaded.model.named_parameters()
+    )
     v = videos(b=2, f=9, h=40, w=50, seed=5)
     ref = VideoAlignReward(model, tok, config, source_fps=4.0)(v, PROMPTS[:2])
     got = loaded(v, PROMPTS[:2])

@@ -60,7 +60,9 @@ def test_oracle_reward_follows_the_protocol():
         assert v.shape == (6,) and not v.requires_grad
         assert v.min() >= 0.95
     # A mismatched prompt (other colour) lowers TA only.
-    other = r(videos, ["a blue circle moving left" if t.split()[1] != "blue" else "a red circle moving left" for t in texts])
+    other = r(
+        videos, ["a blue circle moving left" if t.split()[1] != "blue" else "a red circle moving left" for t in texts]
+    )
     assert (other["ta"] < 0.5).all()
     assert torch.allclose(other["vq"], out["vq"]) and torch.allclose(other["mq"], out["mq"])
 

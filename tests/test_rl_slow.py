@@ -47,5 +47,9 @@ def test_sage_dual_setting_b_improves_the_judge_and_the_oracle(tmp_path):
 def test_no_kl_at_high_lr_hacks_the_judge(tmp_path):
     s = _runs(tmp_path / "hack", (0,), method="sage_grpo", kl="none", setting="B", lr=HACK_LR)
     assert s["eval_reward_delta"]["mean"] > 0  # the judge says better
-    worse = (s["eval_correct_delta"]["mean"] < 0, s["eval_oracle_ta_delta"]["mean"] < 0, s["eval_manifold_delta"]["mean"] > 0)
+    worse = (
+        s["eval_correct_delta"]["mean"] < 0,
+        s["eval_oracle_ta_delta"]["mean"] < 0,
+        s["eval_manifold_delta"]["mean"] > 0,
+    )
     assert sum(worse) >= 2, s  # the oracle says worse

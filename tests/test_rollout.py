@@ -7,12 +7,13 @@ import torch
 from tiny_world import TinyModel
 
 from grpo_bench.core import schedule
-from grpo_bench.train.config import RunConfig
 from grpo_bench.core.loss import LossContext, step_terms
 from grpo_bench.core.method import METHODS, make_method
-from grpo_bench.core.rollout import StepTable, generator, initial_noise, rollout, sample_ode
-from grpo_bench.core.sde import log_prob
+from grpo_bench.core.rollout import StepTable, generator, initial_noise, rollout
+from grpo_bench.core.sampling import sample
+from grpo_bench.core.sde import log_prob, make_kernel
 from grpo_bench.core.trust_region import Anchors, make_kl
+from grpo_bench.train.config import RunConfig
 
 PROMPTS = ["a red circle moving left", "a blue square moving up"]
 
@@ -36,7 +37,7 @@ def _setup(method_name: str, steps: int = 5, G: int = 3, guidance: float = 1.0, 
     table = StepTable.build(method, sig)
     stored = method.eligible_steps(sig).nonzero().flatten()
     x0 = initial_noise(model.latent_shape, len(PROMPTS), G, method.config.shared_noise, generator(0, "noise", 0))
-    anc = Anchors(anchors, model, model.net, every=10)
+    anc = Anchors(anchors, model, model.net)
     ro = rollout(model, table, [p for p in PROMPTS for _ in range(G)], x0, guidance=guidance, stored=stored,
                  logprob=method.config.logprob, sde_gen=generator(0, "sde", 0),
                  anchors={a: anc.velocity(a) for a in anc.names})
@@ -127,15 +128,17 @@ def test_rho_is_one_with_guidance_too():
     assert torch.equal(t.ratio, torch.ones(6))
 
 
-def test_sample_ode_is_deterministic_euler():
+def test_ode_sample_is_deterministic_euler():
     model = TinyModel(seed=0)
     sig = schedule.sigmas(3, 2.0)
     x0 = torch.randn(2, *model.latent_shape, generator=torch.Generator().manual_seed(0))
-    out = sample_ode(model, sig, PROMPTS, x0, guidance=1.0, chunk=1)
+    out = sample(model, PROMPTS, x0, sig, make_kernel("ode"), chunk=1, decode=True)
     x = x0.clone()
     with torch.no_grad():
         for i in range(3):
-            x = x - float(sig[i] - sig[i + 1]) * model.velocity(x, sig[i].float().expand(2), model.encode_prompts(PROMPTS))
+            x = x - float(sig[i] - sig[i + 1]) * model.velocity(
+                x, sig[i].float().expand(2), model.encode_prompts(PROMPTS)
+            )
     torch.testing.assert_close(out, x.clamp(-1, 1), rtol=1e-5, atol=1e-5)
 
 
@@ -147,10 +150,20 @@ def test_anchor_forward_only_on_rows_that_train_the_step():
     stored = method.eligible_steps(sig).nonzero().flatten()
     B = 6
     steps = method.train_steps(sig, B, torch.Generator().manual_seed(1))  # Long[B, K]
-    anc = Anchors(("initial",), model, model.net, every=10)
+    anc = Anchors(("initial",), model, model.net)
     x0 = initial_noise(model.latent_shape, 2, 3, True, generator(0, "noise", 0))
-    ro = rollout(model, table, [p for p in PROMPTS for _ in range(3)], x0, guidance=1.0, stored=stored, logprob="gaussian",
-                 sde_gen=generator(0, "sde", 0), anchors={"initial": anc.velocity("initial")}, train_steps=steps)
+    ro = rollout(
+        model,
+        table,
+        [p for p in PROMPTS for _ in range(3)],
+        x0,
+        guidance=1.0,
+        stored=stored,
+        logprob="gaussian",
+        sde_gen=generator(0, "sde", 0),
+        anchors={"initial": anc.velocity("initial")},
+        train_steps=steps,
+    )
     trains = torch.zeros(B, 5, dtype=torch.bool).scatter_(1, steps, True)  # [B, T]
     expect = []
     for i in range(5):

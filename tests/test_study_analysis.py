@@ -47,7 +47,8 @@ def test_bradley_terry_of_two_rows_is_the_log_odds_of_the_win_rate():
 
 
 def test_krippendorff_alpha_is_one_for_perfect_agreement_and_low_for_noise():
-    same = pd.DataFrame([{"rater": r, "pair_id": f"p{p}", "outcome": [0, 0.5, 1][p % 3]} for r in range(4) for p in range(9)])
+    same = pd.DataFrame([{"rater": r, "pair_id": f"p{p}", "outcome": [0, 0.5, 1][p % 3]}
+                         for r in range(4) for p in range(9)])
     assert alpha(same) == pytest.approx(1.0)
     rng = np.random.default_rng(0)
     noise = same.assign(outcome=rng.choice([0, 0.5, 1], len(same)))

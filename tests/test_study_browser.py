@@ -25,13 +25,13 @@ if not (CHROMIUM.is_file() and DRIVER.is_file()):
     pytest.skip("needs Debian's chromium and chromium-driver (/usr/bin/chromium, /usr/bin/chromedriver); "
                 "apt-get install chromium chromium-driver", allow_module_level=True)
 
-from selenium.common.exceptions import (
+from selenium.common.exceptions import (  # noqa: E402  (after the skip above)
     NoSuchElementException,
     StaleElementReferenceException,
 )
-from selenium.webdriver.chrome.service import Service
-from selenium.webdriver.common.by import By
-from selenium.webdriver.support.ui import WebDriverWait
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 
 def _free_port() -> int:
@@ -85,7 +85,8 @@ def _answer(driver, choices: dict[str, str]) -> tuple:
         driver.find_element(By.ID, f"{dim}-{choice}").click()
     driver.find_element(By.ID, "submit").click()
     WebDriverWait(driver, 15, ignored_exceptions=(StaleElementReferenceException, NoSuchElementException)).until(
-        lambda d: d.find_elements(By.ID, "done") or d.find_element(By.ID, "progress").get_attribute("value") == str(done + 1))
+        lambda d: d.find_elements(By.ID, "done")
+        or d.find_element(By.ID, "progress").get_attribute("value") == str(done + 1))
     return pair, left, right, choices
 
 

@@ -126,6 +126,6 @@ def test_order_and_sides_are_per_rater_and_progress_resumes(client, kit):
         client.post("/answer", data=_form(page))
     rows = _rows(kit)
     assert {(r[1], r[4], r[5]) for r in rows} == {(s.pair.id, s.left, s.right) for s in a[:2]}
-    for s in a[2:]:  # answer the rest: the done page
+    for _ in a[2:]:  # answer the rest: the done page
         client.post("/answer", data={**_form(client.get("/rate", params={"rater": "alice"}).text)})
     assert 'id="done"' in client.get("/rate", params={"rater": "alice"}).text

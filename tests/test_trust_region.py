@@ -9,11 +9,32 @@ import torch
 from tiny_world import TinyModel
 from torch import nn
 
-from grpo_bench.train.config import RunConfig
 from grpo_bench.core.trust_region import (
-    KL_VARIANTS, AdaptiveKLWeight, Anchors, ConstantKLWeight, KLInputs, KLVariant, analytic_kl, make_kl,
+    KL_VARIANTS,
+    AdaptiveKLWeight,
+    Anchors,
+    ConstantKLWeight,
+    KLInputs,
+    analytic_kl,
+    make_anchor_policy,
+    make_kl,
     make_kl_weight,
 )
+from grpo_bench.train.config import RunConfig
+
+
+def _policies(every: int, *names: str) -> dict:
+    """'initial' never moves, 'moving' is copied every N optimizer steps (the shipped variants' anchors)."""
+    cfg = RunConfig(anchor_every=every)
+    kinds = {"initial": "never", "moving": "every"}
+    return {n: make_anchor_policy(kinds[n], cfg) for n in names}
+
+
+def _reference_kl(mu, mu_ref, var):
+    """KL(N(mu, var) || N(mu_ref, var)) per element from torch.distributions, averaged per sample."""
+    std = var.sqrt().view(-1, *([1] * (mu.ndim - 1))).expand_as(mu)
+    kl = torch.distributions.kl_divergence(torch.distributions.Normal(mu, std), torch.distributions.Normal(mu_ref, std))
+    return kl.flatten(1).mean(1)
 
 
 def _inputs(seed: int = 0, b: int = 5) -> KLInputs:
@@ -27,13 +48,13 @@ def _inputs(seed: int = 0, b: int = 5) -> KLInputs:
     )
 
 
-def test_registry_holds_the_five_variants_as_classes():
-    assert sorted(KL_VARIANTS.names()) == ["dual", "fixed", "moving", "none", "stepwise"]
-    for name in KL_VARIANTS.names():
-        assert issubclass(KL_VARIANTS.get(name), KLVariant)
-    assert KL_VARIANTS.get("fixed").anchors == ("initial",)
-    assert KL_VARIANTS.get("dual").anchors == ("moving",)
-    assert KL_VARIANTS.get("stepwise").anchors == ()
+@pytest.mark.parametrize("name, anchors", [
+    ("none", {}), ("fixed", {"initial": "never"}), ("stepwise", {}), ("moving", {"moving": "every"}),
+    ("dual", {"moving": "every"}),
+])
+def test_shipped_variants_anchor_policies_follow_design(name, anchors):
+    """DESIGN.md §4: pi_0 is never updated, the moving anchor is copied every N optimizer steps."""
+    assert dict(KL_VARIANTS.get(name).anchors) == anchors
 
 
 def test_analytic_kl_closed_form():
@@ -48,11 +69,11 @@ def test_analytic_kl_closed_form():
 def test_each_variant_estimator():
     cfg = RunConfig()
     x = _inputs()
-    torch.testing.assert_close(make_kl(RunConfig(kl="fixed"))(x)["kl"], analytic_kl(x.mu, x.mu_ref["initial"], x.var))
-    torch.testing.assert_close(make_kl(RunConfig(kl="moving"))(x)["kl"], analytic_kl(x.mu, x.mu_ref["moving"], x.var))
-    torch.testing.assert_close(make_kl(RunConfig(kl="stepwise"))(x)["kl"], x.logp_old - x.logp)
+    torch.testing.assert_close(make_kl(RunConfig(kl="fixed"))(x)["kl"], _reference_kl(x.mu, x.mu_ref["initial"], x.var))
+    torch.testing.assert_close(make_kl(RunConfig(kl="moving"))(x)["kl"], _reference_kl(x.mu, x.mu_ref["moving"], x.var))
+    torch.testing.assert_close(make_kl(RunConfig(kl="stepwise"))(x)["kl"], x.logp_old - x.logp)  # seed eq. 15
     torch.testing.assert_close(make_kl(RunConfig(kl="stepwise", stepwise_estimator="analytic"))(x)["kl"],
-                               analytic_kl(x.mu, x.mu_old, x.var))
+                               _reference_kl(x.mu, x.mu_old, x.var))
     assert torch.equal(make_kl(RunConfig(kl="none"))(x)["kl"], torch.zeros(5))
     assert cfg.beta_pos == 1.0 and cfg.beta_vel == 0.1  # DESIGN §4 defaults
 
@@ -73,7 +94,7 @@ def test_anchor_velocity_is_a_snapshot_of_trainable_params_only():
     model = TinyModel(seed=3)
     model.net.sig.weight.requires_grad_(False)  # a frozen parameter (as the base weights under LoRA)
     frozen_copy = copy.deepcopy(model)
-    anchors = Anchors(("initial", "moving"), model, model.net, every=3)
+    anchors = Anchors(_policies(3, "initial", "moving"), model, model.net)
     assert "sig.weight" not in anchors.snapshots["initial"] and "sig.bias" in anchors.snapshots["initial"]
     x, sigma = torch.randn(2, 3, 8, 16, 16), torch.tensor([0.3, 0.9])
     cond = model.encode_prompts(["a red circle moving left", "a blue square moving up"])
@@ -86,12 +107,14 @@ def test_anchor_velocity_is_a_snapshot_of_trainable_params_only():
         assert not torch.equal(v_anchor, model.velocity(x, sigma, cond))
         torch.testing.assert_close(v_anchor, frozen_copy.velocity(x, sigma, cond))
         # the model itself is untouched by the anchor call
-        assert all(p.requires_grad or torch.equal(p, q) for p, q in zip(model.net.parameters(), frozen_copy.net.parameters()))
+        assert all(
+            p.requires_grad or torch.equal(p, q) for p, q in zip(model.net.parameters(), frozen_copy.net.parameters())
+        )
 
 
 def test_moving_anchor_copied_exactly_every_n_steps():
     model = TinyModel(seed=1)
-    anchors = Anchors(("initial", "moving"), model, model.net, every=4)
+    anchors = Anchors(_policies(4, "initial", "moving"), model, model.net)
     initial = {k: v.clone() for k, v in anchors.snapshots["initial"].items()}
     param = dict(model.net.named_parameters())
     copied_at, last_copy = [], {k: v.clone() for k, v in initial.items()}
@@ -110,12 +133,12 @@ def test_moving_anchor_copied_exactly_every_n_steps():
 
 def test_anchor_state_round_trip():
     model = TinyModel(seed=1)
-    anchors = Anchors(("moving",), model, model.net, every=1)
+    anchors = Anchors(_policies(1, "moving"), model, model.net)
     with torch.no_grad():
         next(model.net.parameters()).add_(1.0)
     anchors.after_optimizer_step(1)
     state = copy.deepcopy(anchors.state_dict())
-    other = Anchors(("moving",), TinyModel(seed=1), TinyModel(seed=1).net, every=1)
+    other = Anchors(_policies(1, "moving"), TinyModel(seed=1), TinyModel(seed=1).net)
     other.load_state_dict(state)
     for k in state["snapshots"]["moving"]:
         assert torch.equal(other.snapshots["moving"][k], anchors.snapshots["moving"][k])
@@ -177,6 +200,22 @@ def test_make_kl_weight_chooses_by_config():
 
 def test_functional_call_anchor_keeps_gradients_off():
     model = TinyModel()
-    anchors = Anchors(("initial",), model, model.net, every=1)
+    anchors = Anchors(_policies(1, "initial"), model, model.net)
     assert all(not t.requires_grad for t in anchors.snapshots["initial"].values())
     assert isinstance(anchors._call, nn.Module) and list(anchors._call.parameters()) == list(model.net.parameters())
+
+
+def test_ema_anchor_follows_the_closed_form():
+    """anchor_k = p + tau^k (anchor_0 - p) for a constant policy p, after k optimizer steps."""
+    model = TinyModel(seed=1)
+    tau = 0.8
+    anchors = Anchors({"ema": make_anchor_policy("ema", RunConfig(params={"anchor.tau": tau}))}, model, model.net)
+    start = {k: v.clone() for k, v in anchors.snapshots["ema"].items()}
+    with torch.no_grad():
+        for p in model.net.parameters():
+            p.add_(0.5)
+    target = {n: p.detach().clone() for n, p in model.net.named_parameters()}
+    for k in range(1, 5):
+        assert anchors.after_optimizer_step(k)
+        for n in start:
+            torch.testing.assert_close(anchors.snapshots["ema"][n], target[n] + tau**k * (start[n] - target[n]))

@@ -12,13 +12,13 @@ import torch
 from typer.testing import CliRunner
 
 from grpo_bench.cli.commands import app
+from grpo_bench.core.sampling import guided_velocity, sample
+from grpo_bench.core.schedule import sigmas
+from grpo_bench.core.sde import make_kernel
 from grpo_bench.errors import UserError
 from grpo_bench.models import build, load, names
 from grpo_bench.models.base import VideoModel
 from grpo_bench.models.world import DEFAULT_WEIGHTS, load_weights
-from grpo_bench.core.sampling import guided_velocity, sample
-from grpo_bench.core.schedule import sigmas
-from grpo_bench.core.sde import make_kernel
 from grpo_bench.world import prompts
 from grpo_bench.world.model import NULL_INDEX, WorldUNetConfig, param_count
 from grpo_bench.world.oracle import oracle
@@ -52,7 +52,9 @@ def test_protocol_shapes_and_conditioning():
     v = model.velocity(x, torch.tensor([0.3, 0.9]), cond)
     assert v.shape == x.shape
     # A scalar sigma broadcasts like a per-sample one.
-    torch.testing.assert_close(model.velocity(x, torch.tensor(0.5), cond), model.velocity(x, torch.full((2,), 0.5), cond))
+    torch.testing.assert_close(
+        model.velocity(x, torch.tensor(0.5), cond), model.velocity(x, torch.full((2,), 0.5), cond)
+    )
     assert model.decode(3 * x).abs().max() <= 1.0
     with pytest.raises(UserError, match="colours red, green, blue, yellow"):
         model.encode_prompts(["a purple circle moving left"])
@@ -67,8 +69,10 @@ def test_guidance_is_one_doubled_batch_and_sample_is_euler():
     cond, null = model.encode_prompts(texts), model.null_cond(2)
     x, s = torch.randn(2, *model.latent_shape), torch.tensor([0.7, 0.7])
     v_c, v_n = model.velocity(x, s, cond), model.velocity(x, s, null)
-    torch.testing.assert_close(guided_velocity(model, x, s, cond, null, 3.0), v_n + 3.0 * (v_c - v_n), rtol=1e-4, atol=1e-5)
-    torch.testing.assert_close(guided_velocity(model, x, s, cond, null, 1.0), v_c)
+    torch.testing.assert_close(
+        guided_velocity(model.velocity, x, s, cond, null, 3.0), v_n + 3.0 * (v_c - v_n), rtol=1e-4, atol=1e-5
+    )
+    torch.testing.assert_close(guided_velocity(model.velocity, x, s, cond, null, 1.0), v_c)
     # Two ODE steps by hand: x' = x - (sigma - sigma') v.
     sig = sigmas(2, 3.0)
     with torch.no_grad():
@@ -124,7 +128,9 @@ def test_pretrain_smoke_is_deterministic_and_writes_a_loadable_card(tmp_path):
     assert scored["oracle"]["eval"]["videos"] == 8 and 0 <= scored["oracle"]["eval"]["correct"] <= 1
     assert json.loads((tmp_path / "a.json").read_text())["oracle"] == scored["oracle"]
     # A second (fine-tuning) stage starts from the first one's weights and names it in its card.
-    stage2 = train(PretrainConfig(steps=1, seed=1, batch=2, init=str(tmp_path / "a.safetensors")), tmp_path / "s2.safetensors")
+    stage2 = train(
+        PretrainConfig(steps=1, seed=1, batch=2, init=str(tmp_path / "a.safetensors")), tmp_path / "s2.safetensors"
+    )
     assert stage2["init"]["file"] == "a.safetensors" and stage2["init"]["card"]["steps"] == 3
     assert "--init a.safetensors" in stage2["command"]
     with pytest.raises(UserError, match="--steps or --minutes"):
@@ -134,7 +140,20 @@ def test_pretrain_smoke_is_deterministic_and_writes_a_loadable_card(tmp_path):
 def test_sample_cli_writes_gif_strip_and_json(tmp_path):
     out, js = tmp_path / "s.gif", tmp_path / "s.json"
     result = CliRunner().invoke(
-        app, ["sample", "--prompt", "a green square moving right", "--n", "2", "--steps", "4", "--out", str(out), "--json", str(js)]
+        app,
+        [
+            "sample",
+            "--prompt",
+            "a green square moving right",
+            "--n",
+            "2",
+            "--steps",
+            "4",
+            "--out",
+            str(out),
+            "--json",
+            str(js),
+        ],
     )
     assert result.exit_code == 0, result.output
     gif = iio.imread(out, index=None)
@@ -146,9 +165,24 @@ def test_sample_cli_writes_gif_strip_and_json(tmp_path):
 
 def test_unknown_prompt_word_exits_2_listing_the_vocabulary(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "grpo_bench.cli", "sample", "--prompt", "a purple circle moving left", "--out", str(tmp_path / "x.gif")],
-        capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "grpo_bench.cli",
+            "sample",
+            "--prompt",
+            "a purple circle moving left",
+            "--out",
+            str(tmp_path / "x.gif"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 2
-    assert "purple" in proc.stderr and "red, green, blue, yellow" in proc.stderr and "circle, square, triangle" in proc.stderr
+    assert (
+        "purple" in proc.stderr
+        and "red, green, blue, yellow" in proc.stderr
+        and "circle, square, triangle" in proc.stderr
+    )
     assert not (tmp_path / "x.gif").exists()

@@ -68,7 +68,10 @@ def judge_scores(videos: Tensor, prompts: list[str]) -> tuple[dict[str, Tensor] 
 
         judge = load("world_judge")
     except (ImportError, AttributeError, UserError, FileNotFoundError) as exc:
-        return None, f"judge not available ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); oracle only"
+        return (
+            None,
+            f"judge not available ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); oracle only",
+        )
     with torch.no_grad():
         return judge(videos, prompts), None
 
@@ -88,10 +91,10 @@ def run_sample(
     console: Console | None = None,
 ) -> dict:
     """Sample ``n`` videos of ``prompt``; write ``out`` (GIF) and ``out``.png; print and return the scores."""
-    from grpo_bench.models import load
     from grpo_bench.core.sampling import sample
     from grpo_bench.core.schedule import sigmas
     from grpo_bench.core.sde import make_kernel
+    from grpo_bench.models import load
     from grpo_bench.world.oracle import oracle
     from grpo_bench.world.vocab import parse
 

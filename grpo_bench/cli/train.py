@@ -60,7 +60,8 @@ def run_train(cfg: RunConfig, out: Path | None, resume: bool, console: Console) 
     ev = final.get("eval", {})
     console.print(
         f"done: {out}  reward {final['metrics'].get('reward', float('nan')):+.4f}  "
-        f"eval judge {ev.get('eval_reward', float('nan')):+.4f}  oracle correct {ev.get('eval_correct', float('nan')):.3f}  "
+        f"eval judge {ev.get('eval_reward', float('nan')):+.4f}  "
+        f"oracle correct {ev.get('eval_correct', float('nan')):.3f}  "
         f"wall {final.get('wall_time', 0):.0f}s"
     )
     return final

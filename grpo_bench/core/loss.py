@@ -19,8 +19,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from grpo_bench.train import sharding
-from grpo_bench.core.rollout import Rollout, StepTable, guided_velocity, index_cond, transition
+from grpo_bench.core import dtensors as sharding
+from grpo_bench.core.rollout import Rollout, StepTable, transition
+from grpo_bench.core.sampling import guided_velocity, index_cond
 from grpo_bench.core.sde import log_prob
 from grpo_bench.core.trust_region import KLInputs, KLVariant
 

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
-from typing import ClassVar
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
 
+from grpo_bench import params as plugin_params
+from grpo_bench.core.sde import LOGPROB_FORMS, Kernel, make_kernel, stochastic_steps
 from grpo_bench.errors import UserError
-from grpo_bench.registry import LazyRegistry
-from grpo_bench.core.sde import KERNELS, LOGPROB_FORMS, Kernel, make_kernel, stochastic_steps
+from grpo_bench.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -46,10 +48,16 @@ class MethodConfig:
     """Weight each step's loss by the gradient-norm equalizer S_i (SAGE-GRPO)."""
     window: tuple[int, int] | None = None
     """(k, w): sample with the SDE and train only on steps k..k+w-1, ODE elsewhere ('fast' variants)."""
+    params: Mapping[str, Any] = field(default_factory=dict)
+    """Plug-in parameters the method sets by default, dotted: {"kernel.gamma": 0.3, "anchor.tau": 0.99}."""
 
     def __post_init__(self) -> None:
-        KERNELS.get(self.kernel, where="method config: ")
-        LOGPROB_FORMS.get(self.logprob, where="method config: ")
+        # Kernel and log-prob names are checked when a Method is built (make_method), not here: a
+        # method file may define its defaults before the registries hold every plug-in.
+        bad = sorted(k for k in self.params if not plugin_params.is_param_key(k))
+        if bad:
+            raise UserError(f"method params {bad}: keys are '<component>.<name>' with component one of "
+                            f"{', '.join(plugin_params.PREFIXES)}")
         if not (0 < self.train_fraction <= 1):
             raise UserError(f"train_fraction must be in (0, 1], got {self.train_fraction!r}")
         if not (math.isfinite(self.clip_range) and self.clip_range > 0):
@@ -67,15 +75,19 @@ class Method:
     defaults: ClassVar[MethodConfig]
     paper: ClassVar[str] = ""
 
-    def __init__(self, **overrides: object) -> None:
+    def __init__(self, **overrides: Any) -> None:
         fields = {f.name for f in dataclasses.fields(MethodConfig)}
         bad = sorted(set(overrides) - fields)
         if bad:
             raise UserError(f"unknown method option(s) {bad}; allowed: {', '.join(sorted(fields))}")
         if overrides.get("window") is not None:
             overrides["window"] = tuple(overrides["window"])  # YAML gives lists
+        if "params" in overrides:  # a run's plug-in parameters refine the method's, key by key
+            overrides["params"] = {**self.defaults.params, **(overrides["params"] or {})}
         self.config = dataclasses.replace(self.defaults, **overrides)
-        self.kernel: Kernel = make_kernel(self.config.kernel, self.config.noise_level, self.config.score_term)
+        LOGPROB_FORMS.get(self.config.logprob, where=f"method {self.name!r}: logprob: ")
+        self.kernel: Kernel = make_kernel(self.config.kernel, self.config.noise_level, self.config.score_term,
+                                          plugin_params.component(self.config.params, "kernel"))
 
     # --- which steps are stochastic, which are trained ------------------------------------
     def sde_steps(self, sigmas: Tensor) -> Tensor:
@@ -107,11 +119,7 @@ class Method:
         order = torch.rand(batch, eligible.numel(), generator=generator).argsort(dim=1)[:, :k]
         return eligible[order].sort(dim=1).values
 
-    def describe(self) -> dict[str, object]:
-        return {"name": self.name, "paper": self.paper, **dataclasses.asdict(self.config)}
-
-
-METHODS: LazyRegistry[type[Method]] = LazyRegistry("method", "grpo_bench.methods")
+METHODS: Registry[type[Method]] = Registry("method")
 
 
 def register_method(name: str):

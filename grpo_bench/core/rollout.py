@@ -1,6 +1,6 @@
 """Batched group rollouts (DESIGN.md §2–4): P prompts × G rollouts sampled together.
 
-One batched model call per step (classifier-free guidance as one doubled batch), the method's
+One batched model call per step (classifier-free guidance as one doubled batch, core/sampling.py), the method's
 kernel at every SDE step (``method.sde_steps``), the ODE elsewhere. At every *stored* step (the
 steps the method may train) the rollout keeps x_i, x_{i+1}, logp_old and mu_old for all rows, and
 for each KL anchor mu_ref from one extra batched forward with the anchor's parameters, run on the
@@ -14,7 +14,6 @@ Rows are group-major: prompt p owns rows p*G .. p*G+G-1.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,9 +21,13 @@ import torch
 from torch import Tensor
 
 from grpo_bench.core.method import Method
+from grpo_bench.core.sampling import VelocityFn, cat_cond, guided_velocity, index_cond
 from grpo_bench.core.sde import ODEKernel, log_prob
 
-VelocityFn = Callable[[Tensor, Tensor, Any], Tensor]
+__all__ = [
+    "Rollout", "StepTable", "VelocityFn", "cat_cond", "derived_seed", "generator", "guided_velocity", "index_cond",
+    "initial_noise", "rollout", "transition",
+]
 
 
 # --- seeds: every stream derives from (seed, stream name, index) alone ------------------------
@@ -36,38 +39,6 @@ def derived_seed(seed: int, stream: str, index: int = 0) -> int:
 
 def generator(seed: int, stream: str, index: int = 0, device: torch.device | str = "cpu") -> torch.Generator:
     return torch.Generator(device=device).manual_seed(derived_seed(seed, stream, index))
-
-
-# --- conditioning pytrees (Tensor, or dict / list / tuple of them, batched along dim 0) --------
-def cat_cond(a: Any, b: Any) -> Any:
-    """Concatenate two conditionings along the batch."""
-    if isinstance(a, Tensor):
-        return torch.cat([a, b])
-    if isinstance(a, dict):
-        return {k: cat_cond(a[k], b[k]) for k in a}
-    if isinstance(a, (list, tuple)):
-        return type(a)(cat_cond(x, y) for x, y in zip(a, b))
-    return a  # non-batched extras (None, flags) pass through
-
-
-def index_cond(c: Any, rows: Tensor) -> Any:
-    """Select batch rows of a conditioning."""
-    if isinstance(c, Tensor):
-        return c[rows.to(c.device)]
-    if isinstance(c, dict):
-        return {k: index_cond(v, rows) for k, v in c.items()}
-    if isinstance(c, (list, tuple)):
-        return type(c)(index_cond(v, rows) for v in c)
-    return c
-
-
-def guided_velocity(velocity: VelocityFn, x: Tensor, sigma: Tensor, cond: Any, null: Any, guidance: float) -> Tensor:
-    """v for x: Tensor[b, ...] at sigma: Tensor[b]; with guidance > 1 ONE call on the doubled batch."""
-    if guidance == 1.0:
-        return velocity(x, sigma, cond)
-    v = velocity(torch.cat([x, x]), torch.cat([sigma, sigma]), cat_cond(null, cond))
-    v_null, v_cond = v.chunk(2)
-    return v_null + guidance * (v_cond - v_null)
 
 
 # --- the per-step Gaussian kernel, shared by rollout and training ------------------------------
@@ -98,7 +69,9 @@ class StepTable:
     def _from_rows(cls, rows: list, sigmas: Tensor, sde: Tensor, device: torch.device | str) -> StepTable:
         t = torch.tensor(rows, dtype=torch.float64)  # [T, 3] = (a, b, var)
         f32 = dict(dtype=torch.float32, device=device)
-        return cls(sigmas[:-1].to(**f32), t[:, 0].to(**f32), t[:, 1].to(**f32), t[:, 2].sqrt().to(**f32), sde.to(device))
+        return cls(
+            sigmas[:-1].to(**f32), t[:, 0].to(**f32), t[:, 1].to(**f32), t[:, 2].sqrt().to(**f32), sde.to(device)
+        )
 
 
 def _bcast(v: Tensor, like: Tensor) -> Tensor:
@@ -204,21 +177,3 @@ def rollout(
         x=stack("x"), x_next=stack("x_next"), logp_old=stack("logp"), mu_old=stack("mu"),
         mu_ref={a: stack(f"ref:{a}") for a in anchors}, videos=model.decode(x).float(),
     )
-
-
-@torch.no_grad()
-def sample_ode(model: Any, sigmas: Tensor, prompts: list[str], x0: Tensor, *, guidance: float, chunk: int) -> Tensor:
-    """Deterministic Euler sampling (evaluation): decoded videos Tensor[N, 3, F, H, W] from x0: [N, ...]."""
-    table = StepTable.ode(sigmas, x0.device)
-    out = []
-    for start in range(0, len(prompts), chunk):
-        rows = prompts[start : start + chunk]
-        x = x0[start : start + chunk].float()
-        cond = model.encode_prompts(rows)
-        null = model.null_cond(len(rows)) if guidance != 1.0 else None
-        for i in range(table.a.numel()):
-            step = torch.full((len(rows),), i, dtype=torch.long, device=x.device)
-            v = guided_velocity(model.velocity, x, table.sigma[step], cond, null, guidance)
-            x = transition(table, step, x, v)[0]
-        out.append(model.decode(x).float())
-    return torch.cat(out)

@@ -41,7 +41,3 @@ def validate(sig: Tensor) -> Tensor:
         raise UserError("the sigma schedule must be strictly decreasing")
     return sig
 
-
-def model_timesteps(sig: Tensor, num_train_timesteps: int = 1000) -> Tensor:
-    """Map sigmas to the timestep a diffusers flow-matching transformer expects (sigma * 1000)."""
-    return sig * num_train_timesteps

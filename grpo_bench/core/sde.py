@@ -1,5 +1,8 @@
 """Step kernels: the Gaussian x_{i+1} ~ N(mu, std^2) each method samples from (DESIGN.md §2–3).
 
+The base class and the deterministic ``ode`` kernel (the base sampler) live here; every method's
+own kernel lives in its method file (methods/*.py) and registers with ``register_kernel``.
+
 Every kernel is linear in (x, v):  mu = a_i * x + b_i * v,  var = var_i  (per step, scalar).
 The methods differ only in (a_i, b_i, var_i). With the derived quantities
 
@@ -21,9 +24,11 @@ from functools import lru_cache
 import torch
 from torch import Tensor
 
-from grpo_bench.errors import UserError
-from grpo_bench.registry import Registry
+from grpo_bench import params as plugin_params
 from grpo_bench.core.schedule import validate
+from grpo_bench.errors import UserError
+from grpo_bench.params import NoParams, PluginParams
+from grpo_bench.registry import Registry
 
 KERNELS: Registry[type[Kernel]] = Registry("kernel")
 LOGPROB_FORMS: Registry = Registry("log-prob form")
@@ -33,18 +38,31 @@ class ScheduleWarning(UserWarning):
     """A step of a schedule that a kernel treats specially (e.g. made deterministic)."""
 
 
+def register_kernel(name: str):
+    """Class decorator: ``@register_kernel("sage")`` on a ``Kernel`` subclass."""
+    return KERNELS.register(name)
+
+
 class Kernel(ABC):
     """One rollout step x -> x'. Subclasses define ``variance`` and, unless it is the score-corrected
-    Euler mean, ``coefficients``."""
+    Euler mean, ``coefficients``; parameters of their own go in a nested ``Params`` model
+    (set as ``kernel.<key>=value``, read as ``self.params.<key>``)."""
 
     name: str
     std_formula: str = ""  # shown in Table 1
+    Params: type[PluginParams] = NoParams
+    max_noise_level: float = math.inf
+    """Largest allowed noise level (e.g. 1 for cps, whose noise is an angle a*pi/2)."""
 
-    def __init__(self, noise_level: float = 0.0, score_term: bool = True) -> None:
+    def __init__(self, noise_level: float = 0.0, score_term: bool = True, **params: object) -> None:
         if not (isinstance(noise_level, (int, float)) and math.isfinite(noise_level) and noise_level >= 0):
             raise UserError(f"noise level of kernel {self.name!r} must be a finite number >= 0, got {noise_level!r}")
+        if noise_level > self.max_noise_level:
+            raise UserError(f"noise level of kernel {self.name!r} must be in [0, {self.max_noise_level:g}], "
+                            f"got {noise_level!r}")
         self.noise_level = float(noise_level)
         self.score_term = bool(score_term)
+        self.params = plugin_params.parse(self.Params, dict(params), "kernel", f"kernel {self.name!r}")
 
     # --- per-step scalars -------------------------------------------------------------
     @abstractmethod
@@ -76,7 +94,8 @@ class Kernel(ABC):
         return mu, torch.tensor(math.sqrt(var), dtype=torch.float32, device=x.device)
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(noise_level={self.noise_level}, score_term={self.score_term})"
+        extra = "".join(f", {k}={v!r}" for k, v in self.params.model_dump().items())
+        return f"{type(self).__name__}(noise_level={self.noise_level}, score_term={self.score_term}{extra})"
 
 
 @lru_cache(maxsize=256)
@@ -96,7 +115,7 @@ def _variances(kernel: Kernel, sigmas: tuple[float, ...]) -> tuple[float, ...]:
     return tuple(out)
 
 
-@KERNELS.register("ode")
+@register_kernel("ode")
 class ODEKernel(Kernel):
     """Deterministic Euler step x' = x - Delta*v (the base sampler)."""
 
@@ -109,69 +128,23 @@ class ODEKernel(Kernel):
         return 1.0, -(sigma - sigma_next)
 
 
-@KERNELS.register("flow")
-class FlowKernel(Kernel):
-    """FlowGRPO: left-point estimate of the integral of g^2(s) = a^2 s/(1-s) over the step."""
-
-    std_formula = "a·sqrt(σ/(1-σ)·Δ)"
-
-    def variance(self, sigma, sigma_next, sigma_1):
-        st = sigma_1 if sigma == 1.0 else sigma
-        return self.noise_level**2 * sigma / (1 - st) * (sigma - sigma_next)
-
-
-@KERNELS.register("dance")
-class DanceKernel(Kernel):
-    """DanceGRPO: constant diffusion coefficient, var = eta^2 * Delta."""
-
-    std_formula = "η·sqrt(Δ)"
-
-    def variance(self, sigma, sigma_next, sigma_1):
-        return self.noise_level**2 * (sigma - sigma_next)
-
-
-@KERNELS.register("sage")
-class SageKernel(Kernel):
-    """SAGE-GRPO: the exact integral of eta^2 s/(1-s) over [sigma', sigma] (log correction)."""
-
-    std_formula = "η·sqrt(-Δ + ln((1-σ')/(1-σ)))"
-    clamp = 1 - 3e-3  # the integral diverges at sigma = 1
-
-    def variance(self, sigma, sigma_next, sigma_1):
-        st = min(sigma, self.clamp)
-        return self.noise_level**2 * (-(sigma - sigma_next) + math.log((1 - sigma_next) / (1 - st)))
-
-
-@KERNELS.register("cps")
-class CPSKernel(Kernel):
-    """CPS (coefficient-preserving sampling): re-noise x0_hat with a rotated share of x1_hat."""
-
-    std_formula = "σ'·sin(aπ/2)"
-
-    def __init__(self, noise_level: float = 0.0, score_term: bool = True) -> None:
-        super().__init__(noise_level, score_term)
-        if self.noise_level > 1:
-            raise UserError(f"noise level of kernel 'cps' must be in [0, 1], got {noise_level!r}")
-
-    def variance(self, sigma, sigma_next, sigma_1):
-        return (sigma_next * math.sin(self.noise_level * math.pi / 2)) ** 2
-
-    def coefficients(self, sigma, sigma_next, var):
-        # mu = (1-s')*x0_hat + s'*cos(a pi/2)*x1_hat, expanded in x and v.
-        c = math.cos(self.noise_level * math.pi / 2)
-        return (1 - sigma_next) + sigma_next * c, -sigma * (1 - sigma_next) + sigma_next * c * (1 - sigma)
-
-
-def make_kernel(name: str, noise_level: float = 0.0, score_term: bool = True) -> Kernel:
-    """Build a registered kernel by name (ValueError naming the allowed kernels otherwise)."""
-    return KERNELS.get(name)(noise_level, score_term)
+def make_kernel(name: str, noise_level: float = 0.0, score_term: bool = True,
+                params: dict[str, object] | None = None) -> Kernel:
+    """Build a registered kernel by name (UserError naming the allowed kernels otherwise);
+    ``params``: its own parameters, keys without the ``kernel.`` prefix."""
+    return KERNELS.get(name)(noise_level, score_term, **(params or {}))
 
 
 # --- log-probabilities ------------------------------------------------------------------------
+def register_logprob(name: str):
+    """Function decorator: ``@register_logprob("gaussian")`` on ``f(x_next, mu, std) -> Tensor[B]``."""
+    return LOGPROB_FORMS.register(name)
+
+
 LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
 
-@LOGPROB_FORMS.register("gaussian")
+@register_logprob("gaussian")
 def gaussian_log_prob(x_next: Tensor, mu: Tensor, std: Tensor) -> Tensor:
     """Gaussian log density averaged over the non-batch elements: Tensor[B]."""
     std = torch.as_tensor(std, dtype=torch.float32, device=mu.device)
@@ -179,7 +152,7 @@ def gaussian_log_prob(x_next: Tensor, mu: Tensor, std: Tensor) -> Tensor:
     return lp.flatten(1).mean(1)
 
 
-@LOGPROB_FORMS.register("unscaled")
+@register_logprob("unscaled")
 def unscaled_log_prob(x_next: Tensor, mu: Tensor, std: Tensor) -> Tensor:
     """CPS's reference surrogate mean(-(x'-mu)^2): Tensor[B]."""
     return (-((x_next.float() - mu.float()) ** 2)).flatten(1).mean(1)

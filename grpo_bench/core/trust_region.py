@@ -1,4 +1,4 @@
-"""Trust regions (DESIGN.md §4): KL anchors, the five KL variants, and the KL weight.
+"""Trust regions (DESIGN.md §4): KL anchors and their update policies, the KL variants, the KL weight.
 
 For Gaussian steps of equal variance the per-step KL is analytic,
 ``KL(pi_theta || pi_ref) = mean_e[(mu_theta - mu_ref)^2] / (2 var)``. An anchored variant needs
@@ -7,21 +7,25 @@ mu_ref, the anchor policy's mean at the stored transition; the rollout computes 
 
 Anchors are snapshots of the *trainable* parameters only, evaluated with
 ``torch.func.functional_call``. For full fine-tuning that is the whole net; for LoRA the initial
-snapshot has B = 0, i.e. exactly "adapters disabled". One mechanism, no special cases.
+snapshot has B = 0, i.e. exactly "adapters disabled". One mechanism, no special cases. A KL
+variant names its anchors and, per anchor, a registered update policy (``ANCHOR_POLICIES``):
 
-    variant    reference                         estimator
-    none       -                                 -
-    fixed      pi_0 (anchor 'initial')           analytic
-    stepwise   pi_{k-1} (the rollout policy)     sample: logp_old - logp (or analytic on mu_old)
-    moving     pi_{k-N} (anchor 'moving')        analytic
+    variant    reference                         anchors (policy)      estimator
+    none       -                                 -                     -
+    fixed      pi_0                              initial (never)       analytic
+    stepwise   pi_{k-1} (the rollout policy)     -                     sample: logp_old - logp (or analytic on mu_old)
+    moving     pi_{k-N}                          moving (every)        analytic
     dual       beta_pos * moving + beta_vel * stepwise
+
+Plug-in KL variants and policies register with ``register_kl`` / ``register_anchor_policy``;
+their own parameters are set as ``kl.<key>`` / ``anchor.<key>`` (grpo_bench.params).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -29,12 +33,106 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call
 
-from grpo_bench.train import sharding
+from grpo_bench import params as plugin_params
+from grpo_bench.core import dtensors
+from grpo_bench.errors import UserError
+from grpo_bench.params import NoParams, PluginParams
 from grpo_bench.registry import Registry
 
 KL_VARIANTS: Registry[type[KLVariant]] = Registry("KL variant")
+ANCHOR_POLICIES: Registry[type[AnchorPolicy]] = Registry("anchor update policy")
 
 
+def register_kl(name: str):
+    """Class decorator: ``@register_kl("dual")`` on a ``KLVariant`` subclass."""
+    return KL_VARIANTS.register(name)
+
+
+def register_anchor_policy(name: str):
+    """Class decorator: ``@register_anchor_policy("ema")`` on an ``AnchorPolicy`` subclass."""
+    return ANCHOR_POLICIES.register(name)
+
+
+def _params_of(cfg: Any) -> dict[str, Any]:
+    return dict(getattr(cfg, "params", None) or {})
+
+
+# --- anchor update policies --------------------------------------------------------------------
+class AnchorPolicy(ABC):
+    """When and how an anchor snapshot follows the policy after an optimizer step.
+
+    Parameters of its own go in a nested ``Params`` model, set as ``anchor.<key>=value``; ``cfg``
+    is the run config (for settings shared by all policies, such as ``anchor_every``)."""
+
+    name: str
+    Params: type[PluginParams] = NoParams
+
+    def __init__(self, cfg: Any = None, **params: Any) -> None:
+        self.cfg = cfg
+        self.params = plugin_params.parse(self.Params, params, "anchor", f"anchor policy {self.name!r}")
+
+    @abstractmethod
+    def update(self, snapshot: dict[str, Tensor], policy: dict[str, Tensor], optimizer_steps: int) -> bool:
+        """Update ``snapshot`` in place from ``policy`` (same names; local shards) after optimizer step
+        number ``optimizer_steps`` (1-based); True if it changed."""
+
+
+@register_anchor_policy("never")
+class NeverUpdate(AnchorPolicy):
+    """The anchor stays the initial policy pi_0."""
+
+    def update(self, snapshot, policy, optimizer_steps):
+        return False
+
+
+@register_anchor_policy("every")
+class EveryN(AnchorPolicy):
+    """Copy the policy into the anchor every N optimizer steps (N = the run's anchor_every)."""
+
+    def __init__(self, cfg: Any = None, **params: Any) -> None:
+        super().__init__(cfg, **params)
+        self.every = int(getattr(cfg, "anchor_every", 10))
+        if self.every < 1:
+            raise UserError(f"anchor policy 'every': anchor_every must be >= 1, got {self.every!r}")
+
+    def update(self, snapshot, policy, optimizer_steps):
+        if optimizer_steps % self.every:
+            return False
+        for n, p in policy.items():
+            snapshot[n].copy_(p)
+        return True
+
+
+@register_anchor_policy("ema")
+class EMA(AnchorPolicy):
+    """Exponential moving average: anchor <- tau * anchor + (1 - tau) * policy after every optimizer step."""
+
+    class Params(PluginParams):
+        tau: float = 0.9
+        """Weight of the old anchor, in [0, 1): 0 copies the policy every step."""
+
+    def __init__(self, cfg: Any = None, **params: Any) -> None:
+        super().__init__(cfg, **params)
+        if not 0 <= self.params.tau < 1:
+            raise UserError(f"anchor policy 'ema': anchor.tau must be in [0, 1), got {self.params.tau!r}")
+
+    def update(self, snapshot, policy, optimizer_steps):
+        for n, p in policy.items():
+            snapshot[n].lerp_(p.to(snapshot[n].dtype), 1.0 - self.params.tau)
+        return True
+
+
+def make_anchor_policy(name: str, cfg: Any = None, params: dict[str, Any] | None = None) -> AnchorPolicy:
+    """A registered policy; ``params`` without the ``anchor.`` prefix (default: the config's ``anchor.*``).
+
+    Keys no parameter of this policy declares are left to the other policies of the variant
+    (``validate_params`` reports keys nobody takes)."""
+    cls = ANCHOR_POLICIES.get(name)
+    values = plugin_params.component(_params_of(cfg), "anchor") if params is None else dict(params)
+    return cls(cfg, **{k: v for k, v in values.items() if k in cls.Params.model_fields})
+
+
+# --- KL variants -----------------------------------------------------------------------------
 def analytic_kl(mu: Tensor, mu_ref: Tensor, var: Tensor) -> Tensor:
     """mean_e[(mu - mu_ref)^2] / (2 var): Tensor[b] for mu, mu_ref: [b, ...] and var: [b]."""
     return (mu.float() - mu_ref.float()).pow(2).flatten(1).mean(1) / (2 * var)
@@ -53,20 +151,31 @@ class KLInputs:
 
 
 class KLVariant(ABC):
-    """A KL trust region: which anchors it needs and its per-sample estimate."""
+    """A KL trust region: which anchors it needs (each with its update policy) and its per-sample estimate.
 
-    anchors: ClassVar[tuple[str, ...]] = ()
-    """Parameter snapshots whose mu_ref the rollout must compute."""
+    Parameters of its own go in a nested ``Params`` model, set as ``kl.<key>=value`` and read as
+    ``self.params.<key>``."""
+
+    name: str
+    anchors: ClassVar[Mapping[str, str]] = {}
+    """Anchor name -> registered update policy; the rollout computes each anchor's mu_ref."""
+    Params: type[PluginParams] = NoParams
 
     def __init__(self, cfg: Any) -> None:
         self.cfg = cfg
+        self.params = plugin_params.parse(self.Params, plugin_params.component(_params_of(cfg), "kl"), "kl",
+                                          f"KL variant {self.name!r}")
+
+    def anchor_policies(self) -> dict[str, AnchorPolicy]:
+        """Anchor name -> its update policy, built from the run config."""
+        return {anchor: make_anchor_policy(policy, self.cfg) for anchor, policy in self.anchors.items()}
 
     @abstractmethod
     def __call__(self, inp: KLInputs) -> dict[str, Tensor]:
         """{'kl': Tensor[b], ...named parts}: the penalty per sample (parts are for logging)."""
 
 
-@KL_VARIANTS.register("none")
+@register_kl("none")
 class NoKL(KLVariant):
     """No trust region."""
 
@@ -74,17 +183,17 @@ class NoKL(KLVariant):
         return {"kl": torch.zeros_like(inp.logp)}
 
 
-@KL_VARIANTS.register("fixed")
+@register_kl("fixed")
 class FixedKL(KLVariant):
     """KL to the initial policy pi_0 (FlowGRPO)."""
 
-    anchors = ("initial",)
+    anchors = {"initial": "never"}
 
     def __call__(self, inp: KLInputs) -> dict[str, Tensor]:
         return {"kl": analytic_kl(inp.mu, inp.mu_ref["initial"], inp.var)}
 
 
-@KL_VARIANTS.register("stepwise")
+@register_kl("stepwise")
 class StepwiseKL(KLVariant):
     """KL to the rollout policy pi_{k-1}: sample estimate mean(logp_old - logp) (seed eq. 15)."""
 
@@ -94,21 +203,21 @@ class StepwiseKL(KLVariant):
         return {"kl": inp.logp_old - inp.logp}
 
 
-@KL_VARIANTS.register("moving")
+@register_kl("moving")
 class MovingKL(KLVariant):
     """KL to a moving anchor pi_{k-N}, copied from the policy every N optimizer steps."""
 
-    anchors = ("moving",)
+    anchors = {"moving": "every"}
 
     def __call__(self, inp: KLInputs) -> dict[str, Tensor]:
         return {"kl": analytic_kl(inp.mu, inp.mu_ref["moving"], inp.var)}
 
 
-@KL_VARIANTS.register("dual")
+@register_kl("dual")
 class DualKL(KLVariant):
     """SAGE-GRPO's position-velocity controller: beta_pos * moving + beta_vel * stepwise."""
 
-    anchors = ("moving",)
+    anchors = {"moving": "every"}
 
     def __init__(self, cfg: Any) -> None:
         super().__init__(cfg)
@@ -121,6 +230,27 @@ class DualKL(KLVariant):
 
 def make_kl(cfg: Any) -> KLVariant:
     return KL_VARIANTS.get(cfg.kl)(cfg)
+
+
+def resolved_params(cfg: Any) -> dict[str, Any]:
+    """Every ``kl.*`` and ``anchor.*`` parameter of the config's KL variant, defaults filled in.
+
+    Raises a UserError naming the key for a value out of range or a key no component declares."""
+    variant = make_kl(cfg)
+    out = plugin_params.dump(variant.params, "kl")
+    given = plugin_params.component(_params_of(cfg), "anchor")
+    taken: set[str] = set()
+    for policy in variant.anchor_policies().values():
+        out.update(plugin_params.dump(policy.params, "anchor"))
+        taken |= set(type(policy).Params.model_fields)
+    stray = sorted(set(given) - taken)
+    if stray:
+        allowed = sorted(
+            {f"anchor.{k}" for p in variant.anchor_policies().values() for k in type(p).Params.model_fields}
+        )
+        raise UserError(f"KL variant {cfg.kl!r} has no anchor parameter anchor.{stray[0]} (its anchors: "
+                        f"{dict(variant.anchors) or 'none'}); allowed: {', '.join(allowed) or 'none'}")
+    return out
 
 
 # --- anchors ---------------------------------------------------------------------------------
@@ -137,16 +267,21 @@ class _Velocity(nn.Module):
 
 
 class Anchors:
-    """Snapshots of the trainable parameters ('initial', 'moving') and their velocity functions."""
+    """Snapshots of the trainable parameters, one per anchor, each refreshed by its update policy.
 
-    def __init__(self, names: Iterable[str], model: Any, module: nn.Module, every: int) -> None:
-        self.names = tuple(names)
-        self.every = every
+    ``policies``: anchor name -> AnchorPolicy (a KL variant's ``anchor_policies()``); a plain list of
+    names gives anchors that are never updated (snapshots of the current policy)."""
+
+    def __init__(self, policies: Mapping[str, AnchorPolicy] | Iterable[str], model: Any, module: nn.Module) -> None:
+        if not isinstance(policies, Mapping):
+            policies = {name: NeverUpdate() for name in policies}
+        self.policies = dict(policies)
+        self.names = tuple(self.policies)
         self._call = _Velocity(model, module)
         self._module, self._model = module, model
         self._params = {n: p for n, p in module.named_parameters() if p.requires_grad}
         # FSDP2-sharded parameters are DTensors: the snapshots are then sharded the same way.
-        self._sharded = sharding.is_sharded(self._params.values())
+        self._sharded = dtensors.is_sharded(self._params.values())
         self.snapshots: dict[str, dict[str, Tensor]] = {a: self._copy() for a in self.names}
 
     def _copy(self) -> dict[str, Tensor]:
@@ -163,25 +298,27 @@ class Anchors:
         # functional_call cannot replace FSDP-managed parameters (FSDP's pre-forward hook installs its
         # own all-gathered ones), so the snapshot's shards are copied into the parameters for the call
         # and the policy's copied back (under no_grad: an anchor never needs a gradient).
-        with sharding.swapped(self._module, self._params, self.snapshots[name]):
+        with dtensors.swapped(self._module, self._params, self.snapshots[name]):
             return self._model.velocity(x, sigma, cond)
 
+    @torch.no_grad()
     def after_optimizer_step(self, optimizer_steps: int) -> bool:
-        """Copy the policy into the moving anchor every `every` optimizer steps; True if copied."""
-        if "moving" in self.snapshots and optimizer_steps % self.every == 0:
-            for n, p in self._params.items():
-                sharding.local(self.snapshots["moving"][n]).copy_(sharding.local(p.detach()))
-            return True
-        return False
+        """Let every anchor's policy update its snapshot (local shards); True if any changed."""
+        policy = {n: dtensors.local(p.detach()) for n, p in self._params.items()}
+        changed = False
+        for name, rule in self.policies.items():
+            snapshot = {n: dtensors.local(t) for n, t in self.snapshots[name].items()}
+            changed |= bool(rule.update(snapshot, policy, optimizer_steps))
+        return changed
 
     def state_dict(self) -> dict[str, Any]:
         """Full tensors (gathered from the shards under FSDP2: every rank must call it)."""
-        return {"snapshots": {a: {n: sharding.full(t) for n, t in snap.items()} for a, snap in self.snapshots.items()}}
+        return {"snapshots": {a: {n: dtensors.full(t) for n, t in snap.items()} for a, snap in self.snapshots.items()}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         for name, snap in state["snapshots"].items():
             for n, t in snap.items():
-                sharding.load_into(self.snapshots[name][n], t)
+                dtensors.load_into(self.snapshots[name][n], t)
 
 
 # --- the KL weight ---------------------------------------------------------------------------

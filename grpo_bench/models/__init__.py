@@ -13,9 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from grpo_bench.registry import LazyRegistry
+from grpo_bench.models.registry import MODELS, register
 
-MODELS: LazyRegistry = LazyRegistry("generator model", "grpo_bench.models")
+__all__ = ["MODELS", "build", "from_config", "load", "names", "register"]
 
 
 def load(name: str, **kw: Any) -> Any:

@@ -149,7 +149,9 @@ class DiffusersVideoModel(ABC):
         self.options = opts = options
         self.device = torch.device(opts.device)
         if opts.mixed_precision not in ("no", "bf16"):
-            raise UserError(f"mixed_precision for diffusers models must be 'no' or 'bf16', got {opts.mixed_precision!r}")
+            raise UserError(
+                f"mixed_precision for diffusers models must be 'no' or 'bf16', got {opts.mixed_precision!r}"
+            )
         bf16 = opts.mixed_precision == "bf16"
         self.weight_dtype = torch.bfloat16 if bf16 else torch.float32
         transformer = pipe.transformer
@@ -245,7 +247,10 @@ class DiffusersVideoModel(ABC):
     @torch.no_grad()
     def decode(self, x: Tensor) -> Tensor:
         """Videos Tensor[B, 3, F', H', W'] in [-1, 1] from final latents (for the reward only)."""
-        out = [self.vae_decode(x[i : i + self.options.decode_batch]) for i in range(0, x.shape[0], self.options.decode_batch)]
+        out = [
+            self.vae_decode(x[i : i + self.options.decode_batch])
+            for i in range(0, x.shape[0], self.options.decode_batch)
+        ]
         return torch.cat(out).float().clamp(-1, 1)
 
     def trainable_module(self) -> nn.Module:
@@ -315,10 +320,12 @@ def load_pipeline(pipeline_cls: Any, source: str, what: str, **kwargs: Any) -> A
     path = Path(os.path.expanduser(source))
     local = path.exists()
     if local and not (path / "model_index.json").is_file():
-        raise UserError(f"model folder {str(path)!r} has no model_index.json (expected a diffusers {what} pipeline folder)")
+        raise UserError(
+            f"model folder {str(path)!r} has no model_index.json (expected a diffusers {what} pipeline folder)"
+        )
     try:
         return pipeline_cls.from_pretrained(str(path) if local else source, local_files_only=True, **kwargs)
-    except (OSError, ValueError, EnvironmentError) as exc:
+    except (OSError, ValueError) as exc:
         if local:
             raise UserError(f"cannot load the {what} pipeline from {str(path)!r}: {str(exc).splitlines()[0]}") from None
         raise missing_model(source, what) from None
@@ -354,7 +361,7 @@ def register_family(tiny_name: str, tiny: Any, hub_ids: dict[str, str], load_hub
     """Register a model family: a random tiny preset ``tiny(options, seed)`` and one entry per hub
     id, loaded by ``load_hub(hub_id, options)`` from local files only. Every factory takes a
     RunConfig ``cfg`` (frames, size, LoRA, precision, device); keywords override AdapterOptions."""
-    from grpo_bench.models import MODELS
+    from grpo_bench.models.registry import MODELS
 
     def options(cfg: Any, kw: dict[str, Any]) -> AdapterOptions:
         return AdapterOptions.from_config(cfg, **kw) if cfg is not None else AdapterOptions(**kw)

@@ -78,7 +78,9 @@ class HunyuanVideo15Model(DiffusersVideoModel):
     def encode_batch(self, prompts: list[str]) -> TextCond:
         e, m, e2, m2 = self.pipe.encode_prompt(prompt=prompts, device=self.device, batch_size=len(prompts))
         # e: [B, L, D] Qwen2.5-VL states, m: [B, L]; e2: [B, L2, D2] ByT5 glyph states, m2: [B, L2]
-        return TextCond({"prompt_embeds": e, "prompt_embeds_mask": m, "prompt_embeds_2": e2, "prompt_embeds_mask_2": m2})
+        return TextCond(
+            {"prompt_embeds": e, "prompt_embeds_mask": m, "prompt_embeds_2": e2, "prompt_embeds_mask_2": m2}
+        )
 
     def vae_decode(self, x: Tensor) -> Tensor:
         vae = self.pipe.vae
@@ -90,7 +92,9 @@ def load_hunyuan15(source: str, options: AdapterOptions) -> HunyuanVideo15Model:
     """A HunyuanVideo 1.5 pipeline from a local folder or the local Hugging Face cache (hub id)."""
     from diffusers import HunyuanVideo15Pipeline
 
-    pipe = load_pipeline(HunyuanVideo15Pipeline, HUB_IDS.get(source, source), "HunyuanVideo 1.5", torch_dtype=torch.float32)
+    pipe = load_pipeline(
+        HunyuanVideo15Pipeline, HUB_IDS.get(source, source), "HunyuanVideo 1.5", torch_dtype=torch.float32
+    )
     return HunyuanVideo15Model(pipe, options)
 
 
@@ -156,8 +160,11 @@ def apply_tiny_lengths(pipe: Any) -> None:
     """Short text lengths for the tiny preset (the real ones are 1000 + 108 and 256 tokens, 729
     image rows). The crop equals the tokenised system prefix, as 108 is for the real tokenizer."""
     pipe.system_message = SYSTEM_WORDS
-    prefix = pipe.tokenizer.apply_chat_template([{"role": "system", "content": SYSTEM_WORDS}, {"role": "user", "content": ""}],
-                                                tokenize=False, add_generation_prompt=False)
+    prefix = pipe.tokenizer.apply_chat_template(
+        [{"role": "system", "content": SYSTEM_WORDS}, {"role": "user", "content": ""}],
+        tokenize=False,
+        add_generation_prompt=False,
+    )
     pipe.prompt_template_encode_start_idx = len(pipe.tokenizer(prefix.rsplit("<|im_end|>", 1)[0])["input_ids"])
     pipe.tokenizer_max_length = 16
     pipe.tokenizer_2_max_length = 8

@@ -74,7 +74,12 @@ class WanModel(DiffusersVideoModel):
 
     def vae_factors(self) -> tuple[int, int, int, int]:
         cfg = self.pipe.vae.config
-        return cfg.scale_factor_temporal, cfg.scale_factor_spatial, cfg.z_dim, self.pipe.transformer.config.patch_size[1]
+        return (
+            cfg.scale_factor_temporal,
+            cfg.scale_factor_spatial,
+            cfg.z_dim,
+            self.pipe.transformer.config.patch_size[1],
+        )
 
     def encode_batch(self, prompts: list[str]) -> TextCond:
         embeds, _ = self.pipe.encode_prompt(

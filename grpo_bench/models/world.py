@@ -10,10 +10,9 @@ size, so a file alone rebuilds the network.
 
 from __future__ import annotations
 
-from typing import Any
-
 import json
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors import SafetensorError
@@ -21,7 +20,7 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
 from grpo_bench.errors import UserError
-from grpo_bench.models import MODELS
+from grpo_bench.models.registry import MODELS
 from grpo_bench.world.model import NULL_INDEX, WorldUNet, WorldUNetConfig
 from grpo_bench.world.vocab import parse
 

@@ -78,7 +78,7 @@ def learning(df: pd.DataFrame) -> pd.DataFrame:
         return ev
     metrics = [c for c in ev.columns if c.startswith("eval_") and c != "eval_at"]
     out = []
-    for cell, part in ev.groupby("cell", sort=False):
+    for _, part in ev.groupby("cell", sort=False):
         part = part.sort_values("update")
         start, end = part.iloc[0], part.iloc[-1]
         if start["update"] != 0 or end["update"] == 0:

@@ -9,6 +9,17 @@ from rich.table import Table
 from grpo_bench.core.method import METHODS, make_method
 from grpo_bench.core.schedule import sigmas
 from grpo_bench.core.sde import KERNELS
+from grpo_bench.core.trust_region import ANCHOR_POLICIES, KL_VARIANTS
+from grpo_bench.params import PluginParams
+
+
+def _params(cls: type[PluginParams], prefix: str) -> str:
+    """The parameters a plug-in declares, as ``prefix.key=default`` (what a suite or the CLI sets)."""
+    return " ".join(f"{prefix}.{k}={f.default!r}" for k, f in cls.model_fields.items()) or "-"
+
+
+def _doc(obj: object) -> str:
+    return escape((obj.__doc__ or "").strip().splitlines()[0]) if obj.__doc__ else ""
 
 
 def _trained(method, steps: int = 10, shift: float = 3.0) -> str:
@@ -36,18 +47,24 @@ def print_methods(console: Console) -> None:
     kernels = Table(title="Step kernels")
     kernels.add_column("kernel")
     kernels.add_column("noise std")
+    kernels.add_column("parameters")
     kernels.add_column("description")
     for name in KERNELS.names():
         cls = KERNELS.get(name)
-        kernels.add_row(name, cls.std_formula, escape((cls.__doc__ or "").strip().splitlines()[0]))
+        kernels.add_row(name, cls.std_formula, _params(cls.Params, "kernel"), _doc(cls))
     console.print(kernels)
-    try:
-        from grpo_bench.core.trust_region import KL_VARIANTS
-    except ImportError:  # the trainer is an optional part of a partial install
-        return
     kl = Table(title="KL trust regions")
-    kl.add_column("variant")
-    kl.add_column("description")
+    for col in ("variant", "anchors (update policy)", "parameters", "description"):
+        kl.add_column(col)
     for name in KL_VARIANTS.names():
-        kl.add_row(name, escape((KL_VARIANTS.get(name).__doc__ or "").strip().splitlines()[0]))
+        cls = KL_VARIANTS.get(name)
+        anchors = ", ".join(f"{a} ({p})" for a, p in cls.anchors.items()) or "-"
+        kl.add_row(name, anchors, _params(cls.Params, "kl"), _doc(cls))
     console.print(kl)
+    policies = Table(title="Anchor update policies")
+    for col in ("policy", "parameters", "description"):
+        policies.add_column(col)
+    for name in ANCHOR_POLICIES.names():
+        cls = ANCHOR_POLICIES.get(name)
+        policies.add_row(name, _params(cls.Params, "anchor"), _doc(cls))
+    console.print(policies)

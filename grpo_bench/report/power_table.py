@@ -24,14 +24,9 @@ from grpo_bench.report import data
 from grpo_bench.report.parts import TABLES, Context, Section
 from grpo_bench.report.power import holm, mde, paired_p, seeds_needed
 from grpo_bench.report.stats import mean_ci
-from grpo_bench.report.tables import _baseline_group, _fmt, write_table
+from grpo_bench.report.tables import TABLE2, _baseline_group, _fmt, write_table
 
-# (title, eval metric, +1 higher is better / -1 lower is better)
-HEADLINE = [
-    ("Oracle", "eval_oracle_overall", 1), ("oVQ", "eval_oracle_vq", 1), ("oMQ", "eval_oracle_mq", 1),
-    ("oTA", "eval_oracle_ta", 1), ("Correct", "eval_correct", 1), ("Manifold", "eval_manifold", -1),
-    ("Diversity", "eval_diversity", 1), ("Judge", "eval_reward", 1),
-]
+HEADLINE = TABLE2  # (title, eval metric, +1 higher / -1 lower is better): Table 2's headline columns
 MIN_EFFECT = {"Judge": 0.25, "default": 0.05}
 """Minimum effects of interest in each metric's own units (oracle scores and accuracies: 0.05; the
 judge is z-scored: 0.25). A suite's report spec `min_effect` (a number, or a mapping by column
@@ -104,7 +99,8 @@ def power(ctx: Context) -> list[Section]:
         return []
     rows = []
     for r in table.itertuples():
-        needed = "—" if r.needed is None or (isinstance(r.needed, float) and math.isnan(r.needed)) else str(int(r.needed))
+        missing = r.needed is None or (isinstance(r.needed, float) and math.isnan(r.needed))
+        needed = "—" if missing else str(int(r.needed))
         rows.append([r.setting, r.row, r.metric, str(r.n), _fmt(r.diff, r.ci, sign=True),
                      f"{r.p_holm:.3f}" if math.isfinite(r.p_holm) else "–", _fmt(r.sd, math.nan),
                      _fmt(r.mde, math.nan), f"{r.min_effect:g}", needed, r.verdict])

@@ -23,10 +23,10 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from grpo_bench.errors import UserError
 from grpo_bench.core.method import METHODS, make_method
 from grpo_bench.core.schedule import sigmas as make_sigmas
 from grpo_bench.core.sde import Kernel, make_kernel
+from grpo_bench.errors import UserError
 
 
 def marginal_variance(sigma: float, data_std: float) -> float:
@@ -80,16 +80,15 @@ def monte_carlo_variance(
 
 
 def default_kernels(noise_level: float | None = None) -> list[tuple[str, Kernel]]:
-    """Each registered method's kernel, plus the ODE: at the method's default noise level, or with
-    `noise_level` at one level for every kernel (a matched comparison: eta and a play the same role
-    as the scale of the diffusion coefficient)."""
+    """Each registered method's kernel at its defaults (noise level, kernel parameters), plus the ODE;
+    with `noise_level`, every kernel at that one level (a matched comparison: eta and a play the same
+    role, the scale of the diffusion coefficient)."""
     if noise_level is not None and not (math.isfinite(noise_level) and noise_level >= 0):
         raise UserError(f"--noise-level must be a finite number >= 0, got {noise_level!r}")
     rows = [("ode", make_kernel("ode"))]
     for name in METHODS.names():
-        cfg = make_method(name).config
-        level = cfg.noise_level if noise_level is None else noise_level
-        rows.append((f"{cfg.kernel} ({name}, {level:g})", make_kernel(cfg.kernel, level, cfg.score_term)))
+        method = make_method(name) if noise_level is None else make_method(name, noise_level=noise_level)
+        rows.append((f"{method.config.kernel} ({name}, {method.config.noise_level:g})", method.kernel))
     return rows
 
 
@@ -127,7 +126,13 @@ def _latex(df: pd.DataFrame) -> str:
             "excess over ODE"]
     lines = ["\\begin{tabular}{llrrrr}", "\\toprule", " & ".join(cols) + " \\\\", "\\midrule"]
     for r in df.itertuples():
-        std = r.std.replace("·", "\\cdot ").replace("σ", "\\sigma").replace("Δ", "\\Delta").replace("η", "\\eta").replace("π", "\\pi")
+        std = (
+            r.std.replace("·", "\\cdot ")
+            .replace("σ", "\\sigma")
+            .replace("Δ", "\\Delta")
+            .replace("η", "\\eta")
+            .replace("π", "\\pi")
+        )
         name = r.kernel.replace("_", "\\_")
         lines.append(f"{name} & ${std}$ & {r.noise_energy:.4f} & {r.max_abs_var_err:.2e} & {r.final_var_err:+.2e} & "
                      f"{r.excess_final_var_err:+.2e} \\\\")
@@ -135,11 +140,14 @@ def _latex(df: pd.DataFrame) -> str:
 
 
 def _markdown(df: pd.DataFrame, steps: int, shift: float, data_std: float, noise_level: float | None = None) -> str:
-    levels = "each method's default noise level" if noise_level is None else f"every kernel at noise level {noise_level:g}"
+    levels = "each method's default noise level"
+    if noise_level is not None:
+        levels = f"every kernel at noise level {noise_level:g}"
     head = (
         f"Table 1 — noise injected by each kernel and its marginal-variance error against the exact "
         f"Gaussian model (T = {steps}, shift = {shift:g}, data std s = {data_std:g}, {levels}).\n\n"
-        "| kernel | noise std | Σ var (noise energy) | max abs rel. var error | final rel. var error | excess over ODE |\n"
+        "| kernel | noise std | Σ var (noise energy) | max abs rel. var error | final rel. var error "
+        "| excess over ODE |\n"
         "|---|---|---:|---:|---:|---:|\n"
     )
     body = "".join(
@@ -163,7 +171,9 @@ def figure1(sig: torch.Tensor, rows: list[KernelAnalysis], path: Path) -> None:
             std = [x if x > 0 else float("nan") for x in r.std]
             ax1.plot(s[:-1], std, marker="o", ms=3, color=colour, label=r.label)
         ax2.plot(s[1:], r.var_rel_err, marker="o", ms=3, color=colour, label=r.label)
-    ax1.set(xlabel="σ at the start of the step", ylabel="noise std per step", title="Injected noise per step", yscale="log")
+    ax1.set(
+        xlabel="σ at the start of the step", ylabel="noise std per step", title="Injected noise per step", yscale="log"
+    )
     ax2.set(xlabel="σ after the step", ylabel="Var / V(σ) − 1", title="Relative marginal-variance error")
     ax2.axhline(0, color="k", lw=0.8)
     for ax in (ax1, ax2):
@@ -205,5 +215,7 @@ def run_samplers_report(
         table.add_row(r.kernel, r.std, f"{r.noise_energy:.4f}", f"{r.max_abs_var_err:.2e}", f"{r.final_var_err:+.2e}",
                       f"{r.excess_final_var_err:+.2e}")
     console.print(table)
-    console.print(f"wrote {out}/table1.{{md,tex,csv}} and {out}/figure1.png" + (f" and {json_path}" if json_path else ""))
+    console.print(
+        f"wrote {out}/table1.{{md,tex,csv}} and {out}/figure1.png" + (f" and {json_path}" if json_path else "")
+    )
     return df

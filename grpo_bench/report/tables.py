@@ -260,7 +260,8 @@ def table1(ctx: Context) -> list[Section]:
         headers = [str(c) for c in frame.columns]
         rows = [[f"{v:.4g}" if isinstance(v, float) else str(v) for v in r] for r in frame.itertuples(index=False)]
         name = f"table1_T{steps}_{'default' if level is None else 'matched'}"
-        mds.append(f"**T = {steps}, {'each method at its default level' if level is None else f'every kernel at noise level {level:g}'}**"
+        which = "each method at its default level" if level is None else f"every kernel at noise level {level:g}"
+        mds.append(f"**T = {steps}, {which}**"
                    "\n\n" + write_table(ctx.out, name, headers, rows, frame, "rll" + "r" * (len(headers) - 3)))
     whole = pd.concat(frames, ignore_index=True)
     whole.to_csv(ctx.out / "tables" / "table1.csv", index=False)

@@ -6,8 +6,6 @@ A reward is called as ``reward(videos, prompts) -> {"vq": Tensor[B], "mq": Tenso
 
 from __future__ import annotations
 
-from typing import Protocol
-
 import torch
 from torch import Tensor
 
@@ -17,12 +15,6 @@ SETTINGS: dict[str, dict[str, float]] = {
     "A": {"vq": 1.0, "mq": 1.0, "ta": 1.0},
     "B": {"vq": 0.5, "mq": 0.5, "ta": 1.0},
 }
-
-
-class Reward(Protocol):
-    dimensions: tuple[str, ...]
-
-    def __call__(self, videos: Tensor, prompts: list[str]) -> dict[str, Tensor]: ...
 
 
 def setting_weights(setting: str) -> dict[str, float]:

@@ -84,7 +84,9 @@ class ClipLikeReward:
             raise ValueError(f"{videos.shape[0]} videos but {len(prompts)} prompts")
         frames = sample_frames(videos, self.frames)  # [B, n, 3, H, W]
         b, n = frames.shape[:2]
-        text = self.tokenizer(prompts, padding=True, truncation=True, max_length=77, return_tensors="pt").to(self.device)
+        text = self.tokenizer(prompts, padding=True, truncation=True, max_length=77, return_tensors="pt").to(
+            self.device
+        )
         t = self.model.get_text_features(**text)
         t = getattr(t, "pooler_output", t)  # transformers 5 may return a model output
         t = F.normalize(t.float(), dim=-1)  # [B, D]

@@ -26,7 +26,9 @@ class ClipScore(ClipLikeReward):
 
 
 @register("clip_score")
-def clip_score(model: str = DEFAULT_MODEL, device: str | None = None, frames: int = 8, batch_size: int = 32, **kw: Any) -> ClipScore:
+def clip_score(
+    model: str = DEFAULT_MODEL, device: str | None = None, frames: int = 8, batch_size: int = 32, **kw: Any
+) -> ClipScore:
     """CLIPScore from a local folder or the local Hugging Face cache (never downloads)."""
     from grpo_bench.rewards.videoalign import auto_device
 

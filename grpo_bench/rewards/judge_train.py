@@ -32,12 +32,20 @@ import torch
 from torch import Tensor
 
 from grpo_bench.errors import UserError
-from grpo_bench.rewards.world_judge import AUXILIARY, PARTS, DEFAULT_WEIGHTS, DIMENSIONS, JudgeConfig, WorldJudge, save_judge
+from grpo_bench.rewards.world_judge import (
+    AUXILIARY,
+    DEFAULT_WEIGHTS,
+    DIMENSIONS,
+    PARTS,
+    JudgeConfig,
+    WorldJudge,
+    save_judge,
+)
 from grpo_bench.world.corrupt import CORRUPTIONS
-from grpo_bench.world.generator import SIZES, render
-from grpo_bench.world.generator import direction_vectors
+from grpo_bench.world.generator import SIZES, direction_vectors, render
 from grpo_bench.world.oracle import fit, oracle
-from grpo_bench.world.vocab import COLORS, MOTIONS, SHAPES, parse, prompt_text, prompts as all_prompts
+from grpo_bench.world.vocab import COLORS, MOTIONS, SHAPES, parse, prompt_text
+from grpo_bench.world.vocab import prompts as all_prompts
 
 # (kernel, noise level, steps) of the base-model samples: the evaluation sampler and RL's rollout kernels.
 BASE_SAMPLERS = (("ode", 0.0, 20), ("ode", 0.0, 10), ("sage", 0.5, 10), ("flow", 0.7, 10), ("dance", 0.3, 10),
@@ -99,10 +107,10 @@ def _check(cfg: JudgeTrainConfig) -> None:
 # --- data ----------------------------------------------------------------------------------------
 def sample_base(n: int, size: int, seed: int, checkpoint: str = "", chunk: int = 64) -> tuple[Tensor, list[str]]:
     """n base-model videos Tensor[n, 3, 8, size, size] over all prompts, cycling through BASE_SAMPLERS."""
-    from grpo_bench.models import load
     from grpo_bench.core.sampling import sample
     from grpo_bench.core.schedule import sigmas
     from grpo_bench.core.sde import make_kernel
+    from grpo_bench.models import load
 
     kw = {"size": size}
     if checkpoint:
@@ -220,7 +228,9 @@ def judge_loss(pred: Tensor, y: Tensor) -> Tensor:
     The three scores are what the judge is for; the rest only shapes its features."""
     n, a = len(DIMENSIONS), len(AUXILIARY)
     err = (pred[:, :n] - y[:, :n]) ** 2
-    loss = (err * SCORE_WEIGHTS).sum(1).mean() / SCORE_WEIGHTS.sum() + AUX_WEIGHT * ((pred[:, n:n + a] - y[:, n:n + a]) ** 2).mean()
+    loss = (err * SCORE_WEIGHTS).sum(1).mean() / SCORE_WEIGHTS.sum() + AUX_WEIGHT * (
+        (pred[:, n : n + a] - y[:, n : n + a]) ** 2
+    ).mean()
     classes = y[:, n + a:].long()
     for i, logits in enumerate(pred[:, n + a:].split(PARTS, dim=1)):
         loss = loss + AUX_WEIGHT / len(PARTS) * torch.nn.functional.cross_entropy(logits, classes[:, i])
@@ -277,7 +287,9 @@ def train_judge(cfg: JudgeTrainConfig, out: Path | None = None, command: str = "
     opt = torch.optim.AdamW(net.parameters(), lr=cfg.lr, weight_decay=1e-4)
     warm = min(50, cfg.steps)
     sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / warm) * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * min(1.0, s / cfg.steps)))))
+        opt,
+        lambda s: min(1.0, (s + 1) / warm) * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * min(1.0, s / cfg.steps)))),
+    )
     n_base = round(cfg.batch * cfg.base_share) if base_v is not None and len(base_p) else 0
     losses = []
     net.train()

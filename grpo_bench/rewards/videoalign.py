@@ -78,7 +78,9 @@ class VideoAlignReward:
         video = torch.cat(list(video)).to(embeds.dtype)
         mask = (ids == self.model.config.video_token_id).unsqueeze(-1).expand_as(embeds)
         embeds = embeds.masked_scatter(mask, video)
-        hidden = m.language_model(inputs_embeds=embeds, attention_mask=batch["attention_mask"].to(self.device)).last_hidden_state
+        hidden = m.language_model(
+            inputs_embeds=embeds, attention_mask=batch["attention_mask"].to(self.device)
+        ).last_hidden_state
         logits = self.model.rm_head(hidden)  # [b, L, out]
         special = torch.zeros_like(ids, dtype=torch.bool)
         for t in self.special_ids:
@@ -96,7 +98,9 @@ class VideoAlignReward:
                          for i in range(0, len(prompts), self.batch_size)]).cpu()
         scores = {d: out[:, k] for k, d in enumerate(DIMS)}
         if self.use_norm and self.norm:
-            scores = {d: (s - self.norm[f"{d.upper()}_mean"]) / self.norm[f"{d.upper()}_std"] for d, s in scores.items()}
+            scores = {
+                d: (s - self.norm[f"{d.upper()}_mean"]) / self.norm[f"{d.upper()}_std"] for d, s in scores.items()
+            }
         return scores
 
 
@@ -187,8 +191,15 @@ def auto_device(device: str | None) -> str:
 
 
 @register("videoalign")
-def videoalign(checkpoint: str = DEFAULT_CHECKPOINT, base_model: str | None = None, device: str | None = None,
-               source_fps: float = 24.0, batch_size: int = 2, dtype: str | None = None, use_norm: bool = True) -> VideoAlignReward:
+def videoalign(
+    checkpoint: str = DEFAULT_CHECKPOINT,
+    base_model: str | None = None,
+    device: str | None = None,
+    source_fps: float = 24.0,
+    batch_size: int = 2,
+    dtype: str | None = None,
+    use_norm: bool = True,
+) -> VideoAlignReward:
     """VideoAlign from local folders / the local HF cache only (never downloads).
 
     checkpoint: the VideoReward folder (model_config.json + checkpoint-*/) or its hub id;

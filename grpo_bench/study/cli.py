@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
 
-study_app = typer.Typer(help="Blind human-preference study (Table 3): export a kit, serve it to raters, analyse the votes.",
+study_app = typer.Typer(
+    help="Blind human-preference study (Table 3): export a kit, serve it to raters, analyse the votes.",
                         no_args_is_help=True)
 console = Console()
 
@@ -16,12 +16,14 @@ console = Console()
 @study_app.command("export")
 def export(
     run_dir: Path = typer.Argument(..., help="A finished suite's run folder (runs/<suite>)."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Kit folder to create (default: RUN_DIR/study)."),
-    target: Optional[str] = typer.Option(None, "--target", help="Row label as in Table 2 (default: the last row)."),
-    baselines: Optional[list[str]] = typer.Option(None, "--baselines", help="Baseline row (repeat the flag; default: every other row)."),
-    setting: Optional[str] = typer.Option(None, "--setting", help="Reward setting (needed when the suite has several)."),
+    out: Path | None = typer.Option(None, "--out", help="Kit folder to create (default: RUN_DIR/study)."),
+    target: str | None = typer.Option(None, "--target", help="Row label as in Table 2 (default: the last row)."),
+    baselines: list[str] | None = typer.Option(
+        None, "--baselines", help="Baseline row (repeat the flag; default: every other row)."),
+    setting: str | None = typer.Option(None, "--setting", help="Reward setting (needed when the suite has several)."),
     pairs: int = typer.Option(32, "--pairs", help="Pairs per baseline (spread over as many prompts as possible)."),
-    raters_per_pair: int = typer.Option(29, "--raters-per-pair", help="Raters the design plans (every rater sees every pair)."),
+    raters_per_pair: int = typer.Option(
+        29, "--raters-per-pair", help="Raters the design plans (every rater sees every pair)."),
     checks: int = typer.Option(2, "--checks", help="Attention checks of each kind (identical clips; a broken clip)."),
     repeats: int = typer.Option(4, "--repeats", help="Pairs shown twice, to measure rater consistency."),
     fps: int = typer.Option(8, "--fps", help="Frames per second of the clips."),
@@ -42,7 +44,8 @@ def export(
 @study_app.command("serve")
 def serve(
     kit: Path = typer.Argument(..., help="Kit folder (from `study export`)."),
-    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind; keep the default behind a reverse proxy (docs/human_study.md)."),
+    host: str = typer.Option(
+        "127.0.0.1", "--host", help="Address to bind; keep the default behind a reverse proxy (docs/human_study.md)."),
     port: int = typer.Option(8765, "--port", help="TCP port."),
 ) -> None:
     """Serve the rating page; votes go to KIT/votes.sqlite."""
@@ -57,7 +60,8 @@ def serve(
 @study_app.command("analyze")
 def analyze(
     kit: Path = typer.Argument(..., help="Kit folder with votes.sqlite."),
-    min_attention: float = typer.Option(0.75, "--min-attention", help="Share of attention checks a rater must pass to count."),
+    min_attention: float = typer.Option(
+        0.75, "--min-attention", help="Share of attention checks a rater must pass to count."),
     n_boot: int = typer.Option(2000, "--n-boot", help="Bootstrap resamples."),
 ) -> None:
     """Win rates with rater- and prompt-clustered intervals, Bradley-Terry, alpha, biases -> KIT/analysis/."""

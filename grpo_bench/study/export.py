@@ -17,9 +17,9 @@ import torch
 from grpo_bench.atomic import atomic_write_json
 from grpo_bench.errors import UserError, unknown
 from grpo_bench.report import data
-from grpo_bench.suite.results import load_results
 from grpo_bench.study import clips as clipmod
 from grpo_bench.study.kit import CLIPS, KEY, PAIRS
+from grpo_bench.suite.results import load_results
 
 VideoKey = tuple[int, str, int]
 """(seed, prompt, sample): the same key in two rows = the same prompt and the same initial noise."""
@@ -87,13 +87,15 @@ def _load_row(run_dir: Path, cells: Any, row: str) -> dict[VideoKey, Video]:
         cdir = run_dir / cell.cell
         final, clip_path = cdir / "final.json", cdir / "samples" / "final_eval.pt"
         if not clip_path.is_file():
-            raise UserError(f"{clip_path}: missing (the cell ran with save_videos: false; rerun it with save_videos: true)")
+            raise UserError(
+                f"{clip_path}: missing (the cell ran with save_videos: false; rerun it with save_videos: true)")
         rows = json.loads(final.read_text()).get("eval_videos") or []
         videos = torch.load(clip_path, map_location="cpu", weights_only=True)  # run folders are untrusted
         for i, v in enumerate(rows[: videos.shape[0]]):
             key = (int(v.get("seed", cell.seed)), str(v["prompt"]), int(v.get("sample", 0)))
             scores = {k: (float(x) if math.isfinite(float(x)) else None) for k, x in v.items()
-                      if k not in ("prompt", "sample", "seed") and isinstance(x, (int, float)) and not isinstance(x, bool)}
+                      if k not in ("prompt", "sample", "seed")
+                      and isinstance(x, (int, float)) and not isinstance(x, bool)}
             out[key] = Video(row, cell.cell, key, scores, videos[i])
     return out
 
@@ -160,7 +162,7 @@ def export_kit(run_dir: str | Path, out: str | Path, opts: ExportOptions) -> dic
         add("repeat", next(p["prompt"] for p in pairs if p["id"] == pid), original["target"], original["baseline"],
             target=original["target"], baseline=original["baseline"], baseline_row=original["baseline_row"], of=pid)
     pool = sorted(key_clips)
-    for i in range(opts.checks):
+    for _ in range(opts.checks):
         cid = pool[int(rng.integers(len(pool)))]
         add("identical", key_clips[cid]["prompt"], cid, cid, clip=cid)
         src = pool[int(rng.integers(len(pool)))]

@@ -85,7 +85,8 @@ def create_app(root: str | Path) -> FastAPI:
 
     @app.exception_handler(StarletteHTTPException)  # ours and the router's 404/405
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
-        return templates.TemplateResponse(request, "error.html", {"message": str(exc.detail)}, status_code=exc.status_code)
+        return templates.TemplateResponse(
+            request, "error.html", {"message": str(exc.detail)}, status_code=exc.status_code)
 
     @app.get("/", response_class=HTMLResponse)
     def start(request: Request) -> Response:

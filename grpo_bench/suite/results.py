@@ -40,7 +40,8 @@ shape      list<i64>   strip: array shape [videos, frames, H, W, 3]
 text       str         cell: JSON {labels, config, status, error, machine}; suite: JSON
 =========  ==========  =====================================================================
 
-kinds: ``suite`` one row: text = JSON {name, description, report spec}; ``cell`` one row per cell (metric ``wall_time``; failed cells: metric ``error``);
+kinds: ``suite`` one row: text = JSON {name, description, report spec}; ``cell`` one row per cell
+(metric ``wall_time``; failed cells: metric ``error``);
 ``update`` one row per (update, metric) of metrics.jsonl (scalars only); ``final`` the last
 non-null value of every scalar metric plus the numeric scalars of final.json; ``video`` one row
 per (eval video, metric) of final.json's eval_videos; ``grad`` one row per diagnostic update

@@ -16,7 +16,8 @@ A cell's config is RunConfig defaults <- base <- budget <- command-line override
 values <- its seed, then ``resolve``d (method defaults filled in). Its id is ``config_id`` of
 that resolved config and the digests of the shipped world weights it loads (``fingerprint.py``),
 so it does not depend on key order, on which file declared a value, or on the host, and it changes
-when the world model or judge is rebuilt. Everything is validated before anything runs; an error names the file, the key path
+when the world model or judge is rebuilt. Everything is validated before anything runs; an error names
+the file, the key path
 (``grid.kl[2]``) and the allowed values.
 """
 
@@ -32,9 +33,10 @@ from typing import Any
 
 import yaml
 
-from grpo_bench.train.config import FIELDS, RunConfig, coerce, config_id, from_dict, resolve
 from grpo_bench.errors import UserError, unknown
+from grpo_bench.params import is_param_key
 from grpo_bench.suite.fingerprint import asset_digests
+from grpo_bench.train.config import FIELDS, RunConfig, coerce, config_id, from_dict, resolve
 
 SUITE_KEYS = ("name", "description", "base", "grid", "union", "seeds", "budget", "report")
 BUDGET_CONFIG_KEYS = (
@@ -162,7 +164,7 @@ def _grid(data: Any, where: str, path: str) -> dict[str, list[Any]]:
     for key, values in grid.items():
         if key == "seed":
             raise UserError(f"{where}{path}.seed: seeds go in the top-level 'seeds' list, not in a grid")
-        if key not in FIELDS:
+        if key not in FIELDS and not is_param_key(key):
             raise unknown("config key", key, FIELDS, f"{where}{path}: ")
         if not isinstance(values, list):
             raise UserError(f"{where}{path}.{key} must be a list of values, got {values!r}")
@@ -177,7 +179,7 @@ def _grid(data: Any, where: str, path: str) -> dict[str, list[Any]]:
 
 
 def _report(data: Any, where: str) -> ReportSpec:
-    from grpo_bench.report.parts import FIGURES, TABLES
+    from grpo_bench.suite.report_parts import FIGURES, TABLES
 
     spec = _mapping(data, where, "report")
     for key in spec:
@@ -204,7 +206,7 @@ def _report(data: Any, where: str) -> ReportSpec:
 
 
 def _min_effect(value: Any, where: str) -> float | dict[str, float]:
-    from grpo_bench.report.power_table import HEADLINE
+    from grpo_bench.suite.report_parts import headline_columns
 
     def positive(v: Any, key: str) -> float:
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
@@ -213,7 +215,7 @@ def _min_effect(value: Any, where: str) -> float | dict[str, float]:
 
     if not isinstance(value, dict):
         return positive(value, "report.min_effect")
-    allowed = [t for t, _, _ in HEADLINE] + ["default"]
+    allowed = [*headline_columns(), "default"]
     for key in value:
         if key not in allowed:
             raise unknown("report.min_effect column", key, allowed, where)
@@ -292,7 +294,7 @@ def _show(value: Any) -> str:
 
 
 def group_label(cfg: RunConfig, keys: list[str]) -> str:
-    parts = [cfg.method] + [f"{k}={_show(getattr(cfg, k))}" for k in keys if k != "method"]
+    parts = [cfg.method] + [f"{k}={_show(cfg.get(k))}" for k in keys if k != "method"]
     return " ".join(parts)
 
 

@@ -3,7 +3,14 @@
 One flat ``RunConfig`` holds everything a single training run needs. Method options default to
 None, meaning "the method's own default" (methods/*.py); ``resolve`` fills them in so the stored
 config.yaml is complete. Overrides use the same key names everywhere: YAML suites, ``key=value``
-on the command line, and Python.
+on the command line, and Python. Plug-in parameters (a kernel's, a KL variant's, an anchor
+policy's own) are dotted keys, ``kernel.gamma=0.3``, ``kl.tau=0.9``, ``anchor.tau=0.99``, kept in
+``params`` (grpo_bench.params).
+
+Cell ids (``config_id``) hash the resolved config. Every field added after the fields of
+``HASHED_FIELDS`` declares an id-neutral value in ``ID_NEUTRAL``: while a config holds that value
+the field is left out of the hash, so adding a field with a default keeps every existing id;
+changing a default (or setting the field) changes the ids it affects.
 """
 
 from __future__ import annotations
@@ -15,11 +22,11 @@ import math
 import types
 import typing
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import yaml
 
+from grpo_bench import params as plugin_params
 from grpo_bench.errors import UserError, unknown
 
 METHOD_OPTIONS = (
@@ -169,9 +176,23 @@ class RunConfig:
     height: int = 16
     width: int = 16
 
+    # --- fields added after the id scheme was fixed: each has an entry in ID_NEUTRAL -------------
+    params: dict[str, Any] = field(default_factory=dict)
+    """Plug-in parameters as dotted keys ({"kernel.gamma": 0.3, "kl.tau": 0.9, "anchor.tau": 0.99});
+    set them as top-level dotted keys in YAML or ``kernel.gamma=0.3`` on the command line."""
+
     def method_overrides(self) -> dict[str, Any]:
         """The method options set in this config (None = keep the method default)."""
-        return {k: getattr(self, k) for k in METHOD_OPTIONS if getattr(self, k) is not None}
+        out = {k: getattr(self, k) for k in METHOD_OPTIONS if getattr(self, k) is not None}
+        if self.params:
+            out["params"] = dict(self.params)
+        return out
+
+    def get(self, key: str) -> Any:
+        """A field's value, or a dotted plug-in parameter's (None when not set)."""
+        if plugin_params.is_param_key(key):
+            return self.params.get(key)
+        return getattr(self, key)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -179,13 +200,41 @@ class RunConfig:
 
 FIELDS = {f.name: f for f in dataclasses.fields(RunConfig)}
 
+HASHED_FIELDS = (
+    "method", "setting", "seed", "model", "reward", "prompts", "eval_oracle", "noise_level", "logprob", "score_term",
+    "train_fraction", "max_train_steps", "shared_noise", "clip_range", "kl", "equalizer", "window", "steps", "shift",
+    "guidance", "prompts_per_update", "group_size", "video_size", "updates", "lr", "weight_decay", "max_grad_norm",
+    "inner_epochs", "minibatches", "micro_batch", "adv_clip", "on_bad_reward", "kl_weight", "kl_adaptive",
+    "kl_beta_min", "kl_beta_max", "kl_warmup", "kl_target", "kl_window", "beta_pos", "beta_vel", "anchor_every",
+    "stepwise_estimator", "eval_every", "eval_samples", "diag_every", "checkpoint_every", "save_videos", "trackers",
+    "device", "mixed_precision", "threads", "lora_rank", "lora_alpha", "lora_targets", "gradient_checkpointing",
+    "frames", "height", "width",
+)
+"""The RunConfig fields of the first id scheme (commit 2a65c82): always hashed, as they always were."""
+
+ID_NEUTRAL: dict[str, Any] = {"params": {}}
+"""Fields added since: the value for which a field is left out of a cell id. A new field must be
+added here with the value that reproduces the behaviour from before it existed."""
+
 
 def _type_of(name: str) -> Any:
     return typing.get_type_hints(RunConfig)[name]
 
 
 def coerce(name: str, value: Any, where: str = "") -> Any:
-    """Convert a YAML/CLI value to the field's type, or raise a UserError naming key and type."""
+    """Convert a YAML/CLI value to the field's type, or raise a UserError naming key and type.
+
+    Dotted plug-in parameters pass through; the plug-in validates them (``validate``)."""
+    if plugin_params.is_param_key(name):
+        return value
+    if name == "params":
+        if value is None:
+            return {}
+        bad = [k for k in value if not plugin_params.is_param_key(str(k))] if isinstance(value, dict) else [value]
+        if bad:
+            raise UserError(f"{where}config key 'params' maps dotted plug-in keys ('kernel.<name>', 'kl.<name>', "
+                            f"'anchor.<name>') to values, got {bad[0]!r}")
+        return dict(value)
     if name not in FIELDS:
         raise unknown("config key", name, FIELDS, where)
     tp = _type_of(name)
@@ -255,24 +304,23 @@ def parse_overrides(items: list[str], where: str = "command line: ") -> dict[str
     return out
 
 
+def fold_params(data: dict[str, Any]) -> dict[str, Any]:
+    """A mapping with dotted plug-in keys moved into ``params`` (later keys win)."""
+    flat = {k: v for k, v in data.items() if not plugin_params.is_param_key(k)}
+    dotted = {k: v for k, v in data.items() if plugin_params.is_param_key(k)}
+    if dotted:
+        flat["params"] = {**(flat.get("params") or {}), **dotted}
+    return flat
+
+
 def from_dict(data: dict[str, Any], where: str = "") -> RunConfig:
     """Build and validate a RunConfig from a plain mapping."""
     if not isinstance(data, dict):
         raise UserError(f"{where}a run config must be a mapping of key: value, got {type(data).__name__}")
-    cfg = RunConfig(**{k: coerce(k, v, where) for k, v in data.items()})
+    typed = {k: coerce(k, v, where) for k, v in data.items()}
+    cfg = RunConfig(**fold_params(typed))
     validate(cfg, where)
     return cfg
-
-
-def load(path: str | Path) -> RunConfig:
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"config file {str(path)!r} does not exist")
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise UserError(f"{path}: invalid YAML ({exc.__class__.__name__}: {str(exc).splitlines()[0]})") from None
-    return from_dict(data, where=f"{path}: ")
 
 
 def validate(cfg: RunConfig, where: str = "") -> None:
@@ -321,21 +369,33 @@ def validate(cfg: RunConfig, where: str = "") -> None:
 
     prompt_set = load_prompt_set(cfg.prompts, where)
     if cfg.eval_oracle:
-        from grpo_bench.world import parse
-
-        try:
-            for p in prompt_set.eval:
-                parse(p)
-        except UserError as exc:
-            raise UserError(f"{where}eval_oracle is on but the eval prompts are not world prompts ({exc}); "
-                            "set eval_oracle: false for real models") from None
-    # The method accepts its overrides (ranges of noise level, clip, window …).
-    from grpo_bench.core.method import make_method
-
+        prompt_set.require_world_eval(where)
+    # The method accepts its overrides (ranges of noise level, clip, window …), the plug-ins their parameters.
     try:
-        make_method(cfg.method, **cfg.method_overrides())
+        _plugin_params(cfg)
     except UserError as exc:
         raise UserError(f"{where}{exc}") from None
+
+
+def _plugin_params(cfg: RunConfig) -> dict[str, Any]:
+    """Every plug-in parameter of the run (kernel, KL variant, anchor policies), defaults filled in and
+    validated; a UserError names a bad key or value.
+
+    The run's own ``params`` must all be taken by a component; the method's default params only
+    where they apply (a method's ``anchor.tau`` is dropped when the run chooses ``kl: fixed``)."""
+    from grpo_bench.core.method import make_method
+    from grpo_bench.core.trust_region import ANCHOR_POLICIES, KL_VARIANTS, resolved_params
+
+    method = make_method(cfg.method, **cfg.method_overrides())
+    kl = cfg.kl if cfg.kl is not None else method.config.kl
+    variant = KL_VARIANTS.get(kl)
+    applies = {f"kl.{k}" for k in variant.Params.model_fields}
+    applies |= {f"anchor.{k}" for p in variant.anchors.values() for k in ANCHOR_POLICIES.get(p).Params.model_fields}
+    params = {k: v for k, v in method.defaults.params.items() if k.startswith("kernel.") or k in applies}
+    params.update(cfg.params)
+    out = plugin_params.dump(method.kernel.params, "kernel")
+    out.update(resolved_params(dataclasses.replace(cfg, kl=kl, params=params)))
+    return out
 
 
 def resolve(cfg: RunConfig) -> RunConfig:
@@ -346,11 +406,14 @@ def resolve(cfg: RunConfig) -> RunConfig:
     filled = {k: getattr(method.config, k) for k in METHOD_OPTIONS}
     if filled["window"] is not None:
         filled["window"] = list(filled["window"])
+    filled["params"] = _plugin_params(cfg)
     return dataclasses.replace(cfg, **filled)
 
 
 def config_id(cfg: RunConfig | dict[str, Any], length: int = 12) -> str:
-    """Stable hash of a resolved config (key order and float formatting do not matter)."""
+    """Stable hash of a resolved config (key order does not matter; fields at their ID_NEUTRAL value
+    are left out, so adding a field keeps existing ids)."""
     data = cfg.to_dict() if isinstance(cfg, RunConfig) else cfg
+    data = {k: v for k, v in data.items() if not (k in ID_NEUTRAL and v == ID_NEUTRAL[k])}
     blob = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:length]

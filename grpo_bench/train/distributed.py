@@ -67,8 +67,6 @@ def relaunch(name: str, argv: list[str]) -> int:
     import yaml
 
     if str((yaml.safe_load(config_path(name).read_text()) or {}).get("distributed_type", "")).upper() == "DEEPSPEED":
-        from grpo_bench.train.steppers import require_deepspeed
-
         require_deepspeed()
     args, skip = [], False
     for a in argv:
@@ -160,3 +158,12 @@ def parameter_digest(params: Iterable[Tensor]) -> str:
     for p in params:
         h.update(full(p.detach()).float().cpu().contiguous().numpy().tobytes())
     return h.hexdigest()
+
+
+def require_deepspeed() -> None:
+    """The deepspeed_zero2 config without DeepSpeed installed: say what to install, before any launch."""
+    import importlib.util
+
+    if importlib.util.find_spec("deepspeed") is None:
+        raise UserError("--accelerate-config deepspeed_zero2 needs DeepSpeed: `pip install deepspeed` "
+                        "(or `pip install 'grpo-bench[deepspeed]'`); --accelerate-config fsdp2 shards without it")

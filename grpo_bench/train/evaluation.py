@@ -13,8 +13,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from grpo_bench.core.rollout import generator
+from grpo_bench.core.sampling import sample
+from grpo_bench.core.sde import make_kernel
 from grpo_bench.rewards.base import composite, reward_weights
-from grpo_bench.core.rollout import generator, sample_ode
 
 
 def _mean(t: Tensor) -> float:
@@ -22,7 +24,9 @@ def _mean(t: Tensor) -> float:
     return float(t[torch.isfinite(t)].mean()) if torch.isfinite(t).any() else float("nan")
 
 
-def evaluate(model: Any, reward: Any, sigmas: Tensor, cfg: Any, device: torch.device, autocast: Any) -> tuple[dict, list, Tensor]:
+def evaluate(
+    model: Any, reward: Any, sigmas: Tensor, cfg: Any, device: torch.device, autocast: Any
+) -> tuple[dict, list, Tensor]:
     """(eval_* metrics, per-video rows, videos Tensor[N, 3, F, H, W] on CPU)."""
     from grpo_bench.train.prompts import load_prompt_set
     from grpo_bench.world.oracle import diversity, oracle
@@ -32,13 +36,16 @@ def evaluate(model: Any, reward: Any, sigmas: Tensor, cfg: Any, device: torch.de
     gen = generator(cfg.seed, "eval", 0, device)
     x0 = torch.randn(len(rows), *model.latent_shape, generator=gen, device=device)
     with autocast():
-        videos = sample_ode(model, sigmas, rows, x0, guidance=cfg.guidance, chunk=cfg.prompts_per_update * cfg.group_size)
+        videos = sample(model, rows, x0, sigmas, make_kernel("ode"), guidance=cfg.guidance,
+                        chunk=cfg.prompts_per_update * cfg.group_size, decode=True)
     videos = videos.cpu()
     with torch.no_grad():
         judged = reward(videos, rows)
         # No oracle for real models: their oracle columns are NaN (the report leaves them blank).
         nan = torch.full((len(rows),), float("nan"))
-        truth = oracle(videos, rows) if cfg.eval_oracle else dict.fromkeys(("vq", "mq", "ta", "correct", "manifold"), nan)
+        truth = (
+            oracle(videos, rows) if cfg.eval_oracle else dict.fromkeys(("vq", "mq", "ta", "correct", "manifold"), nan)
+        )
         judge = composite(judged, reward_weights(reward, cfg.setting)).cpu()
     metrics = {
         "eval_oracle_vq": _mean(truth["vq"]),
@@ -52,9 +59,15 @@ def evaluate(model: Any, reward: Any, sigmas: Tensor, cfg: Any, device: torch.de
     }
     per_video = [
         {
-            "prompt": p, "sample": j % n, "seed": int(cfg.seed),
-            "oracle_vq": float(truth["vq"][j]), "oracle_mq": float(truth["mq"][j]), "oracle_ta": float(truth["ta"][j]),
-            "correct": float(truth["correct"][j]), "manifold": float(truth["manifold"][j]), "judge_reward": float(judge[j]),
+            "prompt": p,
+            "sample": j % n,
+            "seed": int(cfg.seed),
+            "oracle_vq": float(truth["vq"][j]),
+            "oracle_mq": float(truth["mq"][j]),
+            "oracle_ta": float(truth["ta"][j]),
+            "correct": float(truth["correct"][j]),
+            "manifold": float(truth["manifold"][j]),
+            "judge_reward": float(judge[j]),
         }
         for j, p in enumerate(rows)
     ]

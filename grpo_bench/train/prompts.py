@@ -21,6 +21,17 @@ class PromptSet:
     train: list[str]
     eval: list[str]
 
+    def require_world_eval(self, where: str = "") -> None:
+        """The world's oracle scores only world prompts: a UserError naming the first one it cannot parse."""
+        from grpo_bench.world import parse
+
+        try:
+            for p in self.eval:
+                parse(p)
+        except UserError as exc:
+            raise UserError(f"{where}eval_oracle is on but the eval prompts are not world prompts ({exc}); "
+                            "set eval_oracle: false for real models") from None
+
 
 def _world() -> PromptSet:
     from grpo_bench.world import prompts

@@ -5,9 +5,9 @@ Under an FSDP2 launch the trainer calls ``shard_module`` before it collects its 
 builds the optimizer: ``torch.distributed.fsdp.fully_shard`` on each repeated block (the classes a
 diffusers model lists in ``_no_split_modules``, the world UNet its ResBlocks), then on the trainable
 module itself. Every parameter of that module (LoRA: the frozen base weights too) becomes a DTensor
-sharded along dim 0 over the ranks; a block's full weights exist only while it runs. Gradients are reduce-scattered (averaged over the
-ranks) by FSDP itself, so the trainer's manual ``average_gradients`` is skipped; the optimizer state
-lives with the local shards.
+sharded along dim 0 over the ranks; a block's full weights exist only while it runs. Gradients are
+reduce-scattered (averaged over the ranks) by FSDP itself, so the trainer's manual
+``average_gradients`` is skipped; the optimizer state lives with the local shards.
 
 We call ``fully_shard`` ourselves instead of ``Accelerator.prepare(module)``: accelerate never
 builds an FSDP state on CPU (it falls back to MULTI_CPU/gloo and ignores the FSDP launch settings),
@@ -24,16 +24,20 @@ FSDP, whose pre-forward hook swaps its own all-gathered parameters in), ``clip_g
 
 from __future__ import annotations
 
-import contextlib
 import os
 import warnings
-from collections.abc import Iterable, Iterator
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
+from grpo_bench.core.dtensors import full, grad_norm, is_sharded, load_into, local, reshard, swapped
 from grpo_bench.errors import UserError
+
+__all__ = [
+    "ShardedOptimizerState", "clip_grad_norm", "fsdp2_requested", "full", "grad_norm", "is_sharded", "load_into",
+    "local", "reshard", "shard_module", "shard_units", "swapped",
+]
 
 
 # --- which launch ------------------------------------------------------------------------------
@@ -86,77 +90,10 @@ def shard_module(module: nn.Module, device: torch.device, world: int) -> nn.Modu
     return module
 
 
-def reshard(module: nn.Module) -> None:
-    """Free every FSDP unit's all-gathered parameters, so the next forward gathers the shards anew."""
-    from torch.distributed.fsdp import FSDPModule
-
-    for m in module.modules():
-        if isinstance(m, FSDPModule):
-            m.reshard()
-
-
-def is_sharded(params: Iterable[Tensor]) -> bool:
-    from torch.distributed.tensor import DTensor
-
-    return any(isinstance(p, DTensor) for p in params)
-
-
-# --- tensors -------------------------------------------------------------------------------------
-def local(t: Tensor) -> Tensor:
-    """This rank's shard of a DTensor (sharing its storage); a plain tensor itself."""
-    from torch.distributed.tensor import DTensor
-
-    return t.to_local() if isinstance(t, DTensor) else t
-
-
-def full(t: Tensor) -> Tensor:
-    """The whole tensor of a DTensor (all-gather: every rank must call it); a plain tensor itself."""
-    from torch.distributed.tensor import DTensor
-
-    return t.full_tensor() if isinstance(t, DTensor) else t
-
-
-@torch.no_grad()
-def load_into(target: Tensor, value: Tensor) -> None:
-    """Copy a full tensor into target (for a DTensor: into its local shard; no communication)."""
-    from torch.distributed.tensor import DTensor, distribute_tensor
-
-    if isinstance(target, DTensor):
-        part = distribute_tensor(value.to(target.device, target.dtype), target.device_mesh, target.placements,
-                                 src_data_rank=None)  # None: each rank slices its own copy
-        target.to_local().copy_(part.to_local())
-    else:
-        target.copy_(value)
-
-
-@contextlib.contextmanager
-def swapped(module: nn.Module, params: dict[str, Tensor], values: dict[str, Tensor]) -> Iterator[None]:
-    """Inside the block the module computes with ``values`` (same names and shards as ``params``):
-    they are copied into the parameters' local shards in place, and the originals copied back after.
-    FSDP units are resharded on entry and exit so no stale all-gathered copy is used."""
-    with torch.no_grad():
-        reshard(module)
-        saved = {n: local(p).clone() for n, p in params.items()}  # one shard's worth of memory
-        for n, p in params.items():
-            local(p).copy_(local(values[n]))
-        try:
-            yield
-        finally:
-            reshard(module)
-            for n, p in params.items():
-                local(p).copy_(saved[n])
-
-
 def clip_grad_norm(params: list[Tensor], max_norm: float) -> float:
     """torch's clip_grad_norm_ on DTensor gradients (norm over all shards); the total norm as a float."""
     total = torch.nn.utils.clip_grad_norm_(params, max_norm)
     return float(full(total))
-
-
-def grad_norm(params: list[Tensor]) -> float:
-    """|grad| over all parameters (and all shards); 0 when no gradient exists."""
-    grads = [p.grad for p in params if p.grad is not None]
-    return float(full(torch.nn.utils.get_total_norm(grads))) if grads else 0.0
 
 
 class ShardedOptimizerState:

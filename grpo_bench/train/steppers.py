@@ -33,10 +33,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from grpo_bench.train import distributed
-from grpo_bench.train import sharding
 from grpo_bench.errors import UserError
 from grpo_bench.registry import Registry
+from grpo_bench.train import distributed, sharding
 
 STEPPERS: Registry[type[Stepper]] = Registry("launch stepper")
 
@@ -49,22 +48,13 @@ def deepspeed_requested() -> bool:
 def check_launch(mixed_precision: str) -> None:
     """Fail before any model is built on a launch the trainer cannot honour (one-line UserErrors)."""
     if deepspeed_requested():
-        require_deepspeed()
+        distributed.require_deepspeed()
         if mixed_precision == "fp16":
             raise UserError("mixed_precision: fp16 is not supported with the deepspeed_zero2 accelerate config "
                             "(the trainer autocasts without a loss scaler); use bf16 or no")
     if os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true" and mixed_precision == "fp16":
         raise UserError("mixed_precision: fp16 is not supported with the fsdp2 accelerate config "
                         "(no sharded gradient scaler); use bf16 or no")
-
-
-def require_deepspeed() -> None:
-    """The deepspeed_zero2 config without DeepSpeed installed: say what to install, before any launch."""
-    import importlib.util
-
-    if importlib.util.find_spec("deepspeed") is None:
-        raise UserError("--accelerate-config deepspeed_zero2 needs DeepSpeed: `pip install deepspeed` "
-                        "(or `pip install 'grpo-bench[deepspeed]'`); --accelerate-config fsdp2 shards without it")
 
 
 def launch_kind(acc: Any) -> str:

@@ -44,6 +44,3 @@ class MetricsSink:
         if self.accelerator is not None and self.accelerator.trackers:
             scalars = {k: v for k, v in line.items() if isinstance(v, (int, float)) and v is not None}
             self.accelerator.log(scalars, step=int(line["update"]))
-
-    def rows(self) -> list[dict[str, Any]]:
-        return read_jsonl(self.path)

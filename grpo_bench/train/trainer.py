@@ -25,24 +25,21 @@ from typing import Any
 import torch
 import yaml
 
-from grpo_bench.train import checkpoint
-from grpo_bench.train import distributed
-from grpo_bench.core import schedule
-from grpo_bench.train import sharding
-from grpo_bench.train import steppers
-from grpo_bench.core.advantages import group_advantages, group_std
 from grpo_bench.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text
-from grpo_bench.train.config import RunConfig, config_id, resolve, validate
-from grpo_bench.errors import UserError
-from grpo_bench.train.evaluation import evaluate
+from grpo_bench.core import schedule
+from grpo_bench.core.advantages import group_advantages, group_std
 from grpo_bench.core.loss import LossContext, per_step_grad_norms, step_terms
 from grpo_bench.core.method import make_method
-from grpo_bench.train.prompts import load_prompt_set
-from grpo_bench.rewards.base import composite, reward_weights
 from grpo_bench.core.rollout import StepTable, generator, initial_noise, rollout
 from grpo_bench.core.sde import equalizer
-from grpo_bench.train.tracking import MetricsSink
 from grpo_bench.core.trust_region import Anchors, make_kl, make_kl_weight
+from grpo_bench.errors import UserError
+from grpo_bench.rewards.base import composite, reward_weights
+from grpo_bench.train import checkpoint, distributed, sharding, steppers
+from grpo_bench.train.config import RunConfig, config_id, resolve, validate
+from grpo_bench.train.evaluation import evaluate
+from grpo_bench.train.prompts import load_prompt_set
+from grpo_bench.train.tracking import MetricsSink
 
 Progress = Callable[[int, int, dict], None]
 TIMES = ("time_rollout", "time_reward", "time_train", "time_diag", "time_eval")
@@ -94,7 +91,7 @@ class Trainer:
         self.kl = make_kl(cfg)
         self.ctx = LossContext(model, self.table, weight.to(self.device), self.kl, self.method.config.clip_range,
                                self.method.config.logprob, cfg.guidance)
-        self.anchors = Anchors(self.kl.anchors, model, module, cfg.anchor_every)
+        self.anchors = Anchors(self.kl.anchor_policies(), model, module)
         self.kl_weight = make_kl_weight(cfg)
         self.counters = checkpoint.Counters()
         self.acc.register_for_checkpointing(checkpoint.TrainableState(module), self.anchors, self.kl_weight,
@@ -139,7 +136,9 @@ class Trainer:
         train_stats = self.optimize(ro, adv, steps[mine].to(dev))
         if self.acc.num_processes > 1:  # loss statistics of the whole batch: mean over ranks (equal shards)
             keys = sorted(k for k, v in train_stats.items() if isinstance(v, float))
-            vals = self.acc.reduce(torch.tensor([train_stats[k] for k in keys], device=dev, dtype=torch.float64), "mean")
+            vals = self.acc.reduce(
+                torch.tensor([train_stats[k] for k in keys], device=dev, dtype=torch.float64), "mean"
+            )
             train_stats.update(zip(keys, vals.tolist()))
         line.update(train_stats)
         t4 = _sync(dev)
@@ -174,8 +173,12 @@ class Trainer:
                 copies += self.anchors.after_optimizer_step(self.counters.optimizer_steps)
         self.counters.anchor_copies += copies
         out = {k: v / n for k, v in sums.items()}
-        out.update(kl_weight=w, grad_norm=sum(grad_norms) / len(grad_norms), optimizer_steps=self.counters.optimizer_steps,
-                   anchor_copies=self.counters.anchor_copies)
+        out.update(
+            kl_weight=w,
+            grad_norm=sum(grad_norms) / len(grad_norms),
+            optimizer_steps=self.counters.optimizer_steps,
+            anchor_copies=self.counters.anchor_copies,
+        )
         self.kl_weight.update(out["kl"])
         return out
 

@@ -233,7 +233,9 @@ def evaluate(
     return {"split": split, "videos": len(texts), "steps": steps, "shift": shift, "guidance": guidance, **out}
 
 
-def run_pretrain(cfg: PretrainConfig, out: Path | None, evaluate_card: bool = True, console: Console | None = None) -> dict:
+def run_pretrain(
+    cfg: PretrainConfig, out: Path | None, evaluate_card: bool = True, console: Console | None = None
+) -> dict:
     """The ``grpo-bench pretrain base`` command: train, then add oracle scores to the card."""
     from grpo_bench.models.world import DEFAULT_WEIGHTS
 

@@ -1,0 +1,59 @@
+"""Registries of report parts. A part renders files under the report folder and returns the
+sections report.md embeds; suites name the parts they want (report.tables, report.figures).
+
+The registries live with the suite spec, which validates the names a suite asks for; the parts
+themselves (grpo_bench.report.tables, grpo_bench.report.figures) register into them and are
+imported on first lookup, so the suite layer never imports the report layer statically.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from grpo_bench.registry import LazyRegistry
+
+
+@dataclass
+class Section:
+    """One block of report.md."""
+
+    title: str
+    how: str
+    """One line: how to read it."""
+    body: str
+    """Markdown: a table, or an image link relative to report.md."""
+
+
+@dataclass
+class Context:
+    """What every part receives."""
+
+    df: pd.DataFrame
+    """results.parquet."""
+    out: Path
+    """The report folder (report.md lives here)."""
+    spec: dict[str, Any] = field(default_factory=dict)
+    """The suite's report spec (ReportSpec.to_dict())."""
+
+
+Part = Callable[[Context], list[Section]]
+
+_PART_MODULES = (
+    "grpo_bench.report.figures", "grpo_bench.report.hacking", "grpo_bench.report.power_table",
+    "grpo_bench.report.tables",
+)
+def headline_columns() -> list[str]:
+    """Titles of Table 2's headline columns (the keys `report.min_effect` may name); the report layer
+    defines them and is imported here on first use, as the parts are."""
+    import importlib
+
+    return [title for title, _, _ in importlib.import_module("grpo_bench.report.tables").TABLE2]
+
+
+TABLES: LazyRegistry[Part] = LazyRegistry("report table", modules=_PART_MODULES)
+FIGURES: LazyRegistry[Part] = LazyRegistry("report figure", modules=_PART_MODULES)
