@@ -96,9 +96,7 @@ class Trainer:
                                self.method.config.logprob, cfg.guidance)
         self.anchors = Anchors(self.kl.anchors, model, module, cfg.anchor_every)
         self.kl_weight = make_kl_weight(cfg)
-        self.counters = checkpoint.Counters()
-        self.acc.register_for_checkpointing(checkpoint.TrainableState(module), self.anchors, self.kl_weight,
-                                            self.counters, *self.stepper.checkpoint_objects())
+        self.counters = checkpoint.Counters()  # with the anchors, KL weight and optimizer: checkpoint.save
         self.train_prompts = load_prompt_set(cfg.prompts).train
         self.shard = distributed.shard(cfg.prompts_per_update * cfg.group_size, self.acc.process_index,
                                        self.acc.num_processes)  # checks divisibility before any sampling
@@ -192,9 +190,8 @@ class Trainer:
         sink = MetricsSink(out, self.acc) if main else None
         if self.acc.trackers == [] and cfg.trackers:
             self.acc.init_trackers(f"grpo-bench-{config_id(cfg)}", config=cfg.to_dict())
-        found = checkpoint.latest(out) if resume else None
-        if found:
-            self.acc.load_state(str(found[1]))
+        if resume:
+            checkpoint.resume(self, out)  # safetensors + JSON only; an unreadable one falls back
         lines = sink.truncate(self.counters.update) if main else []
         start_wall, t_attempt = self.counters.wall_time, time.perf_counter()
         final_eval = None
@@ -215,7 +212,7 @@ class Trainer:
                 sink.log(line)
             lines.append(line)
             if (u + 1) % cfg.checkpoint_every == 0 or last:
-                checkpoint.save(self.acc, out, u + 1)
+                checkpoint.save(self, out, u + 1)
             if progress is not None:
                 progress(u + 1, cfg.updates, line)
         if final_eval is None:  # resumed after the last checkpoint: the same policy, the same noise
