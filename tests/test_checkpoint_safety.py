@@ -116,3 +116,18 @@ def test_nested_state_round_trips_through_json_and_tensors():
     assert np.array_equal(back["np"][1], state["np"][1]) and back["np"][1].dtype == np.uint32
     with pytest.raises(TypeError, match="cannot store"):
         checkpoint.flatten({"x": object()}, {})
+
+
+def test_engine_files_are_read_weights_only_even_when_a_library_asks_otherwise(tmp_path):
+    """DeepSpeed's loader calls torch.load(weights_only=False); inside weights_only_loads it cannot run code."""
+    import torch
+
+    marker = tmp_path / "pwned"
+    planted = tmp_path / "zero_pp_rank_0_mp_rank_00_optim_states.pt"
+    torch.save({"x": Planted(str(marker))}, planted)
+    with checkpoint.weights_only_loads(), pytest.raises(pickle.UnpicklingError):
+        torch.load(planted, weights_only=False)
+    assert not marker.exists()
+    torch.save({"w": torch.ones(2)}, tmp_path / "plain.pt")  # tensors still load
+    with checkpoint.weights_only_loads():
+        assert torch.equal(torch.load(tmp_path / "plain.pt", weights_only=False)["w"], torch.ones(2))

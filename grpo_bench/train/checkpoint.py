@@ -177,9 +177,27 @@ def weights_only_loads() -> Iterator[None]:
 
     torch.load = safe_load
     try:
-        yield
+        with torch.serialization.safe_globals(_engine_globals()):
+            yield
     finally:
         torch.load = original
+
+
+def _engine_globals() -> list[Any]:
+    """Plain data types that accelerate's RNG files and DeepSpeed's ZeRO files hold besides tensors
+    (numpy arrays, a loss-scaler record, an enum, a named tuple); allowing them lets no code run."""
+    from accelerate.utils.other import TORCH_SAFE_GLOBALS
+
+    allowed = list(TORCH_SAFE_GLOBALS)
+    try:
+        from deepspeed.runtime.fp16.loss_scaler import LossScaler
+        from deepspeed.runtime.zero.config import ZeroStageEnum
+        from deepspeed.utils.tensor_fragment import fragment_address
+
+        allowed += [LossScaler, ZeroStageEnum, fragment_address]
+    except ImportError:  # no DeepSpeed: no engine checkpoints to read
+        pass
+    return allowed
 
 
 # --- folders ----------------------------------------------------------------------------------------

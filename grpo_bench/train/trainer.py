@@ -25,6 +25,7 @@ from typing import Any
 import torch
 import yaml
 
+from grpo_bench import interrupt, safe_yaml
 from grpo_bench.train import checkpoint
 from grpo_bench.train import distributed
 from grpo_bench.core import schedule
@@ -211,10 +212,15 @@ class Trainer:
             if main:
                 sink.log(line)
             lines.append(line)
-            if (u + 1) % cfg.checkpoint_every == 0 or last:
+            # Ctrl-C (grpo_bench.interrupt): stop here, at a checkpoint. One process only: the ranks of a
+            # launch could see the flag at different updates, and saving is a collective.
+            stopping = interrupt.requested() and not last and self.acc.num_processes == 1
+            if (u + 1) % cfg.checkpoint_every == 0 or last or stopping:
                 checkpoint.save(self, out, u + 1)
             if progress is not None:
                 progress(u + 1, cfg.updates, line)
+            if stopping:
+                raise interrupt.Interrupted(f"stopped after update {u + 1} of {cfg.updates} (checkpoint saved)")
         if final_eval is None:  # resumed after the last checkpoint: the same policy, the same noise
             final_eval = self.evaluate()
         _, rows, videos = final_eval
@@ -258,7 +264,9 @@ def train(
     out.mkdir(parents=True, exist_ok=True)
     cfg_path = out / "config.yaml"
     if resume and cfg_path.is_file():
-        old = yaml.safe_load(cfg_path.read_text()) or {}
+        old = safe_yaml.load_file(cfg_path, "run config") or {}  # a run folder is untrusted input
+        if not isinstance(old, dict):
+            raise UserError(f"{cfg_path}: not a run config (a mapping of key: value); use --no-resume or another --out")
         if config_id(old) != config_id(cfg):
             diff = sorted(k for k in set(old) | set(cfg.to_dict()) if old.get(k) != cfg.to_dict().get(k))
             raise UserError(f"{out}: holds a run of a different config (keys {diff}); "
