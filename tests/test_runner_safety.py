@@ -219,3 +219,35 @@ def test_a_second_ctrl_c_stops_at_once(tmp_path):
     pids = {int(ln.split()[2]) for ln in (tmp_path / "log").read_text().splitlines()}
     time.sleep(1.0)
     assert not any(Path(f"/proc/{p}").exists() and Path(f"/proc/{p}/stat").read_text().split()[2] != "Z" for p in pids)
+
+
+def test_each_attempt_records_its_thread_count_and_cell_ids_do_not_depend_on_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_LOG", str(tmp_path / "log"))
+    suite, cells = _suite(tmp_path, union=[], seeds=[0])
+    summary = runner.run_suite(suite, cells, tmp_path / "runs", jobs=1, trainer=TRAINER)
+    for c in cells:
+        (attempt,) = [json.loads(x) for x in (summary.suite_dir / c.id / runner.ATTEMPTS).read_text().splitlines()]
+        assert attempt["threads"] == max(1, os.cpu_count() or 1) and attempt["pid"] != os.getpid()
+    assert [c.id for c in expand(suite)] == [c.id for c in cells]  # ids come from the config alone
+
+
+def test_files_get_the_users_umask_not_0600(tmp_path):
+    old = os.umask(0o022)
+    try:
+        atomic.atomic_write_text(tmp_path / "a.txt", "x")
+        atomic.atomic_write(tmp_path / "b.bin", lambda p: p.write_bytes(b"y"))
+        os.umask(0o027)
+        atomic.atomic_write_json(tmp_path / "c.json", {})
+    finally:
+        os.umask(old)
+    modes = [oct((tmp_path / n).stat().st_mode & 0o777) for n in ("a.txt", "b.bin", "c.json")]
+    assert modes == [oct(0o644), oct(0o644), oct(0o640)]
+
+
+def test_read_jsonl_drops_only_a_torn_last_line(tmp_path):
+    f = tmp_path / "m.jsonl"
+    f.write_text('{"a": 1}\n{"a": 2}\n{"a": ')
+    assert atomic.read_jsonl(f) == [{"a": 1}, {"a": 2}]
+    f.write_text('{"a": 1}\n{"a": \n{"a": 3}\n')
+    with pytest.raises(UserError, match=r"m.jsonl:2: not a JSON line"):
+        atomic.read_jsonl(f)

@@ -189,6 +189,7 @@ def run_cell(meta: dict[str, Any], cell_dir: str, trainer: str, emit: Emit, slot
         if results.is_done(cdir):  # finished by another runner since we were scheduled
             return Outcome(meta["id"], "skipped")
         (cdir / results.ERROR).unlink(missing_ok=True)
+        _record_attempt(cdir)
         total = meta["config"]["updates"]
         emit(("start", slot, meta["id"], meta["group"], meta["labels"].get("seed"), total))
         t0 = time.perf_counter()
@@ -229,6 +230,24 @@ def run_cell(meta: dict[str, Any], cell_dir: str, trainer: str, emit: Emit, slot
         return Outcome(meta["id"], "done", took, rows_s)
     finally:
         _release(lock, cdir / ".lock")
+
+
+ATTEMPTS = "attempts.jsonl"
+
+
+def _record_attempt(cdir: Path) -> None:
+    """One line per attempt at a cell: host, pid and torch's thread count. The thread count changes
+    float rounding (numbers are byte-identical only at equal thread counts) but is not part of the
+    cell id: it is a property of the machine and of --jobs, and a suite resumed with another --jobs
+    must not re-run its finished cells. It is recorded here instead."""
+    import json
+
+    torch = sys.modules.get("torch")
+    threads = torch.get_num_threads() if torch is not None else int(os.environ.get("OMP_NUM_THREADS", "0") or 0)
+    line = {"host": socket.gethostname(), "pid": os.getpid(), "threads": threads, "started": time.time()}
+    from grpo_bench.atomic import append_line
+
+    append_line(cdir / ATTEMPTS, json.dumps(line))
 
 
 def _launch_accelerate(cdir: Path, trainer: str, gpus: list[int], on_update: Callable[[int], None]) -> None:
