@@ -131,3 +131,26 @@ def test_engine_files_are_read_weights_only_even_when_a_library_asks_otherwise(t
     torch.save({"w": torch.ones(2)}, tmp_path / "plain.pt")  # tensors still load
     with checkpoint.weights_only_loads():
         assert torch.equal(torch.load(tmp_path / "plain.pt", weights_only=False)["w"], torch.ones(2))
+
+
+def test_ctrl_c_in_train_saves_a_checkpoint_at_once_and_the_resumed_run_matches(tmp_path):
+    """checkpoint_every is 10: without the stop request nothing would be saved before update 10."""
+    from grpo_bench import interrupt
+
+    kw = dict(KW, updates=4, checkpoint_every=10)
+    whole = run(tmp_path, "whole", **kw)
+
+    def ctrl_c_during_update_2(done, total, line):
+        if done == 1:
+            interrupt.request()  # what the first SIGINT does
+
+    try:
+        with pytest.raises(interrupt.Interrupted, match="stopped after update 2 of 4"):
+            train(tiny(**kw), tmp_path / "cut", model=TinyModel(seed=0), reward=TinyReward(),
+                  progress=ctrl_c_during_update_2)
+    finally:
+        interrupt.reset()
+    assert [p.name for p in (tmp_path / "cut" / "checkpoints").iterdir()] == ["update_000002"]
+    resumed = train(tiny(**kw), tmp_path / "cut", model=TinyModel(seed=0), reward=TinyReward())
+    assert no_times(lines(tmp_path / "cut")) == no_times(lines(tmp_path / "whole"))
+    assert resumed["eval_videos"] == whole["eval_videos"]
