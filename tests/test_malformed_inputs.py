@@ -107,11 +107,26 @@ def _cases(tmp: Path) -> list[tuple[list[str], str]]:
         (["sample", "--prompt", "a red circle moving left", "--out", str(folder_gif)], "is a folder"),
         (["sample", "--prompt", "x" * 10_000_000], "more characters)"),
         (["report", str(a_file)], "is not a folder"),
+        (["report", str(_results(tmp, "torn", b"PAR1\x00\x01"))], "not a readable parquet file"),
+        (["report", str(_results(tmp, "foreign", None))], "not a grpo-bench results table"),
     ]
 
 
+def _results(tmp: Path, name: str, data: bytes | None) -> Path:
+    """A run folder whose results.parquet is torn (data) or a foreign table (None)."""
+    import pandas as pd
 
-N_CASES = 48
+    folder = tmp / name
+    folder.mkdir()
+    if data is None:
+        pd.DataFrame({"a": [1]}).to_parquet(folder / "results.parquet")
+    else:
+        (folder / "results.parquet").write_bytes(data)
+    return folder
+
+
+
+N_CASES = 50
 
 
 def test_every_malformed_input_ends_in_one_clean_line(tmp_path, monkeypatch, capsys):

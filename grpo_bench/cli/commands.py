@@ -164,7 +164,7 @@ def train(
         distributed.config_path(accelerate_config)  # a bad name fails here, before any launch
         if not distributed.launched():
             raise typer.Exit(distributed.relaunch(accelerate_config, sys.argv[1:]))
-    code = _interruptible(lambda: run_train(cfg, out, resume, console))
+    code = _interruptible(lambda: run_train(cfg, out, resume, console) and 0)
     if code:
         raise typer.Exit(code)
 
@@ -221,7 +221,7 @@ def report(run_dir: Path = typer.Argument(..., help="A suite's run folder (runs/
     from grpo_bench import preflight
     from grpo_bench.cli.suite import report_command
 
-    if not run_dir.is_dir():
+    if run_dir.exists() and not run_dir.is_dir():
         raise UserError(f"report: {str(run_dir)!r} is not a folder (give a suite's run folder, e.g. runs/main_table)")
     preflight.out_dir(run_dir / "report", "report folder")
     raise typer.Exit(report_command(run_dir, console))
@@ -248,7 +248,8 @@ def _interruptible(work) -> int:
     from grpo_bench import interrupt
 
     try:
-        return work() or 0
+        code = work()
+        return code if isinstance(code, int) else 0
     except interrupt.Interrupted as exc:  # a single run stopped at a checkpoint (train)
         from grpo_bench.cli.suite import resume_command
 

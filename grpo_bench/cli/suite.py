@@ -138,5 +138,23 @@ def ablate_command(kl: str | None, equalizer: str | None, sde: str | None, base:
 def report_command(run_dir: Path, console: Console) -> int:
     from grpo_bench.report.render import render_report
 
-    console.print(f"report: {render_report(run_dir)}")
+    check_results_file(Path(run_dir) / results.RESULTS)
+    console.print(f"report: {render_report(run_dir)}", markup=False, highlight=False)
     return 0
+
+
+def check_results_file(path: Path) -> None:
+    """A readable results.parquet with the columns grpo-bench writes, or one line saying what is wrong
+    (a missing file is left to the report, which says how to make one)."""
+    if not path.is_file():
+        return
+    import pyarrow.parquet as pq
+
+    try:
+        names = set(pq.read_schema(path).names)
+    except Exception as exc:  # pyarrow raises several types for truncated or foreign files
+        raise UserError(f"{path}: not a readable parquet file ({' '.join(str(exc).split())[:200]}); "
+                        "rerun `grpo-bench run` on the suite to rebuild it") from None
+    missing = sorted(set(results.COLUMNS) - names)
+    if missing:
+        raise UserError(f"{path}: not a grpo-bench results table (missing columns {', '.join(missing[:5])})")

@@ -261,7 +261,7 @@ def train(
     validate(cfg)
     cfg = resolve(cfg)
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    created = not out.exists()
     cfg_path = out / "config.yaml"
     if resume and cfg_path.is_file():
         old = safe_yaml.load_file(cfg_path, "run config") or {}  # a run folder is untrusted input
@@ -273,12 +273,21 @@ def train(
                             "use --no-resume to overwrite or choose another --out")
         if (out / "DONE").is_file() and (out / "final.json").is_file():
             return json.loads((out / "final.json").read_text())
+    # The model and reward load before anything is written: a run that cannot start leaves no
+    # config.yaml behind to refuse the corrected command, and --no-resume deletes nothing.
+    try:
+        trainer = Trainer(cfg, out, model, reward)
+    except BaseException:
+        if created and out.is_dir() and not any(out.iterdir()):
+            out.rmdir()
+        raise
+    out.mkdir(parents=True, exist_ok=True)
     if not resume:
         checkpoint.clear(out)
         for name in ("DONE", "final.json", "metrics.jsonl"):
             (out / name).unlink(missing_ok=True)
     atomic_write_text(cfg_path, yaml.safe_dump(cfg.to_dict(), sort_keys=True))
-    return Trainer(cfg, out, model, reward).run(resume, progress)
+    return trainer.run(resume, progress)
 
 
 # --- helpers -------------------------------------------------------------------------------
