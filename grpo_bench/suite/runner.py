@@ -12,7 +12,7 @@ registered backend, then aggregates ``results.parquet``. Backends:
 * ``submitit`` — each cell is one task of a SLURM job array (submitit's local executor when
   SLURM is absent, which is what the tests use); progress is read from metrics.jsonl.
 
-Safety: one runner per suite folder (``SuiteLock``: a flock on ``.runner.lock``, which names the
+Safety: one runner per suite folder (``locks.SuiteLock``: a flock on ``.runner.lock``, which names the
 holder's pid and host; a second runner refuses with one line; a dead holder's lock is free again).
 Ctrl-C (``grpo_bench.interrupt``): the first stops scheduling and lets running cells stop after their
 current update at a checkpoint; the second stops at once. A full disk fails the cell with "no space
@@ -26,7 +26,6 @@ inside workers, after the thread and GPU environment is set.
 
 from __future__ import annotations
 
-import fcntl
 import importlib
 import os
 import queue as queue_mod
@@ -48,6 +47,9 @@ from grpo_bench.atomic import DiskFull, clean_temp, is_disk_full
 from grpo_bench.errors import UserError
 from grpo_bench.registry import Registry
 from grpo_bench.suite import results
+from grpo_bench.suite.locks import SuiteLock, _release, _try_flock, cell_busy, clean_stale
+
+__all__ = ["SuiteLock", "cell_busy", "clean_stale", "run_cell", "run_suite"]
 
 TRAINER = "grpo_bench.train.trainer:train"
 Emit = Callable[[tuple], None]
@@ -84,89 +86,6 @@ class RunSummary:
 
     def count(self, status: str) -> int:
         return sum(o.status == status for o in self.outcomes)
-
-
-# --- locks ------------------------------------------------------------------------------------------
-def _try_flock(path: Path) -> Any | None:
-    """An open file holding an exclusive flock on ``path``, or None if another process holds it. The
-    lock is tied to the process: it is released when the holder dies, so no lock is ever stale."""
-    while True:
-        fh = open(path, "a+")
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            fh.close()
-            return None
-        try:  # the holder may have removed the file between our open and flock: lock the current one
-            if os.fstat(fh.fileno()).st_ino == os.stat(path).st_ino:
-                return fh
-        except FileNotFoundError:
-            pass
-        fh.close()
-
-
-def _release(fh: Any, path: Path) -> None:
-    """Remove the lock file, then release it (a rerun finds no lock file left behind)."""
-    try:
-        path.unlink(missing_ok=True)
-    finally:
-        fh.close()
-
-
-class SuiteLock:
-    """One runner per suite folder: ``.runner.lock`` is flocked and names the holder (pid, host)."""
-
-    NAME = ".runner.lock"
-
-    def __init__(self, suite_dir: Path) -> None:
-        self.path = Path(suite_dir) / self.NAME
-        self.fh: Any = None
-
-    def acquire(self) -> SuiteLock:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.fh = _try_flock(self.path)
-        if self.fh is None:
-            try:
-                holder = self.path.read_text().strip() or "unknown process"
-            except OSError:
-                holder = "unknown process"
-            raise UserError(f"{self.path.parent}: another runner is using this suite folder ({holder}); "
-                            "wait for it to finish, or stop it, then rerun")
-        self.fh.seek(0)
-        self.fh.truncate()
-        self.fh.write(f"pid {os.getpid()} on host {socket.gethostname()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
-        self.fh.flush()
-        return self
-
-    def release(self) -> None:
-        if self.fh is not None:
-            _release(self.fh, self.path)
-            self.fh = None
-
-    def __enter__(self) -> SuiteLock:
-        return self.acquire()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.release()
-
-
-def cell_busy(cdir: Path) -> bool:
-    """True when a process holds the cell's lock (it is training it now)."""
-    if not (cdir / ".lock").is_file():
-        return False
-    fh = _try_flock(cdir / ".lock")
-    if fh is None:
-        return True
-    fh.close()  # keep the file: whoever created it may be about to lock it
-    return False
-
-
-def clean_stale(cdir: Path) -> None:
-    """Temp files and checkpoint temp folders a killed writer left (never read; removed on start)."""
-    for folder in (cdir, cdir / "samples"):
-        clean_temp(folder)
-    for tmp in (cdir / "checkpoints").glob(".tmp-update_*"):
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def load_trainer(path: str) -> Callable[..., Any]:

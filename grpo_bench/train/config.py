@@ -141,7 +141,7 @@ class RunConfig:
     diag_every: int = 50
     """Measured per-step gradient norms every D updates (0 = never)."""
     checkpoint_every: int = 25
-    """Save accelerate state every N updates (resume point)."""
+    """Save a checkpoint (safetensors + JSON, train/checkpoint.py) every N updates (resume point)."""
     save_videos: bool = True
     """Store eval sample videos (final update) in the run directory."""
     trackers: list[str] = field(default_factory=list)
