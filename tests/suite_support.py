@@ -4,15 +4,18 @@ of pytest and of the spawned workers).
 
 The fake trainer is deterministic (values depend only on config and update), resumes from the
 lines already in metrics.jsonl, sleeps FAKE_SLEEP seconds per update, appends ``start``/``finish``
-lines to FAKE_LOG, and raises for methods listed in FAKE_FAIL.
+lines to FAKE_LOG, and raises for methods listed in FAKE_FAIL. Methods in FAKE_DIE kill their worker
+(SIGKILL) after the first update; methods in FAKE_ENOSPC fail with a full disk there.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import json
 import os
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -71,6 +74,10 @@ def fake_train(cfg: RunConfig, out_dir: Path, *, resume: bool = True, progress=N
     for u in range(done, cfg.updates):
         time.sleep(sleep)
         append_line(out / "metrics.jsonl", json.dumps(fake_line(cfg, u)))
+        if cfg.method in os.environ.get("FAKE_DIE", "").split(","):  # the worker dies (OOM killer, a signal)
+            os.kill(os.getpid(), signal.SIGKILL)
+        if cfg.method in os.environ.get("FAKE_ENOSPC", "").split(","):
+            raise OSError(errno.ENOSPC, "No space left on device", str(out / "metrics.jsonl"))
         if progress is not None:
             progress(u + 1, cfg.updates, {"reward": 0.0})
     rows, videos = [], []

@@ -49,7 +49,10 @@ def test_config_validation_of_prompts_and_oracle(tmp_path):
     f.write_text("train: [a cat]\neval: [a bird]\n")
     with pytest.raises(UserError, match="eval_oracle is on"):
         from_dict({"prompts": str(f)})
-    assert from_dict({"prompts": str(f), "eval_oracle": False}).prompts == str(f)
+    # the world model conditions on the world's vocabulary only: refused up front, not at the first rollout
+    with pytest.raises(UserError, match="model 'world' knows only the world's vocabulary"):
+        from_dict({"prompts": str(f), "eval_oracle": False})
+    assert from_dict({"prompts": str(f), "eval_oracle": False, "model": "tiny-wan"}).prompts == str(f)
 
 
 class PromptFreeReward:

@@ -101,7 +101,7 @@ def test_deepspeed_zero2_partitions_matches_data_parallel_and_resumes(tmp_path, 
     assert all((z is None) == (d is None) for z, d in pairs)
     assert [z for z, d in pairs if d is not None] == pytest.approx([d for z, d in pairs if d is not None], rel=1e-5)
     _same_params(dp_params, torch.load(tmp_path / "zero2-params.pt"))
-    ckpt = tmp_path / "zero2-run" / "checkpoints" / "update_000002" / "pytorch_model"
+    ckpt = tmp_path / "zero2-run" / "checkpoints" / "update_000002" / "engine" / "pytorch_model"
     assert sorted(p.name for p in ckpt.glob("zero_pp_rank_*_optim_states.pt")) == [
         "zero_pp_rank_0_mp_rank_00_optim_states.pt", "zero_pp_rank_1_mp_rank_00_optim_states.pt"]
 

@@ -6,6 +6,7 @@ Each command's work lives in its own module; this file only declares arguments. 
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -46,8 +47,16 @@ def samplers(
         "default: each method's own level."),
 ) -> None:
     """Table 1 / Figure 1: noise each kernel injects, and its marginal-variance error (exact Gaussian model)."""
+    from grpo_bench import preflight
     from grpo_bench.report.samplers import run_samplers_report
 
+    _bounded("--steps", steps, 1, MAX_SAMPLER_STEPS)
+    for flag, value in (("--shift", shift), ("--data-std", data_std)):
+        if not (math.isfinite(value) and value > 0):
+            raise UserError(f"{flag} must be a finite number > 0, got {value!r}")
+    preflight.out_dir(out)
+    if json_path is not None:
+        preflight.out_file(json_path, "--json")
     run_samplers_report(steps=steps, shift=shift, data_std=data_std, out=out, json_path=json_path, console=console,
                         noise_level=noise_level)
 
@@ -149,8 +158,17 @@ def sample(
     json_path: Path | None = typer.Option(None, "--json", help="Also write the per-video scores as JSON."),
 ) -> None:
     """Sample videos for one prompt: animated GIF, PNG strip, and oracle and judge scores per video."""
+    from grpo_bench import preflight
     from grpo_bench.cli.sample import run_sample
 
+    _bounded("--steps", steps, 1, MAX_SAMPLER_STEPS)
+    _bounded("--n", n, 1, MAX_SAMPLE_VIDEOS)
+    for flag, value in (("--shift", shift), ("--noise-level", noise_level), ("--guidance", guidance)):
+        if not math.isfinite(value):
+            raise UserError(f"{flag} must be a finite number, got {value!r}")
+    preflight.out_file(out)
+    if json_path is not None:
+        preflight.out_file(json_path, "--json")
     run_sample(
         prompt=prompt, n=n, steps=steps, shift=shift, kernel=kernel, noise_level=noise_level, guidance=guidance,
         checkpoint=checkpoint, seed=seed, out=out, json_path=json_path, console=console,
@@ -179,8 +197,11 @@ def train(
     overrides: list[str] | None = typer.Argument(None, help="key=value config overrides (any RunConfig key)."),
 ) -> None:
     """Train one GRPO run: config.yaml, metrics.jsonl, checkpoints, final.json and DONE in the run folder."""
+    from grpo_bench import preflight
     from grpo_bench.cli.train import build_config, run_train
 
+    if out is not None:
+        preflight.out_dir(out)
     cfg = build_config(
         method, kl, setting, seed, updates, device, [*(overrides or []), *([f"model={model}"] if model else [])]
     )
@@ -190,7 +211,9 @@ def train(
         distributed.config_path(accelerate_config)  # a bad name fails here, before any launch
         if not distributed.launched():
             raise typer.Exit(distributed.relaunch(accelerate_config, sys.argv[1:]))
-    run_train(cfg, out, resume, console)
+    code = _interruptible(lambda: run_train(cfg, out, resume, console) and 0)
+    if code:
+        raise typer.Exit(code)
 
 
 _JOBS_HELP = "Parallel cells (default: the GPU count, each worker pinned to its GPU; else the core count)."
@@ -207,9 +230,13 @@ def run(
     overrides: list[str] | None = typer.Argument(None, help="key=value overrides of the suite's base config."),
 ) -> None:
     """Run every cell of a suite (resumable, parallel), aggregate results.parquet and render the report."""
+    from grpo_bench import preflight
     from grpo_bench.cli.suite import run_command
 
-    raise typer.Exit(run_command(suite, jobs, backend, out, dry_run, resume, overrides or [], console))
+    _jobs(jobs)
+    preflight.out_dir(out)
+    raise typer.Exit(_interruptible(lambda: run_command(suite, jobs, backend, out, dry_run, resume, overrides or [],
+                                                        console)))
 
 
 @app.command()
@@ -230,26 +257,85 @@ def ablate(
     overrides: list[str] | None = typer.Argument(None, help="key=value overrides of the base config."),
 ) -> None:
     """Build an ablation grid (KL variant x equalizer x SDE) on a base suite and run it like `run`."""
+    from grpo_bench import preflight
     from grpo_bench.cli.suite import ablate_command
 
-    raise typer.Exit(
-        ablate_command(kl, equalizer, sde, base, jobs, backend, out, dry_run, resume, overrides or [], console)
-    )
+    _jobs(jobs)
+    preflight.out_dir(out)
+    raise typer.Exit(_interruptible(lambda: ablate_command(kl, equalizer, sde, base, jobs, backend, out, dry_run,
+                                                           resume, overrides or [], console)))
 
 
 @app.command()
 def report(run_dir: Path = typer.Argument(..., help="A suite's run folder (runs/<suite>).")) -> None:
     """Re-render tables, figures and report.md from RUN_DIR/results.parquet."""
+    from grpo_bench import preflight
     from grpo_bench.cli.suite import report_command
 
+    if run_dir.exists() and not run_dir.is_dir():
+        raise UserError(f"report: {str(run_dir)!r} is not a folder (give a suite's run folder, e.g. runs/main_table)")
+    preflight.out_dir(run_dir / "report", "report folder")
     raise typer.Exit(report_command(run_dir, console))
+
+
+MAX_SAMPLER_STEPS = 1000
+MAX_SAMPLE_VIDEOS = 256
+MAX_ERROR_CHARS = 500
+"""An error is one line: longer messages (a 10 MB prompt echoed back) are cut."""
+
+
+def _bounded(flag: str, value: int, low: int, high: int) -> None:
+    if not low <= value <= high:
+        raise UserError(f"{flag} must be between {low} and {high}, got {value}")
+
+
+def _jobs(jobs: int | None) -> None:
+    if jobs is not None and jobs < 1:
+        raise UserError(f"--jobs must be >= 1, got {jobs}")
+
+
+def _interruptible(work) -> int:
+    """Exit code of ``work()``; 130 (one line, no traceback) when Ctrl-C stopped it."""
+    from grpo_bench import interrupt
+
+    try:
+        code = work()
+        return code if isinstance(code, int) else 0
+    except interrupt.Interrupted as exc:  # a single run stopped at a checkpoint (train)
+        from grpo_bench.cli.suite import resume_command
+
+        error_line(f"interrupted: {exc}; resume with: {resume_command()}")
+        return interrupt.EXIT_CODE
+    except KeyboardInterrupt:  # the second Ctrl-C: stopped at once
+        error_line("stopped at once (second Ctrl-C); rerun the same command to resume from the last checkpoint")
+        return interrupt.EXIT_CODE
+
+
+def error_line(message: str, prefix: str = "") -> None:
+    """Print ``message`` literally (never as rich markup) on one line, cut to MAX_ERROR_CHARS."""
+    from rich.text import Text
+
+    text = " ".join(str(message).split("\n"))
+    if len(text) > MAX_ERROR_CHARS:
+        text = f"{text[:MAX_ERROR_CHARS]}… ({len(text) - MAX_ERROR_CHARS} more characters)"
+    line = Text(prefix, style="bold red") + Text(text) if prefix else Text(text)
+    err_console.print(line, highlight=False, soft_wrap=True)
 
 
 def main() -> None:
     try:
         app()
     except UserError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        error_line(str(exc), prefix="error: ")
+        sys.exit(2)
+    except (PermissionError, NotADirectoryError, IsADirectoryError, FileExistsError, OSError) as exc:
+        from grpo_bench.atomic import is_disk_full
+
+        if not (is_disk_full(exc) or isinstance(exc, (PermissionError, NotADirectoryError, IsADirectoryError,
+                                                      FileExistsError)) or exc.errno in (36,)):  # 36: ENAMETOOLONG
+            raise
+        where = f" {exc.filename}" if exc.filename else ""
+        error_line(f"cannot write{where}: {exc.strerror or exc}", prefix="error: ")
         sys.exit(2)
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from grpo_bench.errors import UserError
 from grpo_bench.suite import results
@@ -53,23 +54,55 @@ def execute(suite: Suite, out: Path, jobs: int | None, backend: str, dry_run: bo
     display = SuiteDisplay(suite.name, console)
     summary = run_suite(suite, cells, out, jobs=jobs, backend=backend, resume=resume, trainer=trainer,
                         display=display, suite_text=suite_text if suite_text is not None else suite.to_yaml())
-    report = render_report(summary.suite_dir)
-    console.print(f"{suite.name}: {summary.count('done')} run, {summary.count('skipped')} already done, "
-                  f"{summary.count('failed')} failed in {summary.wall_s:.1f} s -> "
-                  f"{summary.suite_dir / results.RESULTS}")
-    console.print(f"report: {report}")
+    counts = (f"{summary.count('done')} run, {summary.count('skipped')} already done, "
+              f"{summary.count('failed')} failed")
+    if summary.count("busy"):
+        counts += f", {summary.count('busy')} busy (being trained by another process; not touched)"
+    if summary.interrupted:
+        console.print(f"{suite.name}: interrupted ({counts}, {summary.count('interrupted')} stopped or not started); "
+                      f"progress is saved, resume with: {resume_command()}", markup=False, highlight=False)
+        return summary
     for o in summary.outcomes:
         if o.status == "failed":
             trace = summary.suite_dir / o.cell / results.ERROR
-            console.print(f"[red]failed[/] {o.cell}: {o.error} (traceback in {trace})")
+            console.print(Text.assemble(("failed", "red"), f" {o.cell}: {o.error} (traceback in {trace})"))
+    if summary.disk_full:
+        console.print(f"{suite.name}: stopped scheduling, {summary.disk_full} ({counts}, "
+                      f"{summary.count('interrupted')} not finished); free space and resume with: {resume_command()}",
+                      markup=False, highlight=False)
+        return summary
+    report = render_report(summary.suite_dir)
+    console.print(f"{suite.name}: {counts} in {summary.wall_s:.1f} s -> {summary.suite_dir / results.RESULTS}",
+                  markup=False, highlight=False)
+    console.print(f"report: {report}", markup=False, highlight=False)
     return summary
+
+
+def resume_command() -> str:
+    """The command line that was run, without --no-resume (rerunning it resumes)."""
+    import shlex
+    import sys
+
+    args = [a for a in sys.argv[1:] if a != "--no-resume"]
+    return "grpo-bench " + " ".join(shlex.quote(a) for a in args)
+
+
+def exit_code(summary: RunSummary | None) -> int:
+    """130 after Ctrl-C (the shell's code for SIGINT), 1 if a cell failed or the disk filled, else 0."""
+    from grpo_bench.interrupt import EXIT_CODE
+
+    if summary is None:
+        return 0
+    if summary.interrupted:
+        return EXIT_CODE
+    return 1 if summary.count("failed") or summary.disk_full else 0
 
 
 def run_command(path: Path, jobs: int | None, backend: str, out: Path, dry_run: bool, resume: bool,
                 overrides: list[str], console: Console) -> int:
     suite = load_suite(path, parse_overrides(overrides))
-    summary = execute(suite, out, jobs, backend, dry_run, resume, console, suite_text=Path(path).read_text())
-    return 1 if summary is not None and summary.count("failed") else 0
+    summary = execute(suite, out, jobs, backend, dry_run, resume, console, suite_text=suite.text or None)
+    return exit_code(summary)
 
 
 def _split(value: str | None, every: list[str] | None = None) -> list[str] | None:
@@ -99,11 +132,29 @@ def ablate_command(kl: str | None, equalizer: str | None, sde: str | None, base:
     if clash:
         raise UserError(f"command line: {', '.join(clash)} is varied by the ablation; drop the override")
     summary = execute(suite, out, jobs, backend, dry_run, resume, console)
-    return 1 if summary is not None and summary.count("failed") else 0
+    return exit_code(summary)
 
 
 def report_command(run_dir: Path, console: Console) -> int:
     from grpo_bench.report.render import render_report
 
-    console.print(f"report: {render_report(run_dir)}")
+    check_results_file(Path(run_dir) / results.RESULTS)
+    console.print(f"report: {render_report(run_dir)}", markup=False, highlight=False)
     return 0
+
+
+def check_results_file(path: Path) -> None:
+    """A readable results.parquet with the columns grpo-bench writes, or one line saying what is wrong
+    (a missing file is left to the report, which says how to make one)."""
+    if not path.is_file():
+        return
+    import pyarrow.parquet as pq
+
+    try:
+        names = set(pq.read_schema(path).names)
+    except Exception as exc:  # pyarrow raises several types for truncated or foreign files
+        raise UserError(f"{path}: not a readable parquet file ({' '.join(str(exc).split())[:200]}); "
+                        "rerun `grpo-bench run` on the suite to rebuild it") from None
+    missing = sorted(set(results.COLUMNS) - names)
+    if missing:
+        raise UserError(f"{path}: not a grpo-bench results table (missing columns {', '.join(missing[:5])})")

@@ -21,11 +21,28 @@ def build_config(
     device: str | None, overrides: list[str],
 ) -> RunConfig:
     """The validated RunConfig: flags first, then key=value overrides (which must not contradict them)."""
+    from grpo_bench.errors import UserError
+
     data: dict[str, Any] = {"method": method}
     flags = {"kl": kl, "setting": setting, "seed": seed, "updates": updates, "device": device}
     data.update({k: v for k, v in flags.items() if v is not None})
-    data.update(parse_overrides(overrides or []))
+    extra = parse_overrides(overrides or [])
+    both = sorted(set(extra) & ({k for k, v in flags.items() if v is not None} | {"method"}))
+    if "method" in both and method == "sage_grpo" and "method" not in _given_flags():
+        both.remove("method")  # --method was not typed: its default does not compete with method=...
+    if both:
+        k = both[0]
+        raise UserError(f"grpo-bench train: {k} is given both as --{k.replace('_', '-')} {data[k]} and as "
+                        f"{k}={extra[k]}; give it once")
+    data.update(extra)
     return from_dict(data, where="grpo-bench train: ")
+
+
+def _given_flags() -> set[str]:
+    """Option names typed on the command line (``--method x`` or ``--method=x``)."""
+    import sys
+
+    return {a[2:].split("=")[0].replace("-", "_") for a in sys.argv[1:] if a.startswith("--")}
 
 
 def default_out(cfg: RunConfig) -> Path:
@@ -47,7 +64,15 @@ def run_train(cfg: RunConfig, out: Path | None, resume: bool, console: Console) 
         TextColumn("reward {task.fields[reward]}"), TextColumn("kl {task.fields[kl]}"),
         TimeElapsedColumn(), TimeRemainingColumn(),
     )
-    with Progress(*columns, console=console, transient=False) as bar:
+    from grpo_bench import interrupt
+
+    def first_ctrl_c() -> None:
+        console.print("stopping after this update (a checkpoint is written); Ctrl-C again stops at once",
+                      markup=False, highlight=False)
+
+    interrupt.reset()
+    with interrupt.first_stops_second_kills(on_first=first_ctrl_c), \
+            Progress(*columns, console=console, transient=False) as bar:
         task = bar.add_task(f"{cfg.method} train", total=cfg.updates, reward="-", kl="-")
 
         def progress(done: int, total: int, line: dict[str, Any]) -> None:

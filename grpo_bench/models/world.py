@@ -19,6 +19,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
+from grpo_bench.atomic import atomic_write
 from grpo_bench.errors import UserError
 from grpo_bench.models.registry import MODELS
 from grpo_bench.world.model import NULL_INDEX, WorldUNet, WorldUNetConfig
@@ -83,10 +84,9 @@ def save_weights(net: WorldUNet, path: Path, size: int, frames: int = FRAMES, ex
     meta.update({k: str(v) for k, v in (extra or {}).items()})
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
     state = {k: v.detach().cpu().contiguous() for k, v in net.state_dict().items()}
-    save_file(state, str(tmp), metadata=meta)
-    tmp.replace(path)  # atomic: a killed save never leaves a half-written weights file
+    # atomic: a killed save never leaves a half-written weights file
+    atomic_write(path, lambda tmp: save_file(state, str(tmp), metadata=meta))
 
 
 def load_weights(path: Path) -> tuple[WorldUNet, dict[str, str]]:

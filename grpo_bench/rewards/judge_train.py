@@ -367,7 +367,6 @@ def card_path(weights: Path) -> Path:
 
 
 def write_card(weights: Path, card: dict) -> None:
-    path = card_path(weights)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(card, indent=2) + "\n")
-    tmp.replace(path)
+    from grpo_bench.atomic import atomic_write_text
+
+    atomic_write_text(card_path(weights), json.dumps(card, indent=2) + "\n")

@@ -166,9 +166,9 @@ def load_checkpoint_weights(model: nn.Module, checkpoint_dir: Path, step: int = 
     chosen = next((p for p in paths if p.endswith(f"checkpoint-{step}")), paths[-1])
     ck = Path(chosen)
     if (ck / "model.pth").is_file():
-        state = torch.load(ck / "model.pth", map_location="cpu")
+        state = torch.load(ck / "model.pth", map_location="cpu", weights_only=True)
     else:
-        state = dict(torch.load(ck / "non_lora_state_dict.pth", map_location="cpu"))
+        state = dict(torch.load(ck / "non_lora_state_dict.pth", map_location="cpu", weights_only=True))
         state.update(load_file(str(ck / "adapter_model.safetensors")))
     own = model.state_dict()
     mapped = {}

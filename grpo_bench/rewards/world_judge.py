@@ -162,14 +162,15 @@ def save_judge(net: WorldJudge, path: Path, extra: dict | None = None) -> None:
     """Write the judge's weights (safetensors) with its config in the metadata; atomic (temp + rename)."""
     from safetensors.torch import save_file
 
+    from grpo_bench.atomic import atomic_write
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     meta = {"format": "grpo-bench/world-judge/1", "config": json.dumps(asdict(net.cfg))}
     if extra:
         meta["info"] = json.dumps(extra)
-    tmp = path.with_name(path.name + ".tmp")
-    save_file({k: v.detach().contiguous() for k, v in net.state_dict().items()}, str(tmp), metadata=meta)
-    tmp.replace(path)
+    state = {k: v.detach().contiguous() for k, v in net.state_dict().items()}
+    atomic_write(path, lambda tmp: save_file(state, str(tmp), metadata=meta))
 
 
 def load_judge(path: Path | str | None = None, device: str | torch.device = "cpu") -> WorldJudge:

@@ -61,7 +61,7 @@ from typing import Any
 
 import pandas as pd
 
-from grpo_bench.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text, read_jsonl
+from grpo_bench.atomic import atomic_write, atomic_write_bytes, atomic_write_json, atomic_write_text, read_jsonl
 
 RESULTS = "results.parquet"
 ROWS = "rows.parquet"
@@ -86,9 +86,7 @@ __all__ = ["atomic_write_bytes", "atomic_write_json", "atomic_write_text", "read
 
 
 def _atomic_parquet(path: Path, frame: pd.DataFrame) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    frame.to_parquet(tmp, index=False)
-    os.replace(tmp, path)
+    atomic_write(path, lambda tmp: frame.to_parquet(tmp, index=False))
 
 
 # --- markers and records --------------------------------------------------------------------
@@ -101,14 +99,22 @@ def mark_done(cell_dir: Path) -> None:
 
 
 def record_failure(cell_dir: Path, exc: BaseException, attempt_seconds: float) -> dict[str, Any]:
-    """ERROR.json with the exception and its traceback; the suite goes on with the other cells."""
+    """ERROR.json with the exception and its traceback; the suite goes on with the other cells.
+
+    A DONE cell stays done (DONE wins over ERROR: a late failure report never marks it failed), and a
+    record that cannot be written (a full disk) is still returned: this never raises for its own I/O."""
     record = {
         "type": type(exc).__name__,
         "message": str(exc),
         "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
         "seconds": attempt_seconds,
     }
-    atomic_write_json(cell_dir / ERROR, record)
+    if is_done(cell_dir):
+        return record
+    try:
+        atomic_write_json(cell_dir / ERROR, record)
+    except OSError as write_error:  # DiskFull included
+        record["not_written"] = str(write_error)
     return record
 
 

@@ -26,15 +26,16 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from grpo_bench import safe_yaml
 from grpo_bench.errors import UserError, unknown
 from grpo_bench.params import is_param_key
+from grpo_bench.preflight import folder_name, shown
 from grpo_bench.suite.fingerprint import asset_digests
 from grpo_bench.train.config import FIELDS, RunConfig, coerce, config_id, from_dict, resolve
 
@@ -47,6 +48,11 @@ RESOURCE_KEYS = {"gpus_per_cell": int, "timeout_min": int, "cpus_per_cell": int}
 """Budget keys read by the runner, not by the trainer (they never change a cell id): GPUs per cell
 (default 1 on a GPU machine, none on SLURM unless set), the SLURM time limit and the SLURM cpus per task."""
 REPORT_KEYS = ("tables", "figures", "baseline", "smooth", "min_effect")
+MAX_SEEDS = 1000
+MAX_SEED = 2**63 - 1
+"""Seeds are stored as int64."""
+MAX_CELLS = 10_000
+"""Cells of one suite (a grid that expands further is a typo, not a plan)."""
 LABEL_FIRST = ("method", "kl")
 """Keys always shown in a cell's row label, in this order (their resolved values)."""
 
@@ -86,6 +92,8 @@ class Suite:
     report: ReportSpec
     description: str = ""
     overrides: dict[str, Any] = field(default_factory=dict)
+    text: str = ""
+    """The suite file as read (stored next to the results); empty for a generated suite."""
 
     def to_yaml(self) -> str:
         """The suite as a file (what ``run`` stores next to the results of a generated suite)."""
@@ -230,8 +238,9 @@ def parse_suite(data: Any, path: str = "<suite>", overrides: dict[str, Any] | No
         if key not in SUITE_KEYS:
             raise unknown("suite key", key, SUITE_KEYS, where)
     name = data.get("name")
-    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
-        raise UserError(f"{where}name must be a folder-safe string (letters, digits, _ . -), got {name!r}")
+    if not isinstance(name, str):
+        raise UserError(f"{where}name must be a folder-safe string (letters, digits, _ . -), got {shown(name, 60)}")
+    folder_name(name, where)
     base = _config_values(data.get("base", {}), where, "base")
     grid = _grid(data["grid"], where, "grid") if "grid" in data else {}
     union_raw = data.get("union", [])
@@ -240,8 +249,10 @@ def parse_suite(data: Any, path: str = "<suite>", overrides: dict[str, Any] | No
     union = [_grid(g, where, f"union[{j}]") for j, g in enumerate(union_raw)]
     seeds = data.get("seeds", [0])
     if (not isinstance(seeds, list) or not seeds
-            or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds)):
-        raise UserError(f"{where}seeds must be a non-empty list of integers >= 0, got {seeds!r}")
+            or not all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s <= MAX_SEED for s in seeds)):
+        raise UserError(f"{where}seeds must be a non-empty list of integers in 0..{MAX_SEED}, got {shown(seeds, 80)}")
+    if len(seeds) > MAX_SEEDS:
+        raise UserError(f"{where}seeds lists {len(seeds)} seeds; at most {MAX_SEEDS}")
     if len(set(seeds)) != len(seeds):
         raise UserError(f"{where}seeds lists a seed twice: {seeds!r}")
     if "seed" in base:
@@ -269,19 +280,18 @@ def parse_suite(data: Any, path: str = "<suite>", overrides: dict[str, Any] | No
     for key, value in overrides.items():
         _check_name(key, value, "command line: ")
     report = _report(data.get("report", {}), where)
-    description = str(data.get("description", ""))
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        raise UserError(f"{where}description must be text, got {type(description).__name__}")
     return Suite(name, path, base, grid, union, seeds, budget, resources, report, description, overrides)
 
 
 def load_suite(path: str | Path, overrides: dict[str, Any] | None = None) -> Suite:
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"suite file {str(path)!r} does not exist")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise UserError(f"{path}: invalid YAML ({exc.__class__.__name__}: {str(exc).splitlines()[0]})") from None
-    return parse_suite(data, str(path), overrides)
+    """A suite file through the bounded YAML loader (safe_yaml.py), validated."""
+    text = safe_yaml.read_text(path, "suite file")
+    suite = parse_suite(safe_yaml.load_text(text, str(path)), str(path), overrides)
+    suite.text = text
+    return suite
 
 
 # --- expansion ------------------------------------------------------------------------------
@@ -304,6 +314,9 @@ def expand(suite: Suite) -> list[Cell]:
     keys = suite.label_keys()
     cells: list[Cell] = []
     seen: dict[str, dict[str, Any]] = {}
+    n = sum(math.prod(len(v) for v in g.values()) for g in suite.grids()) or 1
+    if n * len(suite.seeds) > MAX_CELLS:
+        raise UserError(f"{suite.path}: {n * len(suite.seeds)} cells (grid x seeds); at most {MAX_CELLS}")
     combos = [dict(zip(g, values)) for g in suite.grids() for values in itertools.product(*g.values())] or [{}]
     for combo in combos:
         for seed in suite.seeds:

@@ -22,12 +22,13 @@ import math
 import types
 import typing
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-import yaml
-
 from grpo_bench import params as plugin_params
+from grpo_bench import safe_yaml
 from grpo_bench.errors import UserError, unknown
+from grpo_bench.preflight import shown
 
 METHOD_OPTIONS = (
     "noise_level", "logprob", "score_term", "train_fraction", "max_train_steps", "shared_noise",
@@ -148,7 +149,7 @@ class RunConfig:
     diag_every: int = 50
     """Measured per-step gradient norms every D updates (0 = never)."""
     checkpoint_every: int = 25
-    """Save accelerate state every N updates (resume point)."""
+    """Save a checkpoint (safetensors + JSON, train/checkpoint.py) every N updates (resume point)."""
     save_videos: bool = True
     """Store eval sample videos (final update) in the run directory."""
     trackers: list[str] = field(default_factory=list)
@@ -280,7 +281,8 @@ def coerce(name: str, value: Any, where: str = "") -> Any:
         if typing.get_origin(base) is list:
             (inner,) = typing.get_args(base)
             if isinstance(value, str):
-                value = yaml.safe_load(value) if value.strip().startswith("[") else value.split(",")
+                value = (safe_yaml.load_text(value, f"{where}{name}") if value.strip().startswith("[")
+                         else value.split(","))
             if not isinstance(value, (list, tuple)):
                 raise ValueError
             return [inner(v) if not isinstance(v, inner) else v for v in value]
@@ -289,7 +291,7 @@ def coerce(name: str, value: Any, where: str = "") -> Any:
     else:
         return value
     tname = getattr(base, "__name__", str(base))
-    raise UserError(f"{where}config key {name!r} expects {tname}{' or null' if optional else ''}, got {value!r}")
+    raise UserError(f"{where}config key {name!r} expects {tname}{' or null' if optional else ''}, got {shown(value)}")
 
 
 def parse_overrides(items: list[str], where: str = "command line: ") -> dict[str, Any]:
@@ -297,10 +299,13 @@ def parse_overrides(items: list[str], where: str = "command line: ") -> dict[str
     out: dict[str, Any] = {}
     for item in items:
         if "=" not in item:
-            raise UserError(f"{where}override {item!r} is not of the form key=value")
+            raise UserError(f"{where}override {shown(item)} is not of the form key=value")
         key, raw = item.split("=", 1)
         key = key.strip()
-        out[key] = coerce(key, yaml.safe_load(raw) if raw.strip() else raw, where)
+        if key in out:
+            raise UserError(f"{where}{key} is given twice ({key}={shown(out[key])} and {shown(item)}); give it once")
+        value = safe_yaml.load_text(raw, f"{where}override {key}") if raw.strip() else raw
+        out[key] = coerce(key, value, where)
     return out
 
 
@@ -350,6 +355,21 @@ def validate(cfg: RunConfig, where: str = "") -> None:
     for key in positive:
         if getattr(cfg, key) < 1:
             raise UserError(f"{where}config key {key!r} must be >= 1, got {getattr(cfg, key)!r}")
+    for key, value in cfg.to_dict().items():  # inf passes every range check and fails an hour later
+        if isinstance(value, float) and not math.isfinite(value):
+            raise UserError(f"{where}config key {key!r} must be a finite number, got {value!r}")
+    for key, most in UPPER_BOUNDS.items():
+        if getattr(cfg, key) > most:
+            raise UserError(f"{where}config key {key!r} must be <= {most}, got {getattr(cfg, key)!r}")
+    if not 0 <= cfg.seed <= 2**63 - 1:
+        raise UserError(f"{where}config key 'seed' must be in 0..2**63-1, got {cfg.seed}")
+    if cfg.window is not None and len(cfg.window) == 2 and cfg.window[0] + cfg.window[1] > cfg.steps:
+        raise UserError(f"{where}config key 'window' [{cfg.window[0]}, {cfg.window[1]}] reaches step "
+                        f"{cfg.window[0] + cfg.window[1] - 1}, past the last step {cfg.steps - 1} (steps={cfg.steps})")
+    from grpo_bench.preflight import device
+
+    device(cfg.device, f"{where}config key 'device': ")
+    _check_model_and_reward(cfg, where)
     if cfg.group_size < 2:
         raise UserError(f"{where}config key 'group_size' must be >= 2 (GRPO needs a group), got {cfg.group_size}")
     for key in ("lr", "shift", "guidance", "adv_clip", "max_grad_norm"):
@@ -370,6 +390,8 @@ def validate(cfg: RunConfig, where: str = "") -> None:
     prompt_set = load_prompt_set(cfg.prompts, where)
     if cfg.eval_oracle:
         prompt_set.require_world_eval(where)
+    if cfg.model == "world" and cfg.prompts != "world":
+        prompt_set.require_world_train(where, cfg.prompts)
     # The method accepts its overrides (ranges of noise level, clip, window …), the plug-ins their parameters.
     try:
         _plugin_params(cfg)
@@ -396,6 +418,39 @@ def _plugin_params(cfg: RunConfig) -> dict[str, Any]:
     out = plugin_params.dump(method.kernel.params, "kernel")
     out.update(resolved_params(dataclasses.replace(cfg, kl=kl, params=params)))
     return out
+UPPER_BOUNDS = {
+    "updates": 10_000_000, "group_size": 4096, "prompts_per_update": 4096, "steps": 1000, "eval_samples": 1024,
+    "inner_epochs": 1000, "video_size": 512, "frames": 1024, "height": 4096, "width": 4096, "threads": 1024,
+}
+"""Values past these are typos (``updates: 1e12``) that would only hang or exhaust memory."""
+
+
+def _shipped_world_size() -> int | None:
+    """The video size the shipped world weights were trained on (read from the file header)."""
+    from safetensors import safe_open
+
+    from grpo_bench.models.world import DEFAULT_WEIGHTS
+
+    try:
+        with safe_open(str(DEFAULT_WEIGHTS), framework="pt") as f:
+            return int((f.metadata() or {}).get("size", 16))
+    except Exception:  # missing or corrupt weights: the model's own loader explains how to rebuild them
+        return None
+
+
+def _check_model_and_reward(cfg: RunConfig, where: str) -> None:
+    from grpo_bench import models, rewards
+
+    rewards.REWARDS.get(cfg.reward, where=f"{where}config key 'reward': ")
+    name = cfg.model
+    if name not in models.MODELS and "/" not in name and not Path(name).expanduser().exists():
+        msg = unknown("model", name, models.names(), f"{where}config key 'model': ")
+        raise UserError(f"{msg} (or a hub id org/name, or an existing folder)")
+    if name == "world":
+        trained = _shipped_world_size()
+        if trained is not None and cfg.video_size != trained:
+            raise UserError(f"{where}config key 'video_size' is {cfg.video_size}, but the shipped world weights "
+                            f"were trained on {trained}x{trained} videos; use video_size: {trained}")
 
 
 def resolve(cfg: RunConfig) -> RunConfig:

@@ -11,8 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from grpo_bench.errors import UserError
 
 
@@ -31,6 +29,18 @@ class PromptSet:
         except UserError as exc:
             raise UserError(f"{where}eval_oracle is on but the eval prompts are not world prompts ({exc}); "
                             "set eval_oracle: false for real models") from None
+
+    def require_world_train(self, where: str = "", source: str = "") -> None:
+        """The world model knows only the world's vocabulary: a UserError naming the first training
+        prompt it cannot parse."""
+        from grpo_bench.world import parse
+
+        try:
+            for p in self.train:
+                parse(p)
+        except UserError as exc:
+            raise UserError(f"{where}model 'world' knows only the world's vocabulary, but the prompts in "
+                            f"{source!r} are not world prompts ({exc})") from None
 
 
 def _world() -> PromptSet:
@@ -52,12 +62,11 @@ def load_prompt_set(spec: str, where: str = "") -> PromptSet:
             f"{where}config key 'prompts': {spec!r} is neither a built-in prompt set "
             f"({', '.join(BUILTIN)}) nor an existing file (YAML with train/eval lists, or one prompt per line)"
         )
-    text = path.read_text(encoding="utf-8")
+    from grpo_bench import safe_yaml
+
+    text = safe_yaml.read_text(path, "prompt file")  # UTF-8 text of bounded size, or one line
     if path.suffix in (".yaml", ".yml"):
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise UserError(f"{path}: invalid YAML ({str(exc).splitlines()[0]})") from None
+        data = safe_yaml.load_text(text, str(path))
         if not isinstance(data, dict) or set(data) != {"train", "eval"}:
             raise UserError(f"{path}: a prompt file must be a mapping with exactly the keys 'train' and 'eval'")
         train, evals = data["train"], data["eval"]

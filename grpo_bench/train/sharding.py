@@ -19,7 +19,7 @@ Helpers for code that touches parameters: ``full`` (the whole tensor of a shard,
 ``load_into`` (copy a full tensor into a parameter's local shard, no communication), ``swapped``
 (evaluate the module with other parameter values in place; ``functional_call`` is not safe under
 FSDP, whose pre-forward hook swaps its own all-gathered parameters in), ``clip_grad_norm``, and
-``ShardedOptimizerState`` (the optimizer's full state for ``Accelerator.save_state``).
+``ShardedOptimizerState`` (the optimizer's full state for checkpoint.py).
 """
 
 from __future__ import annotations

@@ -82,7 +82,6 @@ class Stepper:
     def __init__(self, acc: Any, module: nn.Module, cfg: Any) -> None:
         self.acc, self.module, self.cfg = acc, module, cfg
         self.params = self._trainable()
-        # accelerate saves the optimizer (registered by prepare) in its checkpoints
         self.optimizer = acc.prepare(self._adamw())
 
     def _trainable(self) -> list[Tensor]:
@@ -94,9 +93,15 @@ class Stepper:
     def _adamw(self) -> torch.optim.Optimizer:
         return torch.optim.AdamW(self.params, lr=self.cfg.lr, weight_decay=self.cfg.weight_decay)
 
-    def checkpoint_objects(self) -> list[Any]:
-        """Extra objects for ``Accelerator.register_for_checkpointing`` (after the trainer's own)."""
-        return []
+    engine_checkpoint = False
+    """True when the launch's engine saves its own state (through ``Accelerator.save_state``)."""
+
+    def optimizer_state(self) -> dict[str, Any] | None:
+        """The optimizer's state for checkpoint.py (tensors and plain values; every rank calls it)."""
+        return self.optimizer.state_dict()
+
+    def load_optimizer_state(self, state: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state)
 
     def autocast(self) -> contextlib.AbstractContextManager:
         return self.acc.autocast()
@@ -127,11 +132,13 @@ class FSDP2Stepper(Stepper):
         self.acc, self.module, self.cfg = acc, module, cfg
         sharding.shard_module(module, acc.device, acc.num_processes)
         self.params = self._trainable()
-        # accelerate would save only rank 0's shards: a registered object saves the gathered state
         self.optimizer = self._adamw()
 
-    def checkpoint_objects(self) -> list[Any]:
-        return [sharding.ShardedOptimizerState(self.module, self.optimizer)]
+    def optimizer_state(self) -> dict[str, Any] | None:  # gathered: a plain state_dict holds rank 0's shards
+        return sharding.ShardedOptimizerState(self.module, self.optimizer).state_dict()
+
+    def load_optimizer_state(self, state: dict[str, Any]) -> None:
+        sharding.ShardedOptimizerState(self.module, self.optimizer).load_state_dict(state)
 
     def step(self) -> float:
         norm = sharding.clip_grad_norm(self.params, self.cfg.max_grad_norm)
@@ -156,6 +163,11 @@ class DeepSpeedStepper(Stepper):
         ds.update(gradient_clipping=cfg.max_grad_norm, gradient_accumulation_steps=1,
                   train_micro_batch_size_per_gpu=1, train_batch_size=acc.num_processes)
         self.engine, self.optimizer = acc.prepare(module, self._adamw())
+
+    engine_checkpoint = True  # ZeRO partitions: the engine saves them (checkpoint.py loads them weights_only)
+
+    def optimizer_state(self) -> dict[str, Any] | None:
+        return None
 
     def autocast(self) -> contextlib.AbstractContextManager:
         return torch.autocast(self.acc.device.type, dtype=torch.bfloat16, enabled=self.cfg.mixed_precision == "bf16")

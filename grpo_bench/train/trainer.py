@@ -25,6 +25,7 @@ from typing import Any
 import torch
 import yaml
 
+from grpo_bench import interrupt, safe_yaml
 from grpo_bench.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text
 from grpo_bench.core import schedule
 from grpo_bench.core.advantages import group_advantages, group_std
@@ -93,9 +94,7 @@ class Trainer:
                                self.method.config.logprob, cfg.guidance)
         self.anchors = Anchors(self.kl.anchor_policies(), model, module)
         self.kl_weight = make_kl_weight(cfg)
-        self.counters = checkpoint.Counters()
-        self.acc.register_for_checkpointing(checkpoint.TrainableState(module), self.anchors, self.kl_weight,
-                                            self.counters, *self.stepper.checkpoint_objects())
+        self.counters = checkpoint.Counters()  # with the anchors, KL weight and optimizer: checkpoint.save
         self.train_prompts = load_prompt_set(cfg.prompts).train
         self.shard = distributed.shard(cfg.prompts_per_update * cfg.group_size, self.acc.process_index,
                                        self.acc.num_processes)  # checks divisibility before any sampling
@@ -195,9 +194,8 @@ class Trainer:
         sink = MetricsSink(out, self.acc) if main else None
         if self.acc.trackers == [] and cfg.trackers:
             self.acc.init_trackers(f"grpo-bench-{config_id(cfg)}", config=cfg.to_dict())
-        found = checkpoint.latest(out) if resume else None
-        if found:
-            self.acc.load_state(str(found[1]))
+        if resume:
+            checkpoint.resume(self, out)  # safetensors + JSON only; an unreadable one falls back
         lines = sink.truncate(self.counters.update) if main else []
         start_wall, t_attempt = self.counters.wall_time, time.perf_counter()
         final_eval = None
@@ -217,10 +215,15 @@ class Trainer:
             if main:
                 sink.log(line)
             lines.append(line)
-            if (u + 1) % cfg.checkpoint_every == 0 or last:
-                checkpoint.save(self.acc, out, u + 1)
+            # Ctrl-C (grpo_bench.interrupt): stop here, at a checkpoint. One process only: the ranks of a
+            # launch could see the flag at different updates, and saving is a collective.
+            stopping = interrupt.requested() and not last and self.acc.num_processes == 1
+            if (u + 1) % cfg.checkpoint_every == 0 or last or stopping:
+                checkpoint.save(self, out, u + 1)
             if progress is not None:
                 progress(u + 1, cfg.updates, line)
+            if stopping:
+                raise interrupt.Interrupted(f"stopped after update {u + 1} of {cfg.updates} (checkpoint saved)")
         if final_eval is None:  # resumed after the last checkpoint: the same policy, the same noise
             final_eval = self.evaluate()
         _, rows, videos = final_eval
@@ -261,22 +264,33 @@ def train(
     validate(cfg)
     cfg = resolve(cfg)
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    created = not out.exists()
     cfg_path = out / "config.yaml"
     if resume and cfg_path.is_file():
-        old = yaml.safe_load(cfg_path.read_text()) or {}
+        old = safe_yaml.load_file(cfg_path, "run config") or {}  # a run folder is untrusted input
+        if not isinstance(old, dict):
+            raise UserError(f"{cfg_path}: not a run config (a mapping of key: value); use --no-resume or another --out")
         if config_id(old) != config_id(cfg):
             diff = sorted(k for k in set(old) | set(cfg.to_dict()) if old.get(k) != cfg.to_dict().get(k))
             raise UserError(f"{out}: holds a run of a different config (keys {diff}); "
                             "use --no-resume to overwrite or choose another --out")
         if (out / "DONE").is_file() and (out / "final.json").is_file():
             return json.loads((out / "final.json").read_text())
+    # The model and reward load before anything is written: a run that cannot start leaves no
+    # config.yaml behind to refuse the corrected command, and --no-resume deletes nothing.
+    try:
+        trainer = Trainer(cfg, out, model, reward)
+    except BaseException:
+        if created and out.is_dir() and not any(out.iterdir()):
+            out.rmdir()
+        raise
+    out.mkdir(parents=True, exist_ok=True)
     if not resume:
         checkpoint.clear(out)
         for name in ("DONE", "final.json", "metrics.jsonl"):
             (out / name).unlink(missing_ok=True)
     atomic_write_text(cfg_path, yaml.safe_dump(cfg.to_dict(), sort_keys=True))
-    return Trainer(cfg, out, model, reward).run(resume, progress)
+    return trainer.run(resume, progress)
 
 
 # --- helpers -------------------------------------------------------------------------------

@@ -1,0 +1,148 @@
+"""Every malformed input ends in one clean line (exit 2, "error: ...", no traceback) before any work.
+
+Each case names what it feeds the CLI and a fragment of the expected message. The count of cases
+here is the number reported in the README's reliability section."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from suite_support import SMALL_SUITE
+
+from grpo_bench.cli import commands
+
+
+def cli(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
+    monkeypatch.setattr(sys, "argv", ["grpo-bench", *args])
+    with pytest.raises(SystemExit) as exit_:
+        commands.main()
+    out, err = capsys.readouterr()
+    return exit_.value.code, out, err
+
+
+def _suite_file(tmp_path: Path, text: str | bytes, name: str = "s.yaml") -> str:
+    path = tmp_path / name
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    return str(path)
+
+
+def _suite(**changes) -> str:
+    data = {**SMALL_SUITE, **changes}
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+LAUGHS = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{c}: &{c} [{', '.join(['*' + p] * 10)}]\n" for p, c in zip("abcdefgh", "bcdefghi")) + "name: *i\n"
+
+
+def _cases(tmp: Path) -> list[tuple[list[str], str]]:
+    a_file = tmp / "a_file"
+    a_file.write_text("x")
+    folder_gif = tmp / "folder.gif"
+    folder_gif.mkdir()
+    binary = tmp / "prompts.txt"
+    binary.write_bytes(b"\x00\x01\x02binary")
+    latin = tmp / "latin.txt"
+    latin.write_bytes("a red circle moving left\ncaf\xe9\n".encode("latin-1"))
+    foreign = tmp / "foreign.yaml"
+    foreign.write_text("train: [a cat on a sofa]\neval: [a dog]\n")
+    out = str(tmp / "out")
+    train = ["train", "--out", out]
+    deep = "x: " + "[" * 10_000 + "]" * 10_000 + "\n"
+    return [
+        # --- train: config values -------------------------------------------------------------
+        ([*train, "device=bogus"], "device must be auto, cpu, cuda or cuda:N"),
+        ([*train, "--device", "cuda:0"], "device 'cuda:0'"),
+        ([*train, "model=no-such-model"], "unknown model 'no-such-model'"),
+        ([*train, "reward=no_such_reward"], "unknown reward 'no_such_reward'"),
+        ([*train, "window=[8, 5]"], "'window' [8, 5] reaches step 12"),
+        ([*train, "video_size=24"], "shipped world weights were trained on 16x16"),
+        ([*train, "kl_beta_max=.inf"], "'kl_beta_max' must be a finite number"),
+        ([*train, "lr=.nan"], "config key 'lr'"),
+        ([*train, "updates=1e12"], "'updates' must be <= "),
+        ([*train, "group_size=100000000"], "'group_size' must be <= "),
+        ([*train, "seed=-1"], "'seed' must be in 0..2**63-1"),
+        ([*train, "--updates", "5", "updates=2"], "updates is given both as --updates 5 and as updates=2"),
+        ([*train, "lr=1e-4", "lr=2e-4"], "lr is given twice"),
+        ([*train, "window=[1, 2"], "override window:1:"),
+        ([*train, "lr: 1"], "is not of the form key=value"),
+        ([*train, "method='[/x]'"], "unknown method '[/x]'"),  # printed literally, not as rich markup
+        ([*train, "setting='[red]x'"], "unknown setting '[red]x'"),
+        ([*train, f"prompts={binary}"], "a binary file"),
+        ([*train, f"prompts={latin}"], "latin.txt:2: not UTF-8"),
+        ([*train, f"prompts={foreign}", "eval_oracle=false"], "knows only the world's vocabulary"),
+        (["train", "--out", str(a_file)], "is a file, not a folder"),
+        (["train", "--out", str(a_file / "sub")], "is a file, so the folder cannot be created"),
+        # --- run: suite files ---------------------------------------------------------------------
+        (["run", _suite_file(tmp, LAUGHS, "laughs.yaml"), "--dry-run"], "expands to more than"),
+        (["run", _suite_file(tmp, deep, "deep.yaml"), "--dry-run"], "nested more than 64 levels"),
+        (["run", _suite_file(tmp, "name: a\nname: b\n", "dup.yaml"), "--dry-run"],
+         "dup.yaml:2:1: invalid YAML: duplicate key 'name'"),
+        (["run", _suite_file(tmp, "name: a\nbase: {lr: [\n", "broken.yaml"), "--dry-run"],
+         "broken.yaml:3:1: invalid YAML"),
+        (["run", _suite_file(tmp, "name: caf\xe9\n".encode("latin-1"), "latin.yaml"), "--dry-run"],
+         "latin.yaml:1: not UTF-8"),
+        (["run", _suite_file(tmp, b"\x89PNG\r\n\x1a\n\x00\x00", "img.yaml"), "--dry-run"], "a binary file"),
+        (["run", _suite_file(tmp, _suite(name="."), "dot.yaml"), "--dry-run"], "name must be a folder-safe string"),
+        (["run", _suite_file(tmp, _suite(name=".."), "dotdot.yaml"), "--dry-run"], "(not '.' or '..')"),
+        (["run", _suite_file(tmp, _suite(name="n" * 300), "long.yaml"), "--dry-run"], "at most 120"),
+        (["run", _suite_file(tmp, _suite(seeds=list(range(50_000))), "seeds.yaml"), "--dry-run"], "at most 1000"),
+        (["run", _suite_file(tmp, _suite(seeds=[2**63]), "bigseed.yaml"), "--dry-run"], "integers in 0.."),
+        (["run", _suite_file(tmp, _suite(base={"kl_beta_max": float("inf")}), "inf.yaml"), "--dry-run"],
+         "must be a finite number"),
+        (["run", _suite_file(tmp, _suite(base={"device": "bogus"}), "dev.yaml"), "--dry-run"], "device must be"),
+        (["run", _suite_file(tmp, _suite(), "ok.yaml"), "--dry-run", "lr=1", "lr=2"], "lr is given twice"),
+        (["run", _suite_file(tmp, _suite(), "ok2.yaml"), "--jobs", "0", "--out", out], "--jobs must be >= 1"),
+        (["run", _suite_file(tmp, _suite(), "ok3.yaml"), "--out", str(a_file)], "is a file, not a folder"),
+        (["run", str(tmp / "missing.yaml")], "does not exist"),
+        (["run", str(tmp)], "is not a file"),
+        # --- samplers, sample, report ---------------------------------------------------------------
+        (["samplers", "--steps", "100000000", "--out", out], "--steps must be between 1 and 1000"),
+        (["samplers", "--out", str(a_file)], "is a file, not a folder"),
+        (["sample", "--prompt", "a red circle moving left", "--guidance", "nan", "--out", str(tmp / "x.gif")],
+         "--guidance must be a finite number"),
+        (["sample", "--prompt", "a red circle moving left", "--steps", "100000000"], "--steps must be between"),
+        (["sample", "--prompt", "a red circle moving left", "--json", str(tmp), "--out", str(tmp / "x.gif")],
+         "is a folder; give a file name"),
+        (["sample", "--prompt", "a red circle moving left", "--out", str(folder_gif)], "is a folder"),
+        (["sample", "--prompt", "x" * 10_000_000], "more characters)"),
+        (["report", str(a_file)], "is not a folder"),
+        (["report", str(_results(tmp, "torn", b"PAR1\x00\x01"))], "not a readable parquet file"),
+        (["report", str(_results(tmp, "foreign", None))], "not a grpo-bench results table"),
+    ]
+
+
+def _results(tmp: Path, name: str, data: bytes | None) -> Path:
+    """A run folder whose results.parquet is torn (data) or a foreign table (None)."""
+    import pandas as pd
+
+    folder = tmp / name
+    folder.mkdir()
+    if data is None:
+        pd.DataFrame({"a": [1]}).to_parquet(folder / "results.parquet")
+    else:
+        (folder / "results.parquet").write_bytes(data)
+    return folder
+
+
+
+N_CASES = 50
+
+
+def test_every_malformed_input_ends_in_one_clean_line(tmp_path, monkeypatch, capsys):
+    """One test over all cases (building them once keeps it fast); a failure lists every bad case."""
+    cases = _cases(tmp_path)
+    assert len(cases) == N_CASES
+    failures = []
+    for args, needle in cases:
+        code, out, err = cli(monkeypatch, capsys, *args)
+        lines = err.strip().splitlines()
+        shown = " ".join(a if len(a) < 80 else a[:20] + "…" for a in args)
+        if code != 2 or len(lines) != 1 or not lines[0].startswith("error: ") or needle not in lines[0] \
+                or "Traceback" in out + err or len(lines[0]) > 800:
+            failures.append(f"{shown}: exit {code}, stderr {err[:300]!r}")
+    assert not (tmp_path / "out").exists()  # nothing was written by any of them
+    assert not failures, f"{len(failures)} of {len(cases)} cases:\n" + "\n".join(failures)
