@@ -103,7 +103,7 @@ def sample(
     kernel: str = typer.Option("ode", "--kernel", help="Step kernel: ode, flow, dance, sage, cps."),
     noise_level: float = typer.Option(0.0, "--noise-level", help="Kernel noise level (a or eta); 0 for ode."),
     guidance: float = typer.Option(1.0, "--guidance", help="Classifier-free guidance scale (1 = off)."),
-    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="World-model weights (.safetensors); default: the shipped base model."),
+    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="A run folder (runs/train/...), its policy/, a checkpoints/update_N folder or world-model weights (.safetensors); default: the shipped base model."),
     seed: int = typer.Option(0, "--seed", help="Seed of the initial noise and the kernel noise."),
     out: Path = typer.Option(Path("sample.gif"), "--out", help="Animated GIF to write; a PNG strip goes next to it."),
     json_path: Optional[Path] = typer.Option(None, "--json", help="Also write the per-video scores as JSON."),

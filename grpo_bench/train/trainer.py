@@ -27,6 +27,7 @@ import yaml
 
 from grpo_bench.train import checkpoint
 from grpo_bench.train import distributed
+from grpo_bench.train import export
 from grpo_bench.core import schedule
 from grpo_bench.train import sharding
 from grpo_bench.train import steppers
@@ -76,7 +77,7 @@ class Trainer:
 
             reward = rewards.load(cfg.reward, device=str(self.device))  # scores videos where they are sampled
         self.model, self.reward = model, reward
-        module = model.trainable_module()
+        self.module = module = model.trainable_module()
         (model if hasattr(model, "to") else module).to(self.device)
         # The launch's optimizer step (steppers.py): FSDP2 shards the module first, DeepSpeed wraps it
         # in its engine; every later reference to the parameters sees the final ones.
@@ -229,6 +230,7 @@ class Trainer:
             "eval": {k: v for k, v in last_eval.items() if k.startswith("eval_")},
             "updates": self.counters.update, "optimizer_steps": self.counters.optimizer_steps,
             "wall_time": self.counters.wall_time, "config_id": config_id(cfg), "eval_videos": rows,
+            "provenance": export.provenance(),
         }
         if not main:
             return final
@@ -238,6 +240,9 @@ class Trainer:
             buf = io.BytesIO()
             torch.save(videos.clamp(-1, 1).half(), buf)
             atomic_write_bytes(out / "samples" / "final_eval.pt", buf.getvalue())
+            export.write_eval_videos(videos, out, world=export.world_net(self.model) is not None)
+        if not self.sharded:  # a sharded policy is in its checkpoint; gathering it here is left to a launch
+            export.export_policy(self.model, self.module, cfg, out, final)
         atomic_write_json(out / "final.json", final)
         atomic_write_text(out / "DONE", "done\n")
         return final
