@@ -184,12 +184,31 @@ def ablate(
     raise typer.Exit(ablate_command(kl, equalizer, sde, base, jobs, backend, out, dry_run, resume, overrides or [], console))
 
 
+_REPORT_HELP = ("A suite's run folder (runs/<suite>: finished cells so far, even while it runs), a train run "
+                "folder or a results.parquet; two or more are put side by side.")
+
+
 @app.command()
-def report(run_dir: Path = typer.Argument(..., help="A suite's run folder (runs/<suite>).")) -> None:
-    """Re-render tables, figures and report.md from RUN_DIR/results.parquet."""
+def report(
+    run_dirs: list[Path] = typer.Argument(..., help=_REPORT_HELP),
+    out: Optional[Path] = typer.Option(None, "--out", help="Report folder (default: RUN_DIR/report; several: runs/compare/A_vs_B)."),
+) -> None:
+    """Render tables, figures and report.md from whatever RUN_DIR holds (several: side by side)."""
     from grpo_bench.cli.suite import report_command
 
-    raise typer.Exit(report_command(run_dir, console))
+    raise typer.Exit(report_command(run_dirs, out, console))
+
+
+@app.command()
+def compare(
+    first: Path = typer.Argument(..., help="A suite run folder, a train run folder or a results.parquet."),
+    second: Path = typer.Argument(..., help="The other one."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Report folder (default: runs/compare/A_vs_B)."),
+) -> None:
+    """Two runs or suites side by side in one report (tables and figures label each row with its source)."""
+    from grpo_bench.cli.suite import report_command
+
+    raise typer.Exit(report_command([first, second], out, console))
 
 
 def main() -> None:

@@ -53,7 +53,7 @@ def execute(suite: Suite, out: Path, jobs: int | None, backend: str, dry_run: bo
     display = SuiteDisplay(suite.name, console)
     summary = run_suite(suite, cells, out, jobs=jobs, backend=backend, resume=resume, trainer=trainer,
                         display=display, suite_text=suite_text if suite_text is not None else suite.to_yaml())
-    report = render_report(summary.suite_dir)
+    report = render_report(summary.suite_dir, frame=results.load_results(summary.suite_dir))
     console.print(f"{suite.name}: {summary.count('done')} run, {summary.count('skipped')} already done, "
                   f"{summary.count('failed')} failed in {summary.wall_s:.1f} s -> "
                   f"{summary.suite_dir / results.RESULTS}")
@@ -102,8 +102,21 @@ def ablate_command(kl: str | None, equalizer: str | None, sde: str | None, base:
     return 1 if summary is not None and summary.count("failed") else 0
 
 
-def report_command(run_dir: Path, console: Console) -> int:
+def report_command(run_dirs: list[Path], out: Path | None, console: Console) -> int:
+    from grpo_bench.report import sources
     from grpo_bench.report.render import render_report
 
-    console.print(f"report: {render_report(run_dir)}")
+    if len(run_dirs) == 1:
+        frame = sources.load_frame(run_dirs[0])
+        path = render_report(run_dirs[0], out=out, frame=frame)
+    else:
+        names = [Path(p).name if Path(p).name != results.RESULTS else Path(p).parent.name for p in run_dirs]
+        if len(set(names)) < len(names):  # two folders of one name: tell them apart by their paths
+            names = [str(p) for p in run_dirs]
+        frame = sources.combine({n: sources.load_frame(p) for n, p in zip(names, run_dirs)})
+        target = out if out is not None else Path("runs") / "compare" / "_vs_".join(
+            n.replace("/", "_").strip("._") or "run" for n in names)
+        path = render_report(target, out=target, frame=frame)
+    progress = sources.progress_note(frame)
+    console.print(f"report: {path}" + (f" ({progress})" if progress else ""), highlight=False)
     return 0
