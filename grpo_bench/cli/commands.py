@@ -6,6 +6,7 @@ Each command's work lives in its own module; this file only declares arguments. 
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -22,7 +23,15 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console()
+def _console(stderr: bool = False) -> Console:
+    """A terminal gets its own width; a pipe or file gets wide lines instead of rich's 80 columns,
+    so tables (``sample`` scores, ``methods`` headers) are never cut."""
+    stream = sys.stderr if stderr else sys.stdout
+    wide = not stream.isatty() and "COLUMNS" not in os.environ
+    return Console(stderr=stderr, width=200 if wide else None)
+
+
+console = _console()
 err_console = Console(stderr=True)
 
 
@@ -39,7 +48,7 @@ def samplers(
     steps: int = typer.Option(10, "--steps", help="Sampler steps T."),
     shift: float = typer.Option(3.0, "--shift", help="Schedule shift."),
     data_std: float = typer.Option(0.5, "--data-std", help="Std s of the Gaussian data N(0, s^2 I)."),
-    out: Path = typer.Option(Path("reports/samplers"), "--out", help="Folder for Table 1 and Figure 1."),
+    out: Path = typer.Option(Path("runs/samplers"), "--out", help="Folder for Table 1 and Figure 1 (reports/samplers holds the committed reference)."),
     json_path: Optional[Path] = typer.Option(None, "--json", help="Also write per-step std and variance errors as JSON."),
 ) -> None:
     """Table 1 / Figure 1: noise each kernel injects, and its marginal-variance error (exact Gaussian model)."""
@@ -63,7 +72,7 @@ def pretrain_base(
     init: Optional[Path] = typer.Option(None, "--init", help="Start from these weights (a fine-tuning stage) instead of a random init."),
     lr: float = typer.Option(1e-3, "--lr", help="AdamW learning rate after the warm-up."),
     warmup: int = typer.Option(200, "--warmup", help="Linear learning-rate warm-up steps."),
-    evaluate: bool = typer.Option(True, "--eval/--no-eval", help="Score 20-step ODE samples with the oracle and add them to the card."),
+    evaluate: bool = typer.Option(True, "--eval/--no-eval", metavar="", help="Score 20-step ODE samples with the oracle and add them to the card."),
 ) -> None:
     """Pretrain the world's base video model (rectified flow, train prompts only) and write weights + card."""
     from grpo_bench.world.pretrain import PretrainConfig, run_pretrain
@@ -126,7 +135,7 @@ def train(
     updates: Optional[int] = typer.Option(None, "--updates", help="Number of GRPO updates."),
     out: Optional[Path] = typer.Option(None, "--out", help="Run folder (default: a new folder under runs/train/)."),
     device: Optional[str] = typer.Option(None, "--device", help="auto, cpu, cuda or cuda:N."),
-    resume: bool = typer.Option(True, "--resume/--no-resume", help="Continue from the folder's latest checkpoint."),
+    resume: bool = typer.Option(True, "--resume/--no-resume", metavar="", help="Continue from the folder's latest checkpoint."),
     model: Optional[str] = typer.Option(None, "--model", help="Generator: world, tiny-wan, tiny-hunyuan15, a preset, hub id or folder."),
     accelerate_config: Optional[str] = typer.Option(
         None, "--accelerate-config",
@@ -146,6 +155,7 @@ def train(
     run_train(cfg, out, resume, console)
 
 
+_DEVICE_HELP = "auto, cpu, cuda or cuda:N for every cell (the same as the override device=...)."
 _JOBS_HELP = "Parallel cells (default: the GPU count, each worker pinned to its GPU; else the core count)."
 
 
@@ -155,14 +165,16 @@ def run(
     jobs: Optional[int] = typer.Option(None, "--jobs", help=_JOBS_HELP),
     backend: str = typer.Option("local", "--backend", help="local (process pool) or submitit (SLURM job array)."),
     out: Path = typer.Option(Path("runs"), "--out", help="Runs folder; the suite goes to OUT/<suite name>/."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="List the cells and their status; run nothing."),
-    resume: bool = typer.Option(True, "--resume/--no-resume", help="Skip DONE cells, continue partial ones."),
+    dry_run: bool = typer.Option(False, "--dry-run", metavar="", help="List the cells and their status; run nothing."),
+    resume: bool = typer.Option(True, "--resume/--no-resume", metavar="", help="Skip DONE cells, continue partial ones."),
+    device: Optional[str] = typer.Option(None, "--device", help=_DEVICE_HELP),
     overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides of the suite's base config."),
 ) -> None:
     """Run every cell of a suite (resumable, parallel), aggregate results.parquet and render the report."""
     from grpo_bench.cli.suite import run_command
 
-    raise typer.Exit(run_command(suite, jobs, backend, out, dry_run, resume, overrides or [], console))
+    overrides = [*(overrides or []), *([f"device={device}"] if device else [])]
+    raise typer.Exit(run_command(suite, jobs, backend, out, dry_run, resume, overrides, console))
 
 
 @app.command()
@@ -174,14 +186,16 @@ def ablate(
     jobs: Optional[int] = typer.Option(None, "--jobs", help=_JOBS_HELP),
     backend: str = typer.Option("local", "--backend", help="local or submitit."),
     out: Path = typer.Option(Path("runs"), "--out", help="Runs folder."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="List the cells; run nothing."),
-    resume: bool = typer.Option(True, "--resume/--no-resume", help="Skip DONE cells, continue partial ones."),
+    dry_run: bool = typer.Option(False, "--dry-run", metavar="", help="List the cells; run nothing."),
+    resume: bool = typer.Option(True, "--resume/--no-resume", metavar="", help="Skip DONE cells, continue partial ones."),
+    device: Optional[str] = typer.Option(None, "--device", help=_DEVICE_HELP),
     overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides of the base config."),
 ) -> None:
     """Build an ablation grid (KL variant x equalizer x SDE) on a base suite and run it like `run`."""
     from grpo_bench.cli.suite import ablate_command
 
-    raise typer.Exit(ablate_command(kl, equalizer, sde, base, jobs, backend, out, dry_run, resume, overrides or [], console))
+    overrides = [*(overrides or []), *([f"device={device}"] if device else [])]
+    raise typer.Exit(ablate_command(kl, equalizer, sde, base, jobs, backend, out, dry_run, resume, overrides, console))
 
 
 _REPORT_HELP = ("A suite's run folder (runs/<suite>: finished cells so far, even while it runs), a train run "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from rich.console import Console
@@ -50,7 +51,8 @@ def execute(suite: Suite, out: Path, jobs: int | None, backend: str, dry_run: bo
     if dry_run:
         print_cells(suite, cells, out, console)
         return None
-    display = SuiteDisplay(suite.name, console)
+    display = SuiteDisplay(suite.name, console, settings={c.id: c.config.setting for c in cells})
+    write_index(suite, cells, out)
     summary = run_suite(suite, cells, out, jobs=jobs, backend=backend, resume=resume, trainer=trainer,
                         display=display, suite_text=suite_text if suite_text is not None else suite.to_yaml())
     report = render_report(summary.suite_dir, frame=results.load_results(summary.suite_dir))
@@ -58,11 +60,32 @@ def execute(suite: Suite, out: Path, jobs: int | None, backend: str, dry_run: bo
                   f"{summary.count('failed')} failed in {summary.wall_s:.1f} s -> "
                   f"{summary.suite_dir / results.RESULTS}")
     console.print(f"report: {report}")
+    write_index(suite, cells, out)
+    # One cause (a missing model, a bad path) usually fails many cells: print each error once.
+    by_error: dict[str, list[str]] = {}
     for o in summary.outcomes:
         if o.status == "failed":
-            trace = summary.suite_dir / o.cell / results.ERROR
-            console.print(f"[red]failed[/] {o.cell}: {o.error} (traceback in {trace})")
+            by_error.setdefault(o.error, []).append(o.cell)
+    for error, failed in by_error.items():
+        where = summary.suite_dir / failed[0] / results.ERROR
+        cells_text = failed[0] if len(failed) == 1 else f"{len(failed)} cells ({', '.join(failed[:3])}{', …' if len(failed) > 3 else ''})"
+        console.print(f"[red]failed[/] {cells_text}: {error} (traceback in {where})", highlight=False)
     return summary
+
+
+INDEX = "INDEX.md"
+
+
+def write_index(suite: Suite, cells: list[Cell], out: Path) -> Path:
+    """``<suite>/INDEX.md``: which cell folder (a config id) holds which setting, run and seed."""
+    from grpo_bench.atomic import atomic_write_text
+
+    folder = out / suite.name
+    lines = [f"# {suite.name}: cell folders", "", "| folder | setting | run | seed | status |", "| --- | --- | --- | ---: | --- |"]
+    for c in cells:
+        status = re.sub(r"\[/?\w*\]", "", _status(folder / c.id))
+        lines.append(f"| [{c.id}]({c.id}/) | {c.config.setting} | {c.group} | {c.config.seed} | {status} |")
+    return atomic_write_text(folder / INDEX, "\n".join(lines) + "\n")
 
 
 def run_command(path: Path, jobs: int | None, backend: str, out: Path, dry_run: bool, resume: bool,

@@ -295,6 +295,9 @@ def validate(cfg: RunConfig, where: str = "") -> None:
     for key, allowed in choices.items():
         if getattr(cfg, key) not in allowed:
             raise unknown(key, getattr(cfg, key), allowed, where)
+    from grpo_bench.train.tracking import check_trackers
+
+    check_trackers(cfg.trackers, where)
     positive = (
         "steps", "prompts_per_update", "updates", "inner_epochs", "minibatches", "eval_samples", "anchor_every",
         "kl_window", "checkpoint_every", "eval_every",

@@ -42,7 +42,7 @@ from grpo_bench.train.prompts import load_prompt_set
 from grpo_bench.rewards.base import composite, reward_weights
 from grpo_bench.core.rollout import StepTable, generator, initial_noise, rollout
 from grpo_bench.core.sde import equalizer
-from grpo_bench.train.tracking import MetricsSink
+from grpo_bench.train.tracking import MetricsSink, hparams
 from grpo_bench.core.trust_region import Anchors, make_kl, make_kl_weight
 
 Progress = Callable[[int, int, dict], None]
@@ -192,7 +192,7 @@ class Trainer:
         main = self.acc.is_main_process
         sink = MetricsSink(out, self.acc) if main else None
         if self.acc.trackers == [] and cfg.trackers:
-            self.acc.init_trackers(f"grpo-bench-{config_id(cfg)}", config=cfg.to_dict())
+            self.acc.init_trackers(f"grpo-bench-{config_id(cfg)}", config=hparams(cfg.to_dict()))
         found = checkpoint.latest(out) if resume else None
         if found:
             self.acc.load_state(str(found[1]))
