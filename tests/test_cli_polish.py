@@ -111,3 +111,44 @@ def test_report_header_counts_seeds_per_row_and_names_them(tmp_path):
     assert res.exit_code == 0, res.output
     header = (tmp_path / "r" / "report.md").read_text()
     assert "seeds per row: 3 (seed values 0, 1, 2)" in header
+
+
+def test_train_like_a_suite_reproduces_its_cell_config():
+    from grpo_bench.cli.train import build_config
+    from grpo_bench.suite.spec import expand, load_suite
+    from grpo_bench.train.config import resolve
+
+    path = ROOT / "suites" / "main_table.yaml"
+    cell = expand(load_suite(path))[-1]
+    c = cell.config
+    like = build_config(c.method, c.kl, c.setting, c.seed, None, None, [], like=path)
+    assert resolve(like).to_dict() == c.to_dict()
+    plain = build_config(c.method, c.kl, c.setting, c.seed, None, None, [])
+    assert resolve(plain).to_dict() != c.to_dict()  # why --like exists: train's defaults are not the suites'
+
+
+def test_rerunning_a_finished_train_says_it_is_already_done(tmp_path, monkeypatch):
+    from grpo_bench.cli import train as train_cli
+    from suite_support import fake_train
+    from grpo_bench.train.config import resolve
+
+    cfg = train_cli.build_config("cps", None, None, 0, 2, "cpu", ["steps=4", "eval_samples=1"])
+    fake_train(resolve(cfg), tmp_path / "run")
+    calls = []
+    monkeypatch.setattr("grpo_bench.train.trainer.train", lambda *a, **k: calls.append(a))
+    buf = io.StringIO()
+    final = train_cli.run_train(cfg, tmp_path / "run", True, Console(file=buf, width=200))
+    assert not calls and "already done" in buf.getvalue() and final["config_id"]
+
+
+def test_ablate_resumes_a_folder_started_under_the_long_name(tmp_path):
+    base = write_suite(tmp_path / "tiny.yaml")
+    legacy = tmp_path / "runs" / "ablate_tiny_sde-sage_grpo-flow_grpo-dance_grpo-cps"
+    legacy.mkdir(parents=True)
+    res = CliRunner().invoke(app, ["ablate", "--sde", "sage,flow,dance,cps", "--base", str(base), "--dry-run",
+                                   "--out", str(tmp_path / "runs")])
+    assert res.exit_code == 0, res.output
+    assert legacy.name in res.output.replace("\n", "")
+    fresh = CliRunner().invoke(app, ["ablate", "--sde", "sage,flow,dance,cps", "--base", str(base), "--dry-run",
+                                     "--out", str(tmp_path / "other")])
+    assert "ablate_tiny_sde-all" in fresh.output

@@ -140,12 +140,19 @@ def train(
     accelerate_config: Optional[str] = typer.Option(
         None, "--accelerate-config",
         help="Re-launch through `accelerate launch` with a shipped config (single_gpu, multi_gpu, fsdp2, deepspeed_zero2) or a YAML file."),
+    like: Optional[Path] = typer.Option(
+        None, "--like", help="Start from this suite's base config and budget (its cells' lr, warm-up, KL target, "
+        "updates, ...); without it train uses RunConfig's defaults, which differ from the suites'."),
     overrides: Optional[list[str]] = typer.Argument(None, help="key=value config overrides (any RunConfig key)."),
 ) -> None:
-    """Train one GRPO run: config.yaml, metrics.jsonl, checkpoints, final.json and DONE in the run folder."""
+    """Train one GRPO run: config.yaml, metrics.jsonl, checkpoints, final.json, DONE and the exported policy/.
+
+    train's defaults are RunConfig's, not a suite's: to reproduce a suite cell give --like SUITE with
+    the cell's --method, --kl, --setting and --seed."""
     from grpo_bench.cli.train import build_config, run_train
 
-    cfg = build_config(method, kl, setting, seed, updates, device, [*(overrides or []), *([f"model={model}"] if model else [])])
+    cfg = build_config(method, kl, setting, seed, updates, device,
+                       [*(overrides or []), *([f"model={model}"] if model else [])], like=like)
     if accelerate_config is not None:
         from grpo_bench.train import distributed
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from grpo_bench.suite import results
 from grpo_bench.train.config import parse_overrides
 from grpo_bench.errors import UserError
 from grpo_bench.suite.runner import TRAINER, RunSummary, run_suite
-from grpo_bench.suite.spec import Cell, Suite, ablation, expand, load_suite
+from grpo_bench.suite.spec import Cell, Suite, ablation, expand, legacy_ablation_name, load_suite
 
 DEFAULT_ABLATE_BASE = "ablate_kl.yaml"
 
@@ -118,6 +119,9 @@ def ablate_command(kl: str | None, equalizer: str | None, sde: str | None, base:
             raise UserError(f"--equalizer: unknown value {bad[0]!r}; allowed: on, off")
         eq = [flags[e.lower()] for e in _split(equalizer) or []]
     suite = ablation(base_suite, kls, eq, _split(sde))
+    legacy = legacy_ablation_name(base_suite, suite.grid)
+    if (out / legacy).is_dir() and not (out / suite.name).exists():  # started before short names: resume there
+        suite = dataclasses.replace(suite, name=legacy)
     clash = sorted(set(suite.grid) & set(suite.overrides))
     if clash:
         raise UserError(f"command line: {', '.join(clash)} is varied by the ablation; drop the override")
