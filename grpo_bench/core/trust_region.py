@@ -86,7 +86,7 @@ class FixedKL(KLVariant):
 
 @KL_VARIANTS.register("stepwise")
 class StepwiseKL(KLVariant):
-    """KL to the rollout policy pi_{k-1}: sample estimate mean(logp_old - logp) (seed eq. 15)."""
+    """KL to the rollout policy pi_{k-1}: sample estimate mean(logp_old - logp) (docs/design.md §4)."""
 
     def __call__(self, inp: KLInputs) -> dict[str, Tensor]:
         if self.cfg.stepwise_estimator == "analytic":
