@@ -9,10 +9,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from grpo_bench.suite import results
-from grpo_bench.train.config import parse_overrides
 from grpo_bench.errors import UserError
+from grpo_bench.suite import results
 from grpo_bench.suite.runner import TRAINER, RunSummary, run_suite
+from grpo_bench.train.config import parse_overrides
 from grpo_bench.suite.spec import Cell, Suite, ablation, expand, legacy_ablation_name, load_suite
 
 DEFAULT_ABLATE_BASE = "ablate_kl.yaml"
@@ -130,6 +130,10 @@ def ablate_command(kl: str | None, equalizer: str | None, sde: str | None, base:
 
 
 def report_command(run_dirs: list[Path], out: Path | None, console: Console) -> int:
+    for p in run_dirs:  # before the table and plotting libraries load: a typo answers at once
+        if not Path(p).exists():
+            raise UserError(f"{p}: not found; give a suite run folder (runs/<suite>), a train run folder "
+                            "(runs/train/...) or a results.parquet file")
     from grpo_bench.report import sources
     from grpo_bench.report.render import render_report
 

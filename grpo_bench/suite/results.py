@@ -67,11 +67,12 @@ import os
 import traceback
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from grpo_bench.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text, read_jsonl
+
+if TYPE_CHECKING:  # pandas is imported where tables are built, so markers and paths load fast
+    import pandas as pd
 
 RESULTS = "results.parquet"
 ROWS = "rows.parquet"
@@ -268,6 +269,8 @@ def _frame(rows: list[dict[str, Any]], meta: dict[str, Any]) -> pd.DataFrame:
     fixed = {"suite": meta["suite"], "cell": meta["id"], "group": meta["group"], "setting": cfg.get("setting"),
              "method": cfg.get("method"), "kl": cfg.get("kl"), "equalizer": bool(cfg.get("equalizer")),
              "seed": _seed(cfg.get("seed"))}
+    import pandas as pd
+
     frame = pd.DataFrame([{**fixed, **r} for r in rows], columns=list(COLUMNS))
     return frame.astype({k: v for k, v in COLUMNS.items() if v != "object"})
 
@@ -293,6 +296,8 @@ def broken_rows(meta: dict[str, Any], reason: str) -> pd.DataFrame:
 
 
 def _cell_part(suite_dir: Path, meta: dict[str, Any], write: bool) -> pd.DataFrame | None:
+    import pandas as pd
+
     cdir = suite_dir / meta["id"]
     if is_done(cdir):
         rows_path = cdir / ROWS
@@ -353,6 +358,8 @@ def aggregate(suite_dir: Path, metas: list[dict[str, Any]], info: dict[str, Any]
     Only the cells of the current expansion are read, so a stale cell folder from an older
     version of the suite never leaks into the table. One broken cell never stops the others.
     """
+    import pandas as pd
+
     parts = []
     for meta in metas:
         try:
@@ -387,4 +394,6 @@ def load_results(path: str | Path) -> pd.DataFrame:
     file = path / RESULTS if path.is_dir() else path
     if not file.is_file():
         raise UserError(f"{path}: no {RESULTS} (run the suite first: grpo-bench run SUITE)")
+    import pandas as pd
+
     return pd.read_parquet(file)
