@@ -182,3 +182,15 @@ def test_report_on_committed_main_table_renders_without_writing_it(tmp_path):
     assert res.exit_code == 0, res.output
     assert "48 done" in (tmp_path / "r" / "report.md").read_text()
     assert src.read_bytes() == before
+
+
+def test_table2_csv_has_a_column_per_grid_key(tmp_path):
+    from grpo_bench.report.render import render_report
+
+    metas = make_suite(tmp_path / "grid")
+    frame = results.aggregate(tmp_path / "grid", metas, {"name": "grid", "report": {"tables": ["table2"],
+                                                                                       "figures": []}})
+    render_report(tmp_path / "grid", out=tmp_path / "r", frame=frame)
+    csv = pd.read_csv(tmp_path / "r" / "tables" / "table2.csv")
+    assert "noise_level" in csv.columns
+    assert sorted(csv["noise_level"].unique()) == [0.3, 0.7] and len(csv) == 4

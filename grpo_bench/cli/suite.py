@@ -52,6 +52,9 @@ def execute(suite: Suite, out: Path, jobs: int | None, backend: str, dry_run: bo
     if dry_run:
         print_cells(suite, cells, out, console)
         return None
+    from grpo_bench.suite.runner import BACKENDS
+
+    BACKENDS.get(backend, where="--backend: ")  # a mistake starts nothing, not even the suite folder
     display = SuiteDisplay(suite.name, console, settings={c.id: c.config.setting for c in cells})
     write_index(suite, cells, out)
     summary = run_suite(suite, cells, out, jobs=jobs, backend=backend, resume=resume, trainer=trainer,

@@ -77,6 +77,8 @@ def finals(df: pd.DataFrame) -> pd.DataFrame:
     info = df[df["kind"] == "cell"].drop_duplicates("cell").set_index("cell")
     wide.insert(4, "method", wide["cell"].map(info["method"]))
     wide.insert(5, "equalizer", wide["cell"].map(info["equalizer"]))
+    for key in varied_keys(df):  # every grid key as a column of its own (noise_level, kl_weight, ...)
+        wide[key] = wide["cell"].map(info[key])
     if all(f"eval_{c}" in wide for c in ORACLE.values()):
         wide["eval_oracle_overall"] = oracle_overall(wide, "eval_")
     return wide

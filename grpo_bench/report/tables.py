@@ -69,6 +69,7 @@ def table2_stats(df: pd.DataFrame) -> pd.DataFrame:
     """Long frame: setting, group, column, metric, mean, ci (half-width), n — over seeds."""
     fin = data.finals(df)
     order = data.group_order(df)
+    keys = [k for k in data.varied_keys(df) if k in fin]
     out = []
     for setting in sorted(fin["setting"].unique()):
         part = fin[fin["setting"] == setting]
@@ -77,9 +78,9 @@ def table2_stats(df: pd.DataFrame) -> pd.DataFrame:
             for title, metric, _ in TABLE2:
                 vals = rows[metric].tolist() if metric in rows else []
                 m, h, n = mean_ci(vals)
-                out.append({"setting": setting, "group": group, "column": title, "metric": metric,
-                            "mean": m, "ci": h, "n": n})
-    return pd.DataFrame(out, columns=["setting", "group", "column", "metric", "mean", "ci", "n"])
+                out.append({"setting": setting, "group": group, **{k: rows[k].iloc[0] for k in keys},
+                            "column": title, "metric": metric, "mean": m, "ci": h, "n": n})
+    return pd.DataFrame(out, columns=["setting", "group", *keys, "column", "metric", "mean", "ci", "n"])
 
 
 @TABLES.register("table2")
@@ -103,6 +104,10 @@ def table2(ctx: Context) -> list[Section]:
         rows.append(cells)
     wide = st.pivot_table(index=["setting", "group"], columns="column", values=["mean", "ci", "n"], sort=False)
     wide.columns = [f"{col}_{stat}" for stat, col in wide.columns]
+    keys = [c for c in st.columns if c in data.varied_keys(ctx.df)]
+    if keys:  # the CSV names each row's grid values in columns, not only inside the row label
+        values = st.drop_duplicates(["setting", "group"]).set_index(["setting", "group"])[keys]
+        wide = values.join(wide, how="right")
     md = write_table(ctx.out, "table2", ["Setting", "Method", "seeds", *cols], rows, wide.reset_index(),
                      "llr" + "r" * len(cols))
     sections = [Section(
