@@ -194,3 +194,20 @@ def test_table2_csv_has_a_column_per_grid_key(tmp_path):
     csv = pd.read_csv(tmp_path / "r" / "tables" / "table2.csv")
     assert "noise_level" in csv.columns
     assert sorted(csv["noise_level"].unique()) == [0.3, 0.7] and len(csv) == 4
+
+
+def test_report_shows_the_cells_of_the_run_as_indexed_not_stale_folders(tmp_path):
+    from grpo_bench.report.sources import CELL_INDEX
+    from grpo_bench.train.config import RunConfig, resolve
+
+    metas = make_suite(tmp_path / "grid", finished=3)
+    stale = resolve(RunConfig(method="cps", updates=2, steps=4, eval_samples=1))
+    stale_meta = {"id": "stale0000000", "suite": "grid", "labels": {"method": "cps", "seed": 0}, "group": "cps kl=none",
+                  "config": stale.to_dict()}
+    results.atomic_write_json(tmp_path / "grid" / "stale0000000" / results.CELL, stale_meta)
+    fake_train(stale, tmp_path / "grid" / "stale0000000")
+    # the run used command-line overrides: suite.yaml alone would expand to other ids; INDEX.json is the truth
+    results.atomic_write_json(tmp_path / "grid" / CELL_INDEX, {"cells": [m["id"] for m in metas[:4]]})
+    frame = sources.load_frame(tmp_path / "grid")
+    assert "stale0000000" not in set(frame["cell"].dropna())
+    assert sources.progress_note(frame) == "3 of 4 cells done"

@@ -81,9 +81,12 @@ INDEX = "INDEX.md"
 
 
 def write_index(suite: Suite, cells: list[Cell], out: Path) -> Path:
-    """``<suite>/INDEX.md``: which cell folder (a config id) holds which setting, run and seed."""
-    from grpo_bench.atomic import atomic_write_text
+    """``<suite>/INDEX.md``: which cell folder (a config id) holds which setting, run and seed; and
+    ``INDEX.json``, the cell ids of this invocation in expansion order (what ``report`` shows)."""
+    from grpo_bench.atomic import atomic_write_json, atomic_write_text
+    from grpo_bench.report.sources import CELL_INDEX
 
+    atomic_write_json(out / suite.name / CELL_INDEX, {"suite": suite.name, "cells": [c.id for c in cells]})
     folder = out / suite.name
     lines = [f"# {suite.name}: cell folders", "", "| folder | setting | run | seed | status |", "| --- | --- | --- | ---: | --- |"]
     for c in cells:

@@ -18,18 +18,32 @@ from grpo_bench.errors import UserError
 from grpo_bench.suite import results
 from grpo_bench.suite.spec import ReportSpec
 
+CELL_INDEX = "INDEX.json"
+"""Written by ``run``/``ablate`` at start: the cell ids of the suite as run (overrides included)."""
 WHAT = "a suite run folder (runs/<suite>), a train run folder (runs/train/...) or a results.parquet file"
+
+
+def _stored_suite(folder: Path) -> Any:
+    """The suite in ``folder/suite.yaml`` (None when absent or no longer valid)."""
+    path = folder / "suite.yaml"
+    if not path.is_file():
+        return None
+    from grpo_bench.suite.spec import load_suite
+
+    try:
+        return load_suite(path)
+    except (UserError, OSError, ValueError):
+        return None
 
 
 def _suite_metas(folder: Path) -> tuple[list[dict[str, Any]], Any] | None:
     """Cells of the suite stored in ``folder/suite.yaml`` in expansion order (None if it cannot be expanded)."""
-    path = folder / "suite.yaml"
-    if not path.is_file():
-        return None
-    from grpo_bench.suite.spec import expand, load_suite
+    from grpo_bench.suite.spec import expand
 
+    suite = _stored_suite(folder)
+    if suite is None:
+        return None
     try:
-        suite = load_suite(path)
         return [c.meta(suite.name) for c in expand(suite)], suite
     except (UserError, OSError, ValueError):
         return None
@@ -58,13 +72,35 @@ def _cell_metas(folder: Path) -> list[dict[str, Any]]:
     return metas
 
 
+def _indexed_metas(folder: Path) -> list[dict[str, Any]] | None:
+    """The cells listed in INDEX.json, in order (None without a readable index)."""
+    try:
+        ids = json.loads((folder / CELL_INDEX).read_text())["cells"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    metas = []
+    for cid in ids:
+        try:
+            metas.append(json.loads((folder / str(cid) / results.CELL).read_text()))
+        except (OSError, ValueError):
+            metas.append({"id": str(cid), "labels": {}, "config": {}, "group": "", "suite": folder.name})
+    return metas
+
+
 def suite_frame(folder: Path) -> pd.DataFrame:
     """Every finished (and failed) cell of a suite folder, aggregated now; info says how many are done."""
-    expanded = _suite_metas(folder)
+    indexed = _indexed_metas(folder)
+    expanded = _suite_metas(folder) if indexed is None else None
     info = _stored_info(folder)
     # The stored suite.yaml is the file as run, without command-line overrides: trust its expansion
     # only when every cell it names has a folder here (the runner writes cell.json for all at start).
-    if expanded is not None and all((folder / m["id"] / results.CELL).is_file() for m in expanded[0]):
+    if indexed is not None:
+        metas = indexed
+        suite = _stored_suite(folder)
+        if suite is not None:
+            info = {**info, "name": suite.name, "description": suite.description, "report": suite.report.to_dict()}
+        info.setdefault("name", folder.name)
+    elif expanded is not None and all((folder / m["id"] / results.CELL).is_file() for m in expanded[0]):
         metas, suite = expanded
         info = {**info, "name": suite.name, "description": suite.description, "report": suite.report.to_dict()}
     else:
@@ -104,7 +140,7 @@ def load_frame(path: str | Path) -> pd.DataFrame:
         raise UserError(f"{path}: not found; give {WHAT}")
     if path.is_file():
         return results.load_results(path)
-    if any(path.glob(f"*/{results.CELL}")) or (path / "suite.yaml").is_file():
+    if any(path.glob(f"*/{results.CELL}")) or (path / "suite.yaml").is_file() or (path / CELL_INDEX).is_file():
         return suite_frame(path)
     if (path / "config.yaml").is_file() and ((path / "metrics.jsonl").is_file() or (path / "final.json").is_file()):
         return train_frame(path)
