@@ -5,7 +5,6 @@ per distinct failure, the suite's INDEX.md, `samplers` writing under runs/, and 
 from __future__ import annotations
 
 import io
-import json
 import os
 import subprocess
 import sys
@@ -13,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
-from suite_support import SMALL_SUITE, write_suite
+from suite_support import write_suite
 from typer.testing import CliRunner
 
 from grpo_bench.cli.commands import app

@@ -143,7 +143,8 @@ class SuiteDisplay:
                 self.failed += 1
             colour = "green" if status == "done" else "red"
             setting = self.settings.get(cell, "")
-            run = self._progress.tasks[s.task].fields.get("run", "") if self._progress is not None and s.task is not None else ""
+            live = self._progress is not None and s.task is not None
+            run = self._progress.tasks[s.task].fields.get("run", "") if live else ""
             self.console.print(f"[dim]{time.strftime('%H:%M:%S')}[/] [{colour}]{status}[/] {cell} "
                                f"{setting + ' ' if setting else ''}{run} ({seconds:.1f} s)", highlight=False)
             s.cell, s.update, s.first_update = "", 0, 0

@@ -95,7 +95,8 @@ def _write_weights(model: Any, module: Any, folder: Path, card: dict[str, Any]) 
 
 def _readme(card: dict[str, Any]) -> str:
     ev = card.get("final_eval", {})
-    lines = [f"# grpo-bench policy: {card['method']} (kl={card['kl']}, setting {card['setting']}, seed {card['seed']})", "",
+    title = f"{card['method']} (kl={card['kl']}, setting {card['setting']}, seed {card['seed']})"
+    lines = [f"# grpo-bench policy: {title}", "",
              f"- base model: `{card['model']}`; {card['updates']} updates; config id `{card['config_id']}`",
              f"- weights: `{card['weights']['weights']}` ({card['weights']['format']})",
              f"- grpo-bench {card['grpo_bench_version']}, commit `{card['git_commit']}`"]
