@@ -121,3 +121,12 @@ def test_lora_run_exports_peft_adapters(tmp_path):
     assert any(v.abs().sum() > 0 for k, v in saved.items() if "lora_B" in k)  # trained, not the zero init
     assert (tmp_path / "run" / "samples" / "final_eval.mp4").is_file()
     assert not (tmp_path / "run" / "samples" / "final_eval.gif").exists()  # GIFs for the world only
+
+
+def test_report_of_a_train_run_names_its_code_version(world_run, tmp_path):
+    from grpo_bench.report.render import render_report
+
+    path = render_report(world_run, out=tmp_path / "r")
+    text = path.read_text()
+    assert f"grpo-bench {provenance()['grpo_bench_version']} @ {provenance()['git_commit'][:12]}" in text
+    assert "1 of 1 cells done" in text

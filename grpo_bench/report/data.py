@@ -63,9 +63,17 @@ def cells(df: pd.DataFrame) -> pd.DataFrame:
         info = json.loads(r.text)
         out.append({"cell": r.cell, "group": r.group, "setting": r.setting, "seed": r.seed, "method": r.method,
                     "kl": r.kl, "equalizer": r.equalizer, "status": info["status"], "wall_time": r.value,
-                    "error": info.get("error", ""), "machine": info.get("machine", ""), "config": info["config"]})
+                    "error": info.get("error", ""), "machine": info.get("machine", ""), "config": info["config"],
+                    "code": _code(info)})
     return pd.DataFrame(out, columns=["cell", "group", "setting", "seed", "method", "kl", "equalizer", "status",
-                                      "wall_time", "error", "machine", "config"])
+                                      "wall_time", "error", "machine", "config", "code"])
+
+
+def _code(info: dict[str, Any]) -> str:
+    """'grpo-bench 0.1.0 @ 1a2b3c4d' of a cell (empty for cells run before it was recorded)."""
+    if "git_commit" not in info and "grpo_bench_version" not in info:
+        return ""
+    return f"grpo-bench {info.get('grpo_bench_version', '?')} @ {str(info.get('git_commit', '?'))[:12]}"
 
 
 def finals(df: pd.DataFrame) -> pd.DataFrame:

@@ -65,6 +65,7 @@ def _header(df: pd.DataFrame, info: dict) -> str:
         f"(longest cell {done['wall_time'].max() / 60 if len(done) else 0:.1f} min)"
         + _last_run(info),
         f"- machine: {'; '.join(machines) if machines else 'unknown'}",
+        *([f"- code: {'; '.join(codes)}"] if (codes := sorted({c for c in cells['code'] if c})) else []),
         "",
     ]
     failed = cells[cells["status"].isin(["failed", "broken"])]
