@@ -59,6 +59,12 @@ def _smoothed(curve: pd.DataFrame, window: int) -> pd.DataFrame:
     return curve
 
 
+def _legend(ax, **kw) -> None:
+    """A legend when the axes drew labelled lines (a panel left empty gets none, and no warning)."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(**kw)
+
+
 def _missing(title: str, why: str) -> list[Section]:
     return [Section(title, f"Not available: {why}.", "")]
 
@@ -80,7 +86,7 @@ def reward_curves(ctx: Context) -> list[Section]:
             _plot_band(ax, part[part["group"] == g], g, colour[g])
         ax.set(title=f"Setting {setting}", xlabel="update", ylabel=f"judge reward (rolling mean of {window})")
         ax.grid(alpha=0.3)
-    next(iter(axes.values())).legend(fontsize=7)
+    _legend(next(iter(axes.values())), fontsize=7)
     return [Section(title, "Mean composite judge reward over seeds with its 95% band; higher and steadier is better.",
                     _save(ctx, fig, "reward_curves"))]
 
@@ -104,7 +110,7 @@ def equalizer(ctx: Context) -> list[Section]:
             _plot_band(ax, sub, f"{line} eq={'on' if eq else 'off'}", colour[line], "-" if eq else "--")
         ax.set(title=f"Setting {setting}", xlabel="update", ylabel="judge reward (smoothed)")
         ax.grid(alpha=0.3)
-    next(iter(axes.values())).legend(fontsize=7)
+    _legend(next(iter(axes.values())), fontsize=7)
     return [Section(title, "Same colour = same SDE; solid = equalizer on, dashed = off; the gap is the "
                     "equalizer's effect.",
                     _save(ctx, fig, "equalizer"))]
@@ -137,7 +143,7 @@ def grad_norms(ctx: Context) -> list[Section]:
         ax.set(title=f"Setting {setting}", xlabel="sampler step i (0 = pure noise)", ylabel="|grad| of step loss",
                yscale="log")
         ax.grid(alpha=0.3, which="both")
-    next(iter(axes.values())).legend(fontsize=7)
+    _legend(next(iter(axes.values())), fontsize=7)
     body = _save(ctx, fig, "grad_norms") + "\n" + "".join(f"- {s}\n" for s in spread)
     return [Section(title, "Mean measured gradient norm of each step's policy loss (log scale); solid = equalizer on. "
                     "A flat line means every step pulls equally; max/min below quantifies the spread.", body)]
@@ -164,7 +170,7 @@ def kl_curves(ctx: Context) -> list[Section]:
         positive = frame["value"] > 0
         ax.set(xlabel="update", ylabel=ylabel, yscale="log" if positive.any() and positive.all() else "linear")
         ax.grid(alpha=0.3)
-    a1.legend(fontsize=6)
+    _legend(a1, fontsize=6)
     return [Section(title, "Left: measured KL penalty term per update; right: the KL weight (constant or adaptive "
                     "schedule). Dashed = second setting; cells with kl=none have no KL term and are not drawn.",
                     _save(ctx, fig, "kl_curves"))]
@@ -191,7 +197,7 @@ def drift(ctx: Context) -> list[Section]:
         ax.axhline(0, color="k", lw=0.6)
         ax.set(title=f"Setting {setting}", xlabel="update", ylabel="change since update 0")
         ax.grid(alpha=0.3)
-    next(iter(axes.values())).legend(fontsize=6, ncol=2)
+    _legend(next(iter(axes.values())), fontsize=6, ncol=2)
     return [Section(title, "Solid = learned judge, dotted = exact oracle, both on held-out prompts and relative to the "
                     "start; a judge line rising while its oracle line falls is reward hacking.",
                     _save(ctx, fig, "drift"))]
