@@ -61,8 +61,18 @@ def world_net(model: Any) -> Any:
     return net if isinstance(net, WorldUNet) else None
 
 
-def _write_weights(model: Any, module: Any, folder: Path, card: dict[str, Any]) -> dict[str, Any]:
-    """Weights into ``folder``; returns what the card says about them."""
+def gather_trainable(module: Any) -> dict[int, Any]:
+    """Full copies of the trainable parameters of a sharded (FSDP2) module, keyed by ``id`` of the
+    parameter; an all-gather, so every rank must call it."""
+    from grpo_bench.train import sharding
+
+    return {id(p): sharding.full(p.detach()).cpu().clone() for p in module.parameters() if p.requires_grad}
+
+
+def _write_weights(model: Any, module: Any, folder: Path, card: dict[str, Any],
+                   gathered: dict[int, Any] | None = None) -> dict[str, Any]:
+    """Weights into ``folder``; returns what the card says about them. ``gathered`` holds the full
+    trainable tensors of a sharded run (``gather_trainable``)."""
     net = world_net(model)
     if net is not None:
         from grpo_bench.models.world import save_weights
@@ -78,11 +88,21 @@ def _write_weights(model: Any, module: Any, folder: Path, card: dict[str, Any]) 
 
         config = transformer.peft_config["default"]
         config.save_pretrained(str(folder))
-        state = {k: v.detach().float().cpu().contiguous()
-                 for k, v in get_peft_model_state_dict(transformer, adapter_name="default").items()}
+        if gathered is not None:  # sharded: peft's key names (adapter name dropped) of the gathered tensors
+            state = {n.replace(".default", ""): gathered[id(p)].float().contiguous()
+                     for n, p in transformer.named_parameters() if id(p) in gathered}
+        else:
+            state = {k: v.detach().float().cpu().contiguous()
+                     for k, v in get_peft_model_state_dict(transformer, adapter_name="default").items()}
         save_file(state, str(folder / "adapter_model.safetensors"), metadata={"format": "pt"})
         return {"format": "peft-lora", "weights": "adapter_model.safetensors", "config": "adapter_config.json",
                 "lora_rank": options.lora_rank, "base_model": card["model"]}
+    if gathered is not None:  # a sharded full fine-tune: the trainable tensors by their names in the module
+        from safetensors.torch import save_file
+
+        state = {n: gathered[id(p)].contiguous() for n, p in transformer.named_parameters() if id(p) in gathered}
+        save_file(state, str(folder / "trainable.safetensors"))
+        return {"format": "torch-safetensors", "weights": "trainable.safetensors", "base_model": card["model"]}
     if hasattr(transformer, "save_pretrained"):
         transformer.save_pretrained(str(folder / "transformer"), safe_serialization=True)
         return {"format": "diffusers-transformer", "weights": "transformer/", "base_model": card["model"]}
@@ -113,8 +133,10 @@ def _readme(card: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def export_policy(model: Any, module: Any, cfg: Any, out_dir: Path, final: dict[str, Any]) -> Path:
-    """Write ``out_dir/policy`` (weights + card) atomically; returns the folder."""
+def export_policy(model: Any, module: Any, cfg: Any, out_dir: Path, final: dict[str, Any],
+                  gathered: dict[int, Any] | None = None) -> Path:
+    """Write ``out_dir/policy`` (weights + card) atomically; returns the folder. A sharded run passes
+    the gathered trainable tensors (``gather_trainable``, called on every rank)."""
     out_dir = Path(out_dir)
     folder, tmp = out_dir / POLICY, out_dir / f".{POLICY}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -124,7 +146,7 @@ def export_policy(model: Any, module: Any, cfg: Any, out_dir: Path, final: dict[
         "updates": final.get("updates"), "config_id": final.get("config_id"), "run_dir": str(out_dir),
         "final_eval": final.get("eval", {}), "config": cfg.to_dict(), **provenance(),
     }
-    card["weights"] = _write_weights(model, module, tmp, card)
+    card["weights"] = _write_weights(model, module, tmp, card, gathered)
     atomic_write_json(tmp / CARD, card)
     atomic_write_text(tmp / "README.md", _readme(card))
     shutil.rmtree(folder, ignore_errors=True)

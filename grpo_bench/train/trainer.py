@@ -222,6 +222,8 @@ class Trainer:
         if final_eval is None:  # resumed after the last checkpoint: the same policy, the same noise
             final_eval = self.evaluate()
         _, rows, videos = final_eval
+        # the exported policy of a sharded run: every rank all-gathers, before the process group ends
+        gathered = export.gather_trainable(self.module) if self.sharded else None
         self.acc.end_training()
         last_line = lines[-1] if lines else {}
         last_eval = next((r for r in reversed(lines) if "eval_at" in r), {})
@@ -241,8 +243,7 @@ class Trainer:
             torch.save(videos.clamp(-1, 1).half(), buf)
             atomic_write_bytes(out / "samples" / "final_eval.pt", buf.getvalue())
             export.write_eval_videos(videos, out, world=export.world_net(self.model) is not None)
-        if not self.sharded:  # a sharded policy is in its checkpoint; gathering it here is left to a launch
-            export.export_policy(self.model, self.module, cfg, out, final)
+        export.export_policy(self.model, self.module, cfg, out, final, gathered)
         atomic_write_json(out / "final.json", final)
         atomic_write_text(out / "DONE", "done\n")
         return final
