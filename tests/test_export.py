@@ -119,6 +119,17 @@ def test_lora_run_exports_peft_adapters(tmp_path):
     for k, v in live.items():
         torch.testing.assert_close(saved[k], v.detach().float().cpu())
     assert any(v.abs().sum() > 0 for k, v in saved.items() if "lora_B" in k)  # trained, not the zero init
+    # Usable: peft puts the exported adapters on a fresh base transformer, which then equals the policy.
+    from peft import inject_adapter_in_model, set_peft_model_state_dict
+
+    fresh = models.from_config(RunConfig(**{**cfg.to_dict(), "lora_rank": 0}))
+    inject_adapter_in_model(config, fresh.net.transformer)
+    set_peft_model_state_dict(fresh.net.transformer, saved)
+    x = torch.randn(2, *model.latent_shape, generator=torch.Generator().manual_seed(0))
+    s, cond = torch.tensor([0.8, 0.3]), model.encode_prompts(["a red circle", "a cat"])
+    with torch.no_grad():
+        torch.testing.assert_close(fresh.velocity(x, s, fresh.encode_prompts(["a red circle", "a cat"])),
+                                   model.velocity(x, s, cond), rtol=1e-4, atol=1e-5)
     assert (tmp_path / "run" / "samples" / "final_eval.mp4").is_file()
     assert not (tmp_path / "run" / "samples" / "final_eval.gif").exists()  # GIFs for the world only
 

@@ -127,9 +127,12 @@ def _readme(card: dict[str, Any]) -> str:
         lines += ["", "Use it:", "", "```bash", f"grpo-bench sample --checkpoint {card['run_dir']} "
                   "--prompt 'a red circle moving left'", "```"]
     elif card["weights"]["format"] == "peft-lora":
-        lines += ["", "Load the adapters onto the base transformer with peft "
-                  "(`PeftModel.from_pretrained(transformer, this_folder)`) or diffusers "
-                  "(`transformer.load_lora_adapter(this_folder)`)."]
+        lines += ["", "Put the adapters on the base model's transformer with peft:", "", "```python",
+                  "from peft import LoraConfig, inject_adapter_in_model, set_peft_model_state_dict",
+                  "from safetensors.torch import load_file",
+                  "inject_adapter_in_model(LoraConfig.from_pretrained(FOLDER), transformer)",
+                  "set_peft_model_state_dict(transformer, load_file(f'{FOLDER}/adapter_model.safetensors'))",
+                  "```"]
     return "\n".join(lines) + "\n"
 
 
