@@ -89,10 +89,13 @@ def test_sample_on_a_wrong_folder_never_suggests_overwriting_it(world_run):
     from grpo_bench.cli.sample import load_policy
     from grpo_bench.errors import UserError
 
-    with pytest.raises(UserError) as err:
-        load_policy(world_run / "samples")
-    assert "--out" not in str(err.value) and "pretrain" not in str(err.value)
-    assert "run folder" in str(err.value)
+    bad_file = world_run.parent / "bad.safetensors"
+    bad_file.write_bytes(b"not weights")
+    for path in (world_run / "samples", bad_file):
+        with pytest.raises(UserError) as err:
+            load_policy(path)
+        assert "--out" not in str(err.value) and "pretrain" not in str(err.value)
+        assert "run folder" in str(err.value)
 
 
 def test_lora_run_exports_peft_adapters(tmp_path):

@@ -40,14 +40,14 @@ def load_policy(path: Path) -> tuple[Any, str]:
     if not path.exists():
         raise UserError(f"--checkpoint {path}: not found; {CHECKPOINT_HELP}")
     if path.is_file():
-        return load("world", path=path), str(path)
+        return _load_world(path, path), str(path)
     for policy in (path, path / POLICY):
         if (policy / CARD).is_file():
             weights = policy / WORLD_WEIGHTS
             if not weights.is_file():
                 raise UserError(f"--checkpoint {path}: the policy in {policy} is not a world model "
                                 f"(see {policy / 'README.md'}); `sample` draws from the embedded world only")
-            return load("world", path=weights), str(weights)
+            return _load_world(weights, path), str(weights)
     if (path / ckpt.CHECKPOINTS).is_dir() or (path / "config.yaml").is_file():
         found = ckpt.latest(path)
         if found is None:
@@ -57,6 +57,18 @@ def load_policy(path: Path) -> tuple[Any, str]:
     if path.parent.name != ckpt.CHECKPOINTS or not (run_dir / "config.yaml").is_file():
         raise UserError(f"--checkpoint {path}: not a run, policy or checkpoint folder; {CHECKPOINT_HELP}")
     return _from_checkpoint(path, run_dir), str(path)
+
+
+def _load_world(weights: Path, given: Path) -> Any:
+    """World weights the user named; a bad file is reported as theirs (the loader's own advice,
+    rebuilding the shipped model over that path, is not for user files)."""
+    from grpo_bench.models import load
+
+    try:
+        return load("world", path=weights)
+    except UserError:
+        raise UserError(f"--checkpoint {given}: {weights} cannot be read as world-model weights (corrupt, or not "
+                        f"a world model); {CHECKPOINT_HELP}") from None
 
 
 def _from_checkpoint(folder: Path, run_dir: Path) -> Any:
