@@ -32,7 +32,6 @@ def load_policy(path: Path) -> tuple[Any, str]:
     A run folder gives its exported policy (a finished run) or else its latest checkpoint. Checkpoint
     folders hold the trainable parameters as their first custom object; they are read without
     unpickling code (``weights_only=True``)."""
-    from grpo_bench.models import load
     from grpo_bench.train import checkpoint as ckpt
     from grpo_bench.train.export import CARD, POLICY, WORLD_WEIGHTS
 
