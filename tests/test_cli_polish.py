@@ -127,8 +127,9 @@ def test_train_like_a_suite_reproduces_its_cell_config():
 
 
 def test_rerunning_a_finished_train_says_it_is_already_done(tmp_path, monkeypatch):
-    from grpo_bench.cli import train as train_cli
     from suite_support import fake_train
+
+    from grpo_bench.cli import train as train_cli
     from grpo_bench.train.config import resolve
 
     cfg = train_cli.build_config("cps", None, None, 0, 2, "cpu", ["steps=4", "eval_samples=1"])

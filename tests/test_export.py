@@ -99,10 +99,10 @@ def test_sample_on_a_wrong_folder_never_suggests_overwriting_it(world_run):
 
 
 def test_lora_run_exports_peft_adapters(tmp_path):
+    from dist_train_script import ToyReward
     from peft import LoraConfig
     from peft.utils import get_peft_model_state_dict
 
-    from dist_train_script import ToyReward
     from grpo_bench import models
     from grpo_bench.train.trainer import train
 

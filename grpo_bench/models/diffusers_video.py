@@ -318,7 +318,7 @@ def load_pipeline(pipeline_cls: Any, source: str, what: str, **kwargs: Any) -> A
         raise UserError(f"model folder {str(path)!r} has no model_index.json (expected a diffusers {what} pipeline folder)")
     try:
         return pipeline_cls.from_pretrained(str(path) if local else source, local_files_only=True, **kwargs)
-    except (OSError, ValueError, EnvironmentError) as exc:
+    except (OSError, ValueError) as exc:
         if local:
             raise UserError(f"cannot load the {what} pipeline from {str(path)!r}: {str(exc).splitlines()[0]}") from None
         raise missing_model(source, what) from None

@@ -31,9 +31,9 @@ from typing import Any
 
 import yaml
 
-from grpo_bench.train.config import FIELDS, RunConfig, coerce, config_id, from_dict, resolve
 from grpo_bench.errors import UserError, unknown
 from grpo_bench.suite.fingerprint import asset_digests
+from grpo_bench.train.config import FIELDS, RunConfig, coerce, config_id, from_dict, resolve
 
 SUITE_KEYS = ("name", "description", "base", "grid", "union", "seeds", "budget", "report")
 BUDGET_CONFIG_KEYS = (
@@ -334,9 +334,8 @@ def legacy_ablation_name(base: Suite, grid: dict[str, list[Any]]) -> str:
 
 def ablation(base: Suite, kl: list[str] | None, equalizer: list[bool] | None, sde: list[str] | None) -> Suite:
     """A suite varying KL variant, equalizer and SDE on ``base``'s config, budget, seeds and report."""
-    from grpo_bench.core.trust_region import KL_VARIANTS
-
     from grpo_bench.core.method import METHODS
+    from grpo_bench.core.trust_region import KL_VARIANTS
 
     grid: dict[str, list[Any]] = {}
     parts = []

@@ -29,7 +29,7 @@ EXTRAS = {"tensorboard": "tensorboard", "wandb": "wandb"}
 
 def check_trackers(names: list[str], where: str = "") -> None:
     """Every tracker is one accelerate knows and is installed; else one line naming the fix."""
-    from grpo_bench.errors import unknown, UserError
+    from grpo_bench.errors import UserError, unknown
 
     for name in names:
         if name not in TRACKERS:
