@@ -93,6 +93,13 @@ def main(out: Path, mode: str) -> None:
     record["diag"] = [line.get("grad_norm_per_step") for line in lines]
     if rank == 0:
         torch.save(full, out / f"{mode}-params.pt")
+        # the exported LoRA adapters (peft's names: no adapter name, relative to the transformer) are the trained ones
+        from safetensors.torch import load_file
+
+        exported = load_file(str(run_dir / "policy" / "adapter_model.safetensors"))
+        named = {n.removeprefix("transformer.").replace(".default", ""): t for n, t in full.items()}
+        record["policy_keys_match"] = set(exported) == set(named)
+        record["policy_max_diff"] = max(float((exported[k] - named[k].float()).abs().max()) for k in exported)
     (out / f"{mode}-rank{rank}.json").write_text(json.dumps(record))
 
 

@@ -1,5 +1,5 @@
 """Cell ids are stable: the shipped suites keep their ids, and adding a config field with a default
-does not change the id of an existing cell, while changing a default does (DESIGN.md §7)."""
+does not change the id of an existing cell, while changing a default does (docs/design.md §7)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The clipped policy loss and group advantages against hand-computed values (DESIGN.md §3)."""
+"""The clipped policy loss and group advantages against hand-computed values (docs/design.md §3)."""
 
 from __future__ import annotations
 

@@ -206,7 +206,7 @@ def test_report_command_renders_and_missing_results_is_a_user_error(run_dir, tmp
     assert res.exit_code == 0, res.output
     assert (run_dir / "report" / "report.md").is_file()
     res = CliRunner().invoke(app, ["report", str(tmp_path / "nothing")])
-    assert res.exit_code != 0 and "no results.parquet" in str(res.exception)
+    assert res.exit_code != 0 and "not found" in str(res.exception) and "train run folder" in str(res.exception)
 
 
 def test_strip_pixels_come_back_as_stored(run_dir):

@@ -1,4 +1,4 @@
-"""Kernels, log-probs and the equalizer against DESIGN.md §2–3."""
+"""Kernels, log-probs and the equalizer against docs/design.md §2–3."""
 
 import math
 

@@ -84,6 +84,7 @@ def test_fsdp2_shards_matches_data_parallel_and_resumes(tmp_path, data_parallel)
         assert r["local_numel"] * 2 == r["full_numel"]  # each rank holds half (LoRA rank 2 splits evenly)
     _resumed_like_data_parallel(fs, dp)
     _same_params(dp_params, torch.load(tmp_path / "fsdp-params.pt"))
+    assert fs[0]["policy_keys_match"] and fs[0]["policy_max_diff"] == 0.0  # the sharded policy was exported whole
 
 
 def test_deepspeed_zero2_partitions_matches_data_parallel_and_resumes(tmp_path, data_parallel):

@@ -142,7 +142,12 @@ def test_ablation_builds_kl_equalizer_and_sde_grids(tmp_path):
     assert [c.config.kl for c in kl] == ["none", "fixed", "stepwise", "moving", "dual"]
     eq = ablation(base, None, [True, False], ["sage", "flow_grpo", "dance", "cps"])
     cells = expand(eq)
-    assert len(cells) == 8 and eq.name == "ablate_tiny_sde-sage_grpo-flow_grpo-dance_grpo-cps_eq-on-off"
+    assert len(cells) == 8 and eq.name == "ablate_tiny_sde-all_eq-on-off"
+    named = ablation(base, ["none", "dual"], None, ["sage_grpo", "dance"]).name
+    assert named == "ablate_tiny_sde-sage-dance_kl-none-dual"
+    every = ablation(base, ["none", "fixed", "stepwise", "moving", "dual"], [True, False],
+                     ["sage", "flow", "dance", "cps"])
+    assert len(every.name) <= 40
     assert {(c.config.method, c.config.equalizer) for c in cells} == {
         (m, e) for m in ("sage_grpo", "flow_grpo", "dance_grpo", "cps") for e in (True, False)}
     again = parse_suite(yaml.safe_load(eq.to_yaml()), "stored")  # the stored suite file re-expands identically

@@ -1,4 +1,4 @@
-"""KL variants, anchors and the adaptive KL weight (DESIGN.md §4)."""
+"""KL variants, anchors and the adaptive KL weight (docs/design.md §4)."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def _inputs(seed: int = 0, b: int = 5) -> KLInputs:
     ("dual", {"moving": "every"}),
 ])
 def test_shipped_variants_anchor_policies_follow_design(name, anchors):
-    """DESIGN.md §4: pi_0 is never updated, the moving anchor is copied every N optimizer steps."""
+    """docs/design.md §4: pi_0 is never updated, the moving anchor is copied every N optimizer steps."""
     assert dict(KL_VARIANTS.get(name).anchors) == anchors
 
 

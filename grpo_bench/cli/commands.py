@@ -1,4 +1,4 @@
-"""The ``grpo-bench`` command line (DESIGN.md §6).
+"""The ``grpo-bench`` command line (docs/design.md §6).
 
 Each command's work lives in its own module; this file only declares arguments. A user mistake
 (UserError) prints one line and exits with code 2, never a traceback.
@@ -7,6 +7,7 @@ Each command's work lives in its own module; this file only declares arguments. 
 from __future__ import annotations
 
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -23,7 +24,15 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console()
+def _console(stderr: bool = False) -> Console:
+    """A terminal gets its own width; a pipe or file gets wide lines instead of rich's 80 columns,
+    so tables (``sample`` scores, ``methods`` headers) are never cut."""
+    stream = sys.stderr if stderr else sys.stdout
+    wide = not stream.isatty() and "COLUMNS" not in os.environ
+    return Console(stderr=stderr, width=200 if wide else None)
+
+
+console = _console()
 err_console = Console(stderr=True)
 
 
@@ -40,7 +49,9 @@ def samplers(
     steps: int = typer.Option(10, "--steps", help="Sampler steps T."),
     shift: float = typer.Option(3.0, "--shift", help="Schedule shift."),
     data_std: float = typer.Option(0.5, "--data-std", help="Std s of the Gaussian data N(0, s^2 I)."),
-    out: Path = typer.Option(Path("reports/samplers"), "--out", help="Folder for Table 1 and Figure 1."),
+    out: Path = typer.Option(
+        Path("runs/samplers"), "--out",
+        help="Folder for Table 1 and Figure 1 (reports/samplers holds the committed reference)."),
     json_path: Path | None = typer.Option(None, "--json", help="Also write per-step std and variance errors as JSON."),
     noise_level: float | None = typer.Option(
         None, "--noise-level", help="Put every kernel at this noise level (eta or a) for a matched comparison; "
@@ -92,7 +103,7 @@ def pretrain_base(
     lr: float = typer.Option(1e-3, "--lr", help="AdamW learning rate after the warm-up."),
     warmup: int = typer.Option(200, "--warmup", help="Linear learning-rate warm-up steps."),
     evaluate: bool = typer.Option(
-        True, "--eval/--no-eval", help="Score 20-step ODE samples with the oracle and add them to the card."
+        True, "--eval/--no-eval", metavar="", help="Score 20-step ODE samples with the oracle and add them to the card."
     ),
 ) -> None:
     """Pretrain the world's base video model (rectified flow, train prompts only) and write weights + card."""
@@ -151,8 +162,8 @@ def sample(
     noise_level: float = typer.Option(0.0, "--noise-level", help="Kernel noise level (a or eta); 0 for ode."),
     guidance: float = typer.Option(1.0, "--guidance", help="Classifier-free guidance scale (1 = off)."),
     checkpoint: Path | None = typer.Option(
-        None, "--checkpoint", help="World-model weights (.safetensors); default: the shipped base model."
-    ),
+        None, "--checkpoint", help="A run folder (runs/train/...), its policy/, a checkpoints/update_N folder or "
+        "world-model weights (.safetensors); default: the shipped base model."),
     seed: int = typer.Option(0, "--seed", help="Seed of the initial noise and the kernel noise."),
     out: Path = typer.Option(Path("sample.gif"), "--out", help="Animated GIF to write; a PNG strip goes next to it."),
     json_path: Path | None = typer.Option(None, "--json", help="Also write the per-video scores as JSON."),
@@ -184,7 +195,8 @@ def train(
     updates: int | None = typer.Option(None, "--updates", help="Number of GRPO updates."),
     out: Path | None = typer.Option(None, "--out", help="Run folder (default: a new folder under runs/train/)."),
     device: str | None = typer.Option(None, "--device", help="auto, cpu, cuda or cuda:N."),
-    resume: bool = typer.Option(True, "--resume/--no-resume", help="Continue from the folder's latest checkpoint."),
+    resume: bool = typer.Option(
+        True, "--resume/--no-resume", metavar="", help="Continue from the folder's latest checkpoint."),
     model: str | None = typer.Option(
         None, "--model", help="Generator: world, tiny-wan, tiny-hunyuan15, a preset, hub id or folder."
     ),
@@ -194,17 +206,22 @@ def train(
         help="Re-launch through `accelerate launch` with a shipped config (single_gpu, multi_gpu, fsdp2, "
         "deepspeed_zero2) or a YAML file.",
     ),
+    like: Path | None = typer.Option(
+        None, "--like", help="Start from this suite's base config and budget (its cells' lr, warm-up, KL target, "
+        "updates, ...); without it train uses RunConfig's defaults, which differ from the suites'."),
     overrides: list[str] | None = typer.Argument(None, help="key=value config overrides (any RunConfig key)."),
 ) -> None:
-    """Train one GRPO run: config.yaml, metrics.jsonl, checkpoints, final.json and DONE in the run folder."""
+    """Train one GRPO run: config.yaml, metrics.jsonl, checkpoints, final.json, DONE and the exported policy/.
+
+    train's defaults are RunConfig's, not a suite's: to reproduce a suite cell give --like SUITE with
+    the cell's --method, --kl, --setting and --seed."""
     from grpo_bench import preflight
     from grpo_bench.cli.train import build_config, run_train
 
     if out is not None:
         preflight.out_dir(out)
-    cfg = build_config(
-        method, kl, setting, seed, updates, device, [*(overrides or []), *([f"model={model}"] if model else [])]
-    )
+    cfg = build_config(method, kl, setting, seed, updates, device,
+                       [*(overrides or []), *([f"model={model}"] if model else [])], like=like)
     if accelerate_config is not None:
         from grpo_bench.train import distributed
 
@@ -216,6 +233,7 @@ def train(
         raise typer.Exit(code)
 
 
+_DEVICE_HELP = "auto, cpu, cuda or cuda:N for every cell (the same as the override device=...)."
 _JOBS_HELP = "Parallel cells (default: the GPU count, each worker pinned to its GPU; else the core count)."
 
 
@@ -225,8 +243,10 @@ def run(
     jobs: int | None = typer.Option(None, "--jobs", help=_JOBS_HELP),
     backend: str = typer.Option("local", "--backend", help="local (process pool) or submitit (SLURM job array)."),
     out: Path = typer.Option(Path("runs"), "--out", help="Runs folder; the suite goes to OUT/<suite name>/."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="List the cells and their status; run nothing."),
-    resume: bool = typer.Option(True, "--resume/--no-resume", help="Skip DONE cells, continue partial ones."),
+    dry_run: bool = typer.Option(False, "--dry-run", metavar="", help="List the cells and their status; run nothing."),
+    resume: bool = typer.Option(
+        True, "--resume/--no-resume", metavar="", help="Skip DONE cells, continue partial ones."),
+    device: str | None = typer.Option(None, "--device", help=_DEVICE_HELP),
     overrides: list[str] | None = typer.Argument(None, help="key=value overrides of the suite's base config."),
 ) -> None:
     """Run every cell of a suite (resumable, parallel), aggregate results.parquet and render the report."""
@@ -235,7 +255,8 @@ def run(
 
     _jobs(jobs)
     preflight.out_dir(out)
-    raise typer.Exit(_interruptible(lambda: run_command(suite, jobs, backend, out, dry_run, resume, overrides or [],
+    overrides = [*(overrides or []), *([f"device={device}"] if device else [])]
+    raise typer.Exit(_interruptible(lambda: run_command(suite, jobs, backend, out, dry_run, resume, overrides,
                                                         console)))
 
 
@@ -252,8 +273,10 @@ def ablate(
     jobs: int | None = typer.Option(None, "--jobs", help=_JOBS_HELP),
     backend: str = typer.Option("local", "--backend", help="local or submitit."),
     out: Path = typer.Option(Path("runs"), "--out", help="Runs folder."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="List the cells; run nothing."),
-    resume: bool = typer.Option(True, "--resume/--no-resume", help="Skip DONE cells, continue partial ones."),
+    dry_run: bool = typer.Option(False, "--dry-run", metavar="", help="List the cells; run nothing."),
+    resume: bool = typer.Option(
+        True, "--resume/--no-resume", metavar="", help="Skip DONE cells, continue partial ones."),
+    device: str | None = typer.Option(None, "--device", help=_DEVICE_HELP),
     overrides: list[str] | None = typer.Argument(None, help="key=value overrides of the base config."),
 ) -> None:
     """Build an ablation grid (KL variant x equalizer x SDE) on a base suite and run it like `run`."""
@@ -262,20 +285,53 @@ def ablate(
 
     _jobs(jobs)
     preflight.out_dir(out)
+    overrides = [*(overrides or []), *([f"device={device}"] if device else [])]
     raise typer.Exit(_interruptible(lambda: ablate_command(kl, equalizer, sde, base, jobs, backend, out, dry_run,
-                                                           resume, overrides or [], console)))
+                                                           resume, overrides, console)))
+
+
+_REPORT_HELP = ("A suite's run folder (runs/<suite>: finished cells so far, even while it runs), a train run "
+                "folder or a results.parquet; two or more are put side by side.")
+
+
+def _report_inputs(run_dirs: list[Path], out: Path | None) -> None:
+    """Every input is a folder or a results.parquet, and the report folder can be written: checked first."""
+    from grpo_bench import preflight
+
+    for run_dir in run_dirs:
+        if run_dir.exists() and not run_dir.is_dir() and run_dir.suffix != ".parquet":
+            raise UserError(f"report: {str(run_dir)!r} is not a folder or a results.parquet "
+                            "(give a suite's run folder, e.g. runs/main_table)")
+    if out is not None:
+        preflight.out_dir(out, "report folder")
+    elif len(run_dirs) == 1 and run_dirs[0].is_dir():
+        preflight.out_dir(run_dirs[0] / "report", "report folder")
 
 
 @app.command()
-def report(run_dir: Path = typer.Argument(..., help="A suite's run folder (runs/<suite>).")) -> None:
-    """Re-render tables, figures and report.md from RUN_DIR/results.parquet."""
-    from grpo_bench import preflight
+def report(
+    run_dirs: list[Path] = typer.Argument(..., help=_REPORT_HELP),
+    out: Path | None = typer.Option(
+        None, "--out", help="Report folder (default: RUN_DIR/report; several: runs/compare/A_vs_B)."),
+) -> None:
+    """Render tables, figures and report.md from whatever RUN_DIR holds (several: side by side)."""
     from grpo_bench.cli.suite import report_command
 
-    if run_dir.exists() and not run_dir.is_dir():
-        raise UserError(f"report: {str(run_dir)!r} is not a folder (give a suite's run folder, e.g. runs/main_table)")
-    preflight.out_dir(run_dir / "report", "report folder")
-    raise typer.Exit(report_command(run_dir, console))
+    _report_inputs(run_dirs, out)
+    raise typer.Exit(report_command(run_dirs, out, console))
+
+
+@app.command()
+def compare(
+    first: Path = typer.Argument(..., help="A suite run folder, a train run folder or a results.parquet."),
+    second: Path = typer.Argument(..., help="The other one."),
+    out: Path | None = typer.Option(None, "--out", help="Report folder (default: runs/compare/A_vs_B)."),
+) -> None:
+    """Two runs or suites side by side in one report (tables and figures label each row with its source)."""
+    from grpo_bench.cli.suite import report_command
+
+    _report_inputs([first, second], out)
+    raise typer.Exit(report_command([first, second], out, console))
 
 
 MAX_SAMPLER_STEPS = 1000

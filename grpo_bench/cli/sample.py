@@ -1,7 +1,9 @@
 """``grpo-bench sample``: sample a world model for one prompt, save a GIF and a PNG strip, score each video.
 
 The GIF shows the n videos side by side, upscaled with nearest-neighbour so the pixels stay
-visible; the PNG strip has one row per video and one column per frame. Scores come from the
+visible; the PNG strip has one row per video (labelled with its scores) and one column per frame,
+with white lines between frames. ``--checkpoint`` takes a run folder (its exported policy, or its
+latest checkpoint while it runs), a policy folder, a checkpoint folder or a weights file. Scores come from the
 exact oracle and, when its weights are shipped, the learned judge (the training reward).
 """
 
@@ -9,9 +11,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
-import imageio.v3 as iio
-import numpy as np
 import torch
 from rich.console import Console
 from rich.table import Table
@@ -19,46 +20,86 @@ from torch import Tensor
 
 from grpo_bench.atomic import atomic_write_text
 from grpo_bench.errors import UserError
+from grpo_bench.media import labelled_strip, write_gif
 
-UPSCALE = 8  # 16x16 videos become 128x128 images
-GAP = 2  # background pixels between videos / frames (before upscaling)
-GIF_FRAME_S = 0.15
-
-
-def to_uint8(videos: Tensor) -> np.ndarray:
-    """Tensor[B, 3, F, H, W] in [-1, 1] -> uint8 array [B, F, H, W, 3]."""
-    v = ((videos.detach().float().clamp(-1, 1) + 1) * 127.5).round().to(torch.uint8)
-    return v.permute(0, 2, 3, 4, 1).cpu().numpy()
+CHECKPOINT_HELP = ("give a run folder (runs/train/...), its policy/ folder, a checkpoints/update_N folder or a "
+                   "world-model .safetensors file")
 
 
-def _tile(images: list[np.ndarray], axis: int) -> np.ndarray:
-    """Concatenate [H, W, 3] images along axis 1 (side by side) or 0 (stacked) with a dark gap."""
-    h, w, _ = images[0].shape
-    gap = np.zeros((h, GAP, 3) if axis == 1 else (GAP, w, 3), dtype=np.uint8)
-    parts: list[np.ndarray] = []
-    for i, im in enumerate(images):
-        parts += [gap, im] if i else [im]
-    return np.concatenate(parts, axis=axis)
+def load_policy(path: Path) -> tuple[Any, str]:
+    """(world model, what was loaded) from a weights file, a run folder, its policy/ or a checkpoint folder.
+
+    A run folder gives its exported policy (a finished run) or else its latest checkpoint. Checkpoint
+    folders hold the trainable parameters as their first custom object; they are read without
+    unpickling code (``weights_only=True``)."""
+    from grpo_bench.train import checkpoint as ckpt
+    from grpo_bench.train.export import CARD, POLICY, WORLD_WEIGHTS
+
+    path = Path(path)
+    if not path.exists():
+        raise UserError(f"--checkpoint {path}: not found; {CHECKPOINT_HELP}")
+    if path.is_file():
+        return _load_world(path, path), str(path)
+    for policy in (path, path / POLICY):
+        if (policy / CARD).is_file():
+            weights = policy / WORLD_WEIGHTS
+            if not weights.is_file():
+                raise UserError(f"--checkpoint {path}: the policy in {policy} is not a world model "
+                                f"(see {policy / 'README.md'}); `sample` draws from the embedded world only")
+            return _load_world(weights, path), str(weights)
+    if (path / ckpt.CHECKPOINTS).is_dir() or (path / "config.yaml").is_file():
+        found = ckpt.latest(path)
+        if found is None:
+            raise UserError(f"--checkpoint {path}: this run folder has no exported policy and no checkpoint yet")
+        path = found[1]
+    run_dir = path.parent.parent
+    if path.parent.name != ckpt.CHECKPOINTS or not (run_dir / "config.yaml").is_file():
+        raise UserError(f"--checkpoint {path}: not a run, policy or checkpoint folder; {CHECKPOINT_HELP}")
+    return _from_checkpoint(path, run_dir), str(path)
 
 
-def _upscale(image: np.ndarray) -> np.ndarray:
-    return image.repeat(UPSCALE, axis=0).repeat(UPSCALE, axis=1)
+def _load_world(weights: Path, given: Path) -> Any:
+    """World weights the user named; a bad file is reported as theirs (the loader's own advice,
+    rebuilding the shipped model over that path, is not for user files)."""
+    from grpo_bench.models import load
+
+    try:
+        return load("world", path=weights)
+    except UserError:
+        raise UserError(f"--checkpoint {given}: {weights} cannot be read as world-model weights (corrupt, or not "
+                        f"a world model); {CHECKPOINT_HELP}") from None
 
 
-def write_gif(videos: Tensor, path: Path) -> None:
-    """Animated GIF of all videos side by side (looping)."""
-    v = to_uint8(videos)  # [B, F, H, W, 3]
-    frames = [_upscale(_tile(list(v[:, t]), axis=1)) for t in range(v.shape[1])]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    iio.imwrite(path, np.stack(frames), extension=".gif", duration=int(GIF_FRAME_S * 1000), loop=0)
+def _from_checkpoint(folder: Path, run_dir: Path) -> Any:
+    import yaml
+
+    from grpo_bench.models import load
+
+    cfg = yaml.safe_load((run_dir / "config.yaml").read_text()) or {}
+    if cfg.get("model", "world") != "world":
+        raise UserError(f"--checkpoint {folder}: a run of model {cfg.get('model')!r}; `sample` draws from the "
+                        "embedded world only")
+    model = load("world", size=cfg.get("video_size"))
+    params = dict(model.net.named_parameters())
+    state = _trainable_state(folder, set(params))
+    if state is None:
+        raise UserError(f"--checkpoint {folder}: no trainable parameters of the world model found in it")
+    with torch.no_grad():
+        for name, value in state.items():
+            params[name].copy_(value)
+    return model
 
 
-def write_strip(videos: Tensor, path: Path) -> None:
-    """PNG: one row per video, one column per frame."""
-    v = to_uint8(videos)
-    rows = [_tile(list(video), axis=1) for video in v]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    iio.imwrite(path, _upscale(_tile(rows, axis=0)), extension=".png")
+def _trainable_state(folder: Path, names: set[str]) -> dict[str, Tensor] | None:
+    """The first safetensors file in ``folder`` whose keys are parameters of the net (a checkpoint's
+    ``trainable.safetensors``; checkpoints hold no pickles, grpo_bench.train.checkpoint)."""
+    from safetensors.torch import load_file
+
+    for file in sorted(folder.glob("*.safetensors")):
+        state = load_file(str(file))
+        if state and set(state) <= names:
+            return state
+    return None
 
 
 def judge_scores(videos: Tensor, prompts: list[str]) -> tuple[dict[str, Tensor] | None, str | None]:
@@ -107,17 +148,20 @@ def run_sample(
         raise UserError(f"--out must name a .gif file, got {out}")
     k = make_kernel(kernel, noise_level)
     sig = sigmas(steps, shift)
-    model = load("world", path=checkpoint) if checkpoint is not None else load("world")
+    model, source = load_policy(checkpoint) if checkpoint is not None else (load("world"), "shipped world base")
     g = torch.Generator().manual_seed(seed)
     texts = [prompt] * n
     noise = torch.randn(n, *model.latent_shape, generator=g)
     videos = model.decode(sample(model, texts, noise, sig, k, guidance=guidance, generator=g))
 
     strip = out.with_suffix(".png")
-    write_gif(videos, out)
-    write_strip(videos, strip)
+    write_gif(videos, out, columns=n)
     orc = oracle(videos, texts)
     judge, note = judge_scores(videos, texts)
+    labels = [f"#{i}  oracle vq {orc['vq'][i]:.2f} mq {orc['mq'][i]:.2f} ta {orc['ta'][i]:.2f}"
+              + ("" if judge is None else f"  judge sum {sum(float(v[i]) for v in judge.values()):+.2f}")
+              for i in range(n)]
+    labelled_strip(videos, labels, strip, title=f"{prompt!r} ({source})")
 
     oracle_keys = ("vq", "mq", "ta", "manifold", "color_ok", "shape_ok", "direction_ok", "correct")
     rows = []
@@ -149,7 +193,7 @@ def run_sample(
 
     result = {
         "prompt": prompt, "n": n, "steps": steps, "shift": shift, "kernel": kernel, "noise_level": noise_level,
-        "guidance": guidance, "seed": seed, "checkpoint": str(checkpoint) if checkpoint else "shipped world base",
+        "guidance": guidance, "seed": seed, "checkpoint": source,
         "gif": str(out), "png": str(strip), "videos": rows, "note": note,
     }
     if json_path is not None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from pathlib import Path
 
 from rich.console import Console
@@ -11,7 +13,7 @@ from rich.text import Text
 from grpo_bench.errors import UserError
 from grpo_bench.suite import results
 from grpo_bench.suite.runner import TRAINER, RunSummary, run_suite
-from grpo_bench.suite.spec import Cell, Suite, ablation, expand, load_suite
+from grpo_bench.suite.spec import Cell, Suite, ablation, expand, legacy_ablation_name, load_suite
 from grpo_bench.train.config import parse_overrides
 
 DEFAULT_ABLATE_BASE = "ablate_kl.yaml"
@@ -51,27 +53,38 @@ def execute(suite: Suite, out: Path, jobs: int | None, backend: str, dry_run: bo
     if dry_run:
         print_cells(suite, cells, out, console)
         return None
-    display = SuiteDisplay(suite.name, console)
+    from grpo_bench.suite.runner import BACKENDS
+
+    BACKENDS.get(backend, where="--backend: ")  # a mistake starts nothing, not even the suite folder
+    display = SuiteDisplay(suite.name, console, settings={c.id: c.config.setting for c in cells})
+    write_index(suite, cells, out)
     summary = run_suite(suite, cells, out, jobs=jobs, backend=backend, resume=resume, trainer=trainer,
                         display=display, suite_text=suite_text if suite_text is not None else suite.to_yaml())
     counts = (f"{summary.count('done')} run, {summary.count('skipped')} already done, "
               f"{summary.count('failed')} failed")
     if summary.count("busy"):
         counts += f", {summary.count('busy')} busy (being trained by another process; not touched)"
+    write_index(suite, cells, out)  # statuses as they are now, whatever stopped the run
     if summary.interrupted:
         console.print(f"{suite.name}: interrupted ({counts}, {summary.count('interrupted')} stopped or not started); "
                       f"progress is saved, resume with: {resume_command()}", markup=False, highlight=False)
         return summary
+    # One cause (a missing model, a bad path) usually fails many cells: print each error once.
+    by_error: dict[str, list[str]] = {}
     for o in summary.outcomes:
         if o.status == "failed":
-            trace = summary.suite_dir / o.cell / results.ERROR
-            console.print(Text.assemble(("failed", "red"), f" {o.cell}: {o.error} (traceback in {trace})"))
+            by_error.setdefault(o.error, []).append(o.cell)
+    for error, failed in by_error.items():
+        where = summary.suite_dir / failed[0] / results.ERROR
+        more = f"{len(failed)} cells ({', '.join(failed[:3])}{', …' if len(failed) > 3 else ''})"
+        console.print(Text.assemble(("failed", "red"), f" {failed[0] if len(failed) == 1 else more}: {error} "
+                                    f"(traceback in {where})"))
     if summary.disk_full:
         console.print(f"{suite.name}: stopped scheduling, {summary.disk_full} ({counts}, "
                       f"{summary.count('interrupted')} not finished); free space and resume with: {resume_command()}",
                       markup=False, highlight=False)
         return summary
-    report = render_report(summary.suite_dir)
+    report = render_report(summary.suite_dir, frame=results.load_results(summary.suite_dir))
     console.print(f"{suite.name}: {counts} in {summary.wall_s:.1f} s -> {summary.suite_dir / results.RESULTS}",
                   markup=False, highlight=False)
     console.print(f"report: {report}", markup=False, highlight=False)
@@ -96,6 +109,25 @@ def exit_code(summary: RunSummary | None) -> int:
     if summary.interrupted:
         return EXIT_CODE
     return 1 if summary.count("failed") or summary.disk_full else 0
+
+
+INDEX = "INDEX.md"
+
+
+def write_index(suite: Suite, cells: list[Cell], out: Path) -> Path:
+    """``<suite>/INDEX.md``: which cell folder (a config id) holds which setting, run and seed; and
+    ``INDEX.json``, the cell ids of this invocation in expansion order (what ``report`` shows)."""
+    from grpo_bench.atomic import atomic_write_json, atomic_write_text
+    from grpo_bench.report.sources import CELL_INDEX
+
+    atomic_write_json(out / suite.name / CELL_INDEX, {"suite": suite.name, "cells": [c.id for c in cells]})
+    folder = out / suite.name
+    lines = [f"# {suite.name}: cell folders", "", "| folder | setting | run | seed | status |",
+             "| --- | --- | --- | ---: | --- |"]
+    for c in cells:
+        status = re.sub(r"\[/?\w*\]", "", _status(folder / c.id))
+        lines.append(f"| [{c.id}]({c.id}/) | {c.config.setting} | {c.group} | {c.config.seed} | {status} |")
+    return atomic_write_text(folder / INDEX, "\n".join(lines) + "\n")
 
 
 def run_command(path: Path, jobs: int | None, backend: str, out: Path, dry_run: bool, resume: bool,
@@ -128,6 +160,9 @@ def ablate_command(kl: str | None, equalizer: str | None, sde: str | None, base:
             raise UserError(f"--equalizer: unknown value {bad[0]!r}; allowed: on, off")
         eq = [flags[e.lower()] for e in _split(equalizer) or []]
     suite = ablation(base_suite, kls, eq, _split(sde))
+    legacy = legacy_ablation_name(base_suite, suite.grid)
+    if (out / legacy).is_dir() and not (out / suite.name).exists():  # started before short names: resume there
+        suite = dataclasses.replace(suite, name=legacy)
     clash = sorted(set(suite.grid) & set(suite.overrides))
     if clash:
         raise UserError(f"command line: {', '.join(clash)} is varied by the ablation; drop the override")
@@ -135,11 +170,31 @@ def ablate_command(kl: str | None, equalizer: str | None, sde: str | None, base:
     return exit_code(summary)
 
 
-def report_command(run_dir: Path, console: Console) -> int:
+def report_command(run_dirs: list[Path], out: Path | None, console: Console) -> int:
+    for p in run_dirs:  # before the table and plotting libraries load: a typo answers at once
+        if not Path(p).exists():
+            raise UserError(f"{p}: not found; give a suite run folder (runs/<suite>), a train run folder "
+                            "(runs/train/...) or a results.parquet file")
+    from grpo_bench.report import sources
     from grpo_bench.report.render import render_report
 
-    check_results_file(Path(run_dir) / results.RESULTS)
-    console.print(f"report: {render_report(run_dir)}", markup=False, highlight=False)
+    for p in run_dirs:  # a torn or foreign results.parquet is one line, not a traceback
+        path = Path(p) if Path(p).name == results.RESULTS else Path(p) / results.RESULTS
+        if path.is_file():
+            check_results_file(path)
+    if len(run_dirs) == 1:
+        frame = sources.load_frame(run_dirs[0])
+        path = render_report(run_dirs[0], out=out, frame=frame)
+    else:
+        names = [Path(p).name if Path(p).name != results.RESULTS else Path(p).parent.name for p in run_dirs]
+        if len(set(names)) < len(names):  # two folders of one name: tell them apart by their paths
+            names = [str(p) for p in run_dirs]
+        frame = sources.combine({n: sources.load_frame(p) for n, p in zip(names, run_dirs)})
+        target = out if out is not None else Path("runs") / "compare" / "_vs_".join(
+            n.replace("/", "_").strip("._") or "run" for n in names)
+        path = render_report(target, out=target, frame=frame)
+    progress = sources.progress_note(frame)
+    console.print(f"report: {path}" + (f" ({progress})" if progress else ""), markup=False, highlight=False)
     return 0
 
 

@@ -16,14 +16,24 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from grpo_bench.train.config import RunConfig, config_id, from_dict, parse_overrides, resolve
 
 
+def suite_base(path: Path) -> dict[str, Any]:
+    """What ``train --like SUITE`` starts from: the suite's base config and budget (what every cell
+    of it shares), so that a run with a cell's method, setting and seed reproduces that cell."""
+    from grpo_bench.suite.spec import load_suite
+
+    suite = load_suite(path)
+    return {**suite.base, **suite.budget}
+
+
 def build_config(
     method: str, kl: str | None, setting: str | None, seed: int | None, updates: int | None,
-    device: str | None, overrides: list[str],
+    device: str | None, overrides: list[str], like: Path | None = None,
 ) -> RunConfig:
-    """The validated RunConfig: flags first, then key=value overrides (which must not contradict them)."""
+    """The validated RunConfig: a suite's base (``--like``), then flags, then key=value overrides (which must
+    not contradict the flags)."""
     from grpo_bench.errors import UserError
 
-    data: dict[str, Any] = {"method": method}
+    data: dict[str, Any] = {**(suite_base(like) if like is not None else {}), "method": method}
     flags = {"kl": kl, "setting": setting, "seed": seed, "updates": updates, "device": device}
     data.update({k: v for k, v in flags.items() if v is not None})
     extra = parse_overrides(overrides or [])
@@ -50,11 +60,34 @@ def default_out(cfg: RunConfig) -> Path:
     return Path("runs") / "train" / f"{r.method}-{r.kl}-{r.setting}-s{r.seed}-{config_id(r)}"
 
 
+def finished(out: Path, cfg: RunConfig) -> dict[str, Any] | None:
+    """final.json of ``out`` when it holds this config's finished run, else None."""
+    import json
+
+    import yaml
+
+    if not ((out / "DONE").is_file() and (out / "final.json").is_file() and (out / "config.yaml").is_file()):
+        return None
+    try:
+        old = yaml.safe_load((out / "config.yaml").read_text()) or {}
+        if config_id(old) != config_id(resolve(cfg)):
+            return None
+        return json.loads((out / "final.json").read_text())
+    except (OSError, ValueError, yaml.YAMLError):
+        return None
+
+
 def run_train(cfg: RunConfig, out: Path | None, resume: bool, console: Console) -> dict[str, Any]:
     from grpo_bench.train.trainer import train
 
     chosen = out is None
     out = default_out(cfg) if out is None else out
+    done = finished(out, cfg) if resume and int(os.environ.get("RANK", "0")) == 0 else None
+    if done is not None:
+        console.print(f"already done: {out} finished this run earlier (policy in {out / 'policy'}); "
+                      "nothing to train. Use --no-resume to train it again.", highlight=False)
+        _print_done(out, done, console)
+        return done
     if int(os.environ.get("RANK", "0")) != 0:  # launched data-parallel: rank 0 alone reports
         return train(cfg, out, resume=resume)
     if chosen:
@@ -82,11 +115,15 @@ def run_train(cfg: RunConfig, out: Path | None, resume: bool, console: Console) 
         final = train(cfg, out, resume=resume, progress=progress)
     if "metrics" not in final:  # non-main ranks of a multi-process run write and report nothing
         return final
+    _print_done(out, final, console)
+    return final
+
+
+def _print_done(out: Path, final: dict[str, Any], console: Console) -> None:
     ev = final.get("eval", {})
     console.print(
         f"done: {out}  reward {final['metrics'].get('reward', float('nan')):+.4f}  "
         f"eval judge {ev.get('eval_reward', float('nan')):+.4f}  "
         f"oracle correct {ev.get('eval_correct', float('nan')):.3f}  "
-        f"wall {final.get('wall_time', 0):.0f}s"
+        f"wall {final.get('wall_time', 0):.0f}s", highlight=False
     )
-    return final

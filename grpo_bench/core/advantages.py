@@ -1,4 +1,4 @@
-"""Group-normalised advantages (DESIGN.md §3).
+"""Group-normalised advantages (docs/design.md §3).
 
     A_j = (r_j - mean(r)) / (std_pop(r) + 1e-6),  clipped to ±adv_clip,
 

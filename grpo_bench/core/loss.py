@@ -1,4 +1,4 @@
-"""The GRPO policy loss with the gradient-norm equalizer and the KL penalty (DESIGN.md §3–4).
+"""The GRPO policy loss with the gradient-norm equalizer and the KL penalty (docs/design.md §3–4).
 
 Per trajectory j and trained step i:
 

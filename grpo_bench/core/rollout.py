@@ -1,4 +1,4 @@
-"""Batched group rollouts (DESIGN.md §2–4): P prompts × G rollouts sampled together.
+"""Batched group rollouts (docs/design.md §2–4): P prompts × G rollouts sampled together.
 
 One batched model call per step (classifier-free guidance as one doubled batch, core/sampling.py), the method's
 kernel at every SDE step (``method.sde_steps``), the ODE elsewhere. At every *stored* step (the

@@ -1,4 +1,4 @@
-"""Drive a generator model through a sigma schedule (DESIGN.md §2): the one sampler and the one
+"""Drive a generator model through a sigma schedule (docs/design.md §2): the one sampler and the one
 classifier-free-guidance path.
 
 ``guided_velocity`` is the only guidance implementation: with guidance g > 1 it runs the

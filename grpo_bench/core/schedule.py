@@ -1,4 +1,4 @@
-"""Sigma schedules for rectified-flow samplers (DESIGN.md §2).
+"""Sigma schedules for rectified-flow samplers (docs/design.md §2).
 
 ``sigma = shift*s / (1 + (shift-1)*s)`` with ``s = linspace(1, 0, T+1)``: sigma_0 = 1, sigma_T = 0.
 This is the shifted schedule of diffusers' ``FlowMatchEulerDiscreteScheduler`` (SD3, Wan, HunyuanVideo).

@@ -1,4 +1,4 @@
-"""Step kernels: the Gaussian x_{i+1} ~ N(mu, std^2) each method samples from (DESIGN.md §2–3).
+"""Step kernels: the Gaussian x_{i+1} ~ N(mu, std^2) each method samples from (docs/design.md §2–3).
 
 The base class and the deterministic ``ode`` kernel (the base sampler) live here; every method's
 own kernel lives in its method file (methods/*.py) and registers with ``register_kernel``.

@@ -1,4 +1,4 @@
-"""Trust regions (DESIGN.md §4): KL anchors and their update policies, the KL variants, the KL weight.
+"""Trust regions (docs/design.md §4): KL anchors and their update policies, the KL variants, the KL weight.
 
 For Gaussian steps of equal variance the per-step KL is analytic,
 ``KL(pi_theta || pi_ref) = mean_e[(mu_theta - mu_ref)^2] / (2 var)``. An anchored variant needs
@@ -195,7 +195,7 @@ class FixedKL(KLVariant):
 
 @register_kl("stepwise")
 class StepwiseKL(KLVariant):
-    """KL to the rollout policy pi_{k-1}: sample estimate mean(logp_old - logp) (seed eq. 15)."""
+    """KL to the rollout policy pi_{k-1}: sample estimate mean(logp_old - logp) (docs/design.md §4)."""
 
     def __call__(self, inp: KLInputs) -> dict[str, Tensor]:
         if self.cfg.stepwise_estimator == "analytic":

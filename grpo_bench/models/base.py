@@ -1,7 +1,7 @@
 """The generator-model protocol shared by the world model and the diffusers adapters.
 
 The harness's kernels drive sampling; a model only maps (x, sigma, cond) to a velocity
-v ≈ E[z - x0 | x] for x_sigma = (1-sigma) x0 + sigma z (DESIGN.md §2).
+v ≈ E[z - x0 | x] for x_sigma = (1-sigma) x0 + sigma z (docs/design.md §2).
 """
 
 from __future__ import annotations

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from grpo_bench.rewards.base import SETTINGS
+from grpo_bench.suite.results import COLUMNS, add_grid_columns, grid_keys, strip_pixels
 
 KEYS = ["cell", "group", "setting", "seed"]
 ORACLE = {"vq": "oracle_vq", "mq": "oracle_mq", "ta": "oracle_ta"}
@@ -23,6 +25,32 @@ def oracle_overall(frame: pd.DataFrame, prefix: str = "") -> pd.Series:
     return out
 
 
+def _cell_infos(df: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    rows = df[df["kind"] == "cell"].drop_duplicates("cell")
+    return {r.cell: json.loads(r.text) for r in rows.itertuples() if isinstance(r.text, str)}
+
+
+def with_grid_columns(df: pd.DataFrame) -> pd.DataFrame:
+    """The table with one column per varied grid key; files written before those columns existed get
+    them rebuilt from the labels and configs their cell rows carry."""
+    infos = _cell_infos(df)
+    keys = grid_keys([{"labels": i.get("labels", {})} for i in infos.values()])
+    missing = [k for k in keys if k not in df.columns]
+    if not missing:
+        return df
+    return add_grid_columns(df.copy(), {c: i.get("config", {}) for c, i in infos.items()}, missing)
+
+
+def varied_keys(df: pd.DataFrame) -> list[str]:
+    """Grid keys the table varies (its columns beyond the fixed schema), e.g. noise_level, kl_weight."""
+    return [c for c in df.columns if c not in COLUMNS]
+
+
+def without_key(group: str, key: str) -> str:
+    """A row label with one ``key=value`` part removed (e.g. to pair equalizer on/off lines)."""
+    return re.sub(rf"\s*\b{re.escape(key)}=\S+", "", group).strip()
+
+
 def group_order(df: pd.DataFrame) -> list[str]:
     """Groups in the suite's expansion order (the order cells were aggregated)."""
     return list(dict.fromkeys(df.loc[df["kind"] == "cell", "group"]))
@@ -35,9 +63,17 @@ def cells(df: pd.DataFrame) -> pd.DataFrame:
         info = json.loads(r.text)
         out.append({"cell": r.cell, "group": r.group, "setting": r.setting, "seed": r.seed, "method": r.method,
                     "kl": r.kl, "equalizer": r.equalizer, "status": info["status"], "wall_time": r.value,
-                    "error": info.get("error", ""), "machine": info.get("machine", ""), "config": info["config"]})
+                    "error": info.get("error", ""), "machine": info.get("machine", ""), "config": info["config"],
+                    "code": _code(info)})
     return pd.DataFrame(out, columns=["cell", "group", "setting", "seed", "method", "kl", "equalizer", "status",
-                                      "wall_time", "error", "machine", "config"])
+                                      "wall_time", "error", "machine", "config", "code"])
+
+
+def _code(info: dict[str, Any]) -> str:
+    """'grpo-bench 0.1.0 @ 1a2b3c4d' of a cell (empty for cells run before it was recorded)."""
+    if "git_commit" not in info and "grpo_bench_version" not in info:
+        return ""
+    return f"grpo-bench {info.get('grpo_bench_version', '?')} @ {str(info.get('git_commit', '?'))[:12]}"
 
 
 def finals(df: pd.DataFrame) -> pd.DataFrame:
@@ -49,6 +85,8 @@ def finals(df: pd.DataFrame) -> pd.DataFrame:
     info = df[df["kind"] == "cell"].drop_duplicates("cell").set_index("cell")
     wide.insert(4, "method", wide["cell"].map(info["method"]))
     wide.insert(5, "equalizer", wide["cell"].map(info["equalizer"]))
+    for key in varied_keys(df):  # every grid key as a column of its own (noise_level, kl_weight, ...)
+        wide[key] = wide["cell"].map(info[key])
     if all(f"eval_{c}" in wide for c in ORACLE.values()):
         wide["eval_oracle_overall"] = oracle_overall(wide, "eval_")
     return wide
@@ -56,7 +94,8 @@ def finals(df: pd.DataFrame) -> pd.DataFrame:
 
 def curves(df: pd.DataFrame, metric: str) -> pd.DataFrame:
     rows = df[(df["kind"] == "update") & (df["metric"] == metric)]
-    return rows[KEYS + ["method", "kl", "equalizer", "update", "value"]].dropna(subset=["value"])
+    extra = [k for k in varied_keys(df) if k not in KEYS]
+    return rows[KEYS + ["method", "kl", "equalizer", *extra, "update", "value"]].dropna(subset=["value"])
 
 
 def eval_curves(df: pd.DataFrame) -> pd.DataFrame:
@@ -112,7 +151,7 @@ def strips(df: pd.DataFrame) -> dict[tuple[str, str], list[tuple[str, np.ndarray
     for (setting, group), part in rows.groupby(["setting", "group"], sort=False):
         seed = part["seed"].min()
         for r in part[part["seed"] == seed].itertuples():
-            arr = np.asarray(r.array, dtype=np.uint8).reshape([int(s) for s in r.shape])[0]
+            arr = strip_pixels(r.text, r.array, r.shape)[0]
             out.setdefault((setting, group), []).append((r.prompt, arr))
     return out
 

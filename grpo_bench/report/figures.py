@@ -59,6 +59,12 @@ def _smoothed(curve: pd.DataFrame, window: int) -> pd.DataFrame:
     return curve
 
 
+def _legend(ax, **kw) -> None:
+    """A legend when the axes drew labelled lines (a panel left empty gets none, and no warning)."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(**kw)
+
+
 def _missing(title: str, why: str) -> list[Section]:
     return [Section(title, f"Not available: {why}.", "")]
 
@@ -80,7 +86,7 @@ def reward_curves(ctx: Context) -> list[Section]:
             _plot_band(ax, part[part["group"] == g], g, colour[g])
         ax.set(title=f"Setting {setting}", xlabel="update", ylabel=f"judge reward (rolling mean of {window})")
         ax.grid(alpha=0.3)
-    next(iter(axes.values())).legend(fontsize=7)
+    _legend(next(iter(axes.values())), fontsize=7)
     return [Section(title, "Mean composite judge reward over seeds with its 95% band; higher and steadier is better.",
                     _save(ctx, fig, "reward_curves"))]
 
@@ -92,16 +98,19 @@ def equalizer(ctx: Context) -> list[Section]:
     if curve.empty or curve["equalizer"].nunique() < 2:
         return _missing(title, "the suite does not vary the equalizer")
     curve = _smoothed(curve, int(ctx.spec.get("smooth", 5)))
-    methods = list(dict.fromkeys(curve["method"]))
-    colour = _colours(methods)
+    # One colour per row label without the equalizer: every other varied key (noise level, KL, ...)
+    # stays separate instead of being pooled into the method's line.
+    curve["line"] = curve["group"].astype(str).map(lambda g: data.without_key(g, "equalizer"))
+    lines = list(dict.fromkeys(curve["line"]))
+    colour = _colours(lines)
     fig, axes = _settings_axes(sorted(curve["setting"].unique()))
     for setting, ax in axes.items():
         part = curve[curve["setting"] == setting]
-        for (method, eq), sub in part.groupby(["method", "equalizer"], sort=False):
-            _plot_band(ax, sub, f"{method} eq={'on' if eq else 'off'}", colour[method], "-" if eq else "--")
+        for (line, eq), sub in part.groupby(["line", "equalizer"], sort=False):
+            _plot_band(ax, sub, f"{line} eq={'on' if eq else 'off'}", colour[line], "-" if eq else "--")
         ax.set(title=f"Setting {setting}", xlabel="update", ylabel="judge reward (smoothed)")
         ax.grid(alpha=0.3)
-    next(iter(axes.values())).legend(fontsize=7)
+    _legend(next(iter(axes.values())), fontsize=7)
     return [Section(title, "Same colour = same SDE; solid = equalizer on, dashed = off; the gap is the "
                     "equalizer's effect.",
                     _save(ctx, fig, "equalizer"))]
@@ -134,7 +143,7 @@ def grad_norms(ctx: Context) -> list[Section]:
         ax.set(title=f"Setting {setting}", xlabel="sampler step i (0 = pure noise)", ylabel="|grad| of step loss",
                yscale="log")
         ax.grid(alpha=0.3, which="both")
-    next(iter(axes.values())).legend(fontsize=7)
+    _legend(next(iter(axes.values())), fontsize=7)
     body = _save(ctx, fig, "grad_norms") + "\n" + "".join(f"- {s}\n" for s in spread)
     return [Section(title, "Mean measured gradient norm of each step's policy loss (log scale); solid = equalizer on. "
                     "A flat line means every step pulls equally; max/min below quantifies the spread.", body)]
@@ -144,6 +153,8 @@ def grad_norms(ctx: Context) -> list[Section]:
 def kl_curves(ctx: Context) -> list[Section]:
     title = "KL to the reference and KL weight"
     kl, weight = data.curves(ctx.df, "kl"), data.curves(ctx.df, "kl_weight")
+    # kl=none trains without a KL term: its logged weight is not a weight of anything.
+    kl, weight = (f[f["kl"].astype(str) != "none"] for f in (kl, weight))
     if kl.empty and weight.empty:
         return _missing(title, "no KL metrics")
     groups = data.group_order(ctx.df)
@@ -159,9 +170,10 @@ def kl_curves(ctx: Context) -> list[Section]:
         positive = frame["value"] > 0
         ax.set(xlabel="update", ylabel=ylabel, yscale="log" if positive.any() and positive.all() else "linear")
         ax.grid(alpha=0.3)
-    a1.legend(fontsize=6)
+    _legend(a1, fontsize=6)
     return [Section(title, "Left: measured KL penalty term per update; right: the KL weight (constant or adaptive "
-                    "schedule). Dashed = second setting.", _save(ctx, fig, "kl_curves"))]
+                    "schedule). Dashed = second setting; cells with kl=none have no KL term and are not drawn.",
+                    _save(ctx, fig, "kl_curves"))]
 
 
 @FIGURES.register("drift")
@@ -185,7 +197,7 @@ def drift(ctx: Context) -> list[Section]:
         ax.axhline(0, color="k", lw=0.6)
         ax.set(title=f"Setting {setting}", xlabel="update", ylabel="change since update 0")
         ax.grid(alpha=0.3)
-    next(iter(axes.values())).legend(fontsize=6, ncol=2)
+    _legend(next(iter(axes.values())), fontsize=6, ncol=2)
     return [Section(title, "Solid = learned judge, dotted = exact oracle, both on held-out prompts and relative to the "
                     "start; a judge line rising while its oracle line falls is reward hacking.",
                     _save(ctx, fig, "drift"))]
@@ -197,26 +209,57 @@ def strips(ctx: Context) -> list[Section]:
     st = data.strips(ctx.df)
     if not st:
         return _missing(title, "no stored eval videos")
+    fin = data.finals(ctx.df)
     sections = []
     for setting in sorted({s for s, _ in st}):
         groups = [g for g in data.group_order(ctx.df) if (setting, g) in st]
         rows = []
         for g in groups:
-            videos = [np.concatenate(list(arr), axis=1) for _, arr in st[(setting, g)]]  # each [H, K*W, 3]
-            pad = np.full((videos[0].shape[0], 4, 3), 255, np.uint8)
-            rows.append(np.concatenate([x for v in videos for x in (v, pad)][:-1], axis=1))
+            # frames of one video 1 px apart, videos 4 px apart, all on white
+            videos = [_with_gaps(list(arr), 1) for _, arr in st[(setting, g)]]  # each [H, K*W + K-1, 3]
+            rows.append(_with_gaps(videos, 4))
         width = max(r.shape[1] for r in rows)
-        rows = [np.pad(r, ((0, 2), (0, width - r.shape[1]), (0, 0)), constant_values=255) for r in rows]
+        rows = [np.pad(r, ((0, 3), (0, width - r.shape[1]), (0, 0)), constant_values=255) for r in rows]
         image = np.concatenate(rows, axis=0)
         h = rows[0].shape[0]
-        fig, ax = plt.subplots(figsize=(min(16, width / 18 + 2), len(rows) * h / 18 + 0.8))
+        fig, ax = plt.subplots(figsize=(min(18, width / 16 + 3), len(rows) * h / 16 + 1.0))
         ax.imshow(image, interpolation="nearest")
-        ax.set_yticks([h * i + h / 2 for i in range(len(groups))], groups, fontsize=7)
-        ax.set_xticks([])
+        ax.set_yticks([h * i + (h - 3) / 2 for i in range(len(groups))],
+                      [f"{g}\n{_score(fin, setting, g)}" for g in groups], fontsize=7)
         prompts = [p for p, _ in st[(setting, groups[0])]]
-        ax.set_title(f"Setting {setting}: " + " | ".join(prompts), fontsize=7)
+        block = st[(setting, groups[0])][0][1]
+        k, w = block.shape[0], block.shape[2]
+        step = k * w + (k - 1) + 4
+        ax.set_xticks([i * step + (k * w + k - 1) / 2 for i in range(len(prompts))], prompts, fontsize=7)
+        ax.xaxis.tick_top()
+        ax.tick_params(length=0)
+        for spine in ax.spines.values():
+            spine.set_visible(False)
+        ax.set_title(f"Setting {setting}: final policy, lowest seed; {k} frames per prompt, left to right in time",
+                     fontsize=8, pad=18)
         sections.append(Section(f"{title}, Setting {setting}",
-                                "Each row one method (lowest seed); blocks = eval prompts in the title's order, "
-                                "frames left to right in time; same column = same prompt and noise.",
+                                "Each row one method (lowest seed) with its final oracle score (mean over its eval "
+                                "videos); blocks = eval prompts named above them, frames left to right in time; same "
+                                "column = same prompt and noise.",
                                 _save(ctx, fig, f"strips_{setting}")))
     return sections
+
+
+def _with_gaps(images: list[np.ndarray], gap: int) -> np.ndarray:
+    """[H, W, 3] images side by side with ``gap`` white columns between them."""
+    sep = np.full((images[0].shape[0], gap, 3), 255, np.uint8)
+    return np.concatenate([x for im in images for x in (im, sep)][:-1], axis=1)
+
+
+def _score(fin: pd.DataFrame, setting: str, group: str) -> str:
+    """The row's final oracle overall and judge reward (lowest seed), as shown next to its frames."""
+    rows = fin[(fin["setting"] == setting) & (fin["group"] == group)]
+    if rows.empty:
+        return ""
+    row = rows.sort_values("seed").iloc[0]
+    parts = []
+    if "eval_oracle_overall" in row and pd.notna(row["eval_oracle_overall"]):
+        parts.append(f"oracle {row['eval_oracle_overall']:.2f}")
+    if "eval_reward" in row and pd.notna(row["eval_reward"]):
+        parts.append(f"judge {row['eval_reward']:+.2f}")
+    return ", ".join(parts)

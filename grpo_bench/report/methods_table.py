@@ -32,7 +32,7 @@ def _trained(method, steps: int = 10, shift: float = 3.0) -> str:
 
 
 def print_methods(console: Console) -> None:
-    table = Table(title="Registered methods (reference defaults, DESIGN.md §3)")
+    table = Table(title="Registered methods (reference defaults; formulas and papers: docs/design.md §2–4)")
     table.add_column("method", no_wrap=True)
     for col in ("kernel", "noise", "log-prob", "trained (T=10)", "shared noise", "clip", "KL", "equalizer"):
         table.add_column(col)

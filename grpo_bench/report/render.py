@@ -9,7 +9,8 @@ import pandas as pd
 
 from grpo_bench.report import data
 from grpo_bench.report.parts import FIGURES, TABLES, Context, Section
-from grpo_bench.suite.results import atomic_write_text, load_results
+from grpo_bench.report.sources import load_frame
+from grpo_bench.suite.results import atomic_write_text
 from grpo_bench.suite.spec import ReportSpec
 
 
@@ -25,6 +26,30 @@ def _last_run(info: dict) -> str:
     return f"; wall time of the last `run` {info['wall_s'] / 60:.1f} min with {info['jobs']} worker(s){trained}"
 
 
+def _cells_line(cells: pd.DataFrame, info: dict) -> str:
+    done = int((cells["status"] == "done").sum())
+    failed = int(cells["status"].isin(["failed", "broken"]).sum())
+    running = int((cells["status"] == "running").sum())
+    progress = info.get("progress")
+    if progress and progress.get("total"):
+        pending = progress["total"] - done - failed - running
+        line = f"{done} of {progress['total']} cells done"
+        line += f", {failed} failed" if failed else ""
+        line += f", {running} running" if running else ""
+        return line + (f", {pending} not finished yet (this report shows the finished ones)" if pending > 0 else "")
+    return f"{done} done, {failed} failed" + (f", {running} running" if running else "")
+
+
+def _seeds(cells: pd.DataFrame) -> str:
+    seeds = sorted(int(s) for s in cells["seed"].dropna().unique())
+    per_row = cells.groupby(["setting", "group"], dropna=False)["seed"].nunique()
+    if not seeds:
+        return "seeds: –"
+    counts = sorted(set(per_row.tolist()))
+    return (f"seeds per row: {'/'.join(map(str, counts))} (seed value{'s' if len(seeds) > 1 else ''} "
+            f"{', '.join(map(str, seeds))})")
+
+
 def _header(df: pd.DataFrame, info: dict) -> str:
     cells = data.cells(df)
     done = cells[cells["status"] == "done"]
@@ -35,34 +60,38 @@ def _header(df: pd.DataFrame, info: dict) -> str:
         lines += [info["description"].strip(), ""]
     lines += [
         f"- rendered {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC from `results.parquet`",
-        f"- cells: {len(done)} done, {len(cells) - len(done)} failed; seeds per row: "
-        f"{', '.join(map(str, sorted(cells['seed'].unique()))) if len(cells) else '–'}",
+        f"- cells: {_cells_line(cells, info)}; {_seeds(cells)}",
         f"- compute: {done['wall_time'].sum() / 60:.1f} min summed over cells "
         f"(longest cell {done['wall_time'].max() / 60 if len(done) else 0:.1f} min)"
         + _last_run(info),
         f"- machine: {'; '.join(machines) if machines else 'unknown'}",
+        *([f"- code: {'; '.join(codes)}"] if (codes := sorted({c for c in cells['code'] if c})) else []),
         "",
     ]
-    failed = cells[cells["status"] != "done"]
+    failed = cells[cells["status"].isin(["failed", "broken"])]
     if len(failed):
-        lines += ["**Failed cells** (see `<cell>/ERROR.json`):", ""]
+        lines += ["**Failed or unreadable cells** (see `<cell>/ERROR.json`; unreadable: the file named):", ""]
         lines += [f"- `{r.cell}` {r.setting} {r.group} seed {r.seed}: {r.error}" for r in failed.itertuples()]
         lines.append("")
     return "\n".join(lines)
 
 
-def render_report(run_dir: str | Path, spec: ReportSpec | dict | None = None, out: Path | None = None) -> Path:
+def render_report(run_dir: str | Path, spec: ReportSpec | dict | None = None, out: Path | None = None,
+                  frame: pd.DataFrame | None = None) -> Path:
     """Write ``<run_dir>/report/report.md`` (+ tables/, figures/); returns its path.
 
-    The spec comes from the suite row of results.parquet unless given.
+    The table is whatever ``run_dir`` holds (``sources.load_frame``: a suite folder, finished or
+    not, a train run or a results.parquet) unless ``frame`` is given. The spec comes from the
+    suite row unless given.
     """
-    df = load_results(run_dir)
+    df = data.with_grid_columns(frame if frame is not None else load_frame(run_dir))
     info = data.suite_info(df)
     if spec is None:
         spec = info.get("report") or ReportSpec().to_dict()
     elif isinstance(spec, ReportSpec):
         spec = spec.to_dict()
-    out = Path(out) if out is not None else Path(run_dir) / "report"
+    base = Path(run_dir).parent if Path(run_dir).is_file() else Path(run_dir)
+    out = Path(out) if out is not None else base / "report"
     out.mkdir(parents=True, exist_ok=True)
     ctx = Context(df=df, out=out, spec=spec)
     sections: list[Section] = []

@@ -76,21 +76,25 @@ def table2_stats(df: pd.DataFrame) -> pd.DataFrame:
 
     Headline columns (TABLE2) from the learning view, diagnostics from the final rows.
     """
-    sources = [(data.learning(df), TABLE2), (data.finals(df), DIAGNOSTICS)]
+    finals = data.finals(df)
+    sources = [(data.learning(df), TABLE2), (finals, DIAGNOSTICS)]
     order = data.group_order(df)
+    keys = [k for k in data.varied_keys(df) if k in finals]  # each row's grid values, as columns
+    grid = {(s, g): {k: part[k].iloc[0] for k in keys} for (s, g), part in finals.groupby(["setting", "group"])}
     out = []
     settings = sorted(set().union(*(set(f["setting"]) for f, _ in sources if not f.empty)))
     for setting in settings:
         for group in order:
+            label = grid.get((setting, group), {})
             for frame, columns in sources:
                 rows = frame[(frame["setting"] == setting) & (frame["group"] == group)] if not frame.empty else frame
                 if rows.empty:
                     continue
                 for title, metric, _ in columns:
                     m, h, n = mean_ci(rows[metric].tolist() if metric in rows else [])
-                    out.append({"setting": setting, "group": group, "column": title, "metric": metric,
+                    out.append({"setting": setting, "group": group, **label, "column": title, "metric": metric,
                                 "mean": m, "ci": h, "n": n})
-    return pd.DataFrame(out, columns=["setting", "group", "column", "metric", "mean", "ci", "n"])
+    return pd.DataFrame(out, columns=["setting", "group", *keys, "column", "metric", "mean", "ci", "n"])
 
 
 @TABLES.register("table2")
@@ -120,6 +124,10 @@ def table2(ctx: Context) -> list[Section]:
         rows.append(cells)
     wide = st.pivot_table(index=["setting", "group"], columns="column", values=["mean", "ci", "n"], sort=False)
     wide.columns = [f"{col}_{stat}" for stat, col in wide.columns]
+    keys = [c for c in st.columns if c in data.varied_keys(ctx.df)]
+    if keys:  # the CSV names each row's grid values in columns, not only inside the row label
+        values = st.drop_duplicates(["setting", "group"]).set_index(["setting", "group"])[keys]
+        wide = values.join(wide, how="right")
     md = write_table(ctx.out, "table2", ["Setting", "Method", "seeds", *cols], rows, wide.reset_index(),
                      "llr" + "r" * len(cols))
     sections = [Section(

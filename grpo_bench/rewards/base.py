@@ -1,4 +1,4 @@
-"""The reward protocol and the composite reward (DESIGN.md §5).
+"""The reward protocol and the composite reward (docs/design.md §5).
 
 A reward is called as ``reward(videos, prompts) -> {"vq": Tensor[B], "mq": Tensor[B], "ta": Tensor[B]}``
 (videos Tensor[B, 3, F, H, W] in [-1, 1]); it runs under no_grad and never trains.

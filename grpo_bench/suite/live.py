@@ -1,10 +1,15 @@
-"""The live view of a running suite: cells done/total, each worker's cell and update, and an ETA.
+"""The live view of a running suite on ``rich.progress``: one bar for the suite (cells done/total,
+elapsed, ETA) and one row per worker (cell, setting, run, seed, update, reward).
 
 Workers send small tuples; the runner feeds them to a display:
 ``("start", slot, cell, group, seed, total_updates)``, ``("update", slot, cell, update, total, reward)``,
 ``("end", slot, cell, status, seconds)``; ``update`` counts the updates completed (1-based, as the
-trainer's progress callback reports). The ETA divides the updates still to run by the update
-rate measured so far in this invocation (all workers together).
+trainer's progress callback reports).
+
+The ETA divides the updates still to run by the pace of the cells finished in this invocation
+(their seconds per update, all workers together); before the first cell finishes it uses the update
+rate measured so far. Finished cells measure whole-cell cost (evaluation, checkpoints, start-up),
+which the per-update rate of the first minutes misses.
 """
 
 from __future__ import annotations
@@ -13,9 +18,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from rich.console import Console, Group
-from rich.live import Live
-from rich.table import Table
+from rich.console import Console
+from rich.progress import BarColumn, Progress, ProgressColumn, Task, TextColumn
 from rich.text import Text
 
 
@@ -34,95 +38,151 @@ class NullDisplay:
 @dataclass
 class _Slot:
     cell: str = ""
-    group: str = ""
-    seed: Any = None
     update: int = 0
-    total: int = 0
-    reward: float | None = None
+    first_update: int = 0
     since: float = 0.0
+    task: Any = None
+
+
+class _Count(ProgressColumn):
+    """completed/total, blank for an idle worker."""
+
+    def render(self, task: Task) -> Text:
+        if task.fields.get("idle"):
+            return Text("")
+        total = "?" if task.total is None else str(int(task.total))
+        return Text(f"{int(task.completed)}/{total}", style="progress.download")
+
+
+class _Clock(ProgressColumn):
+    """Elapsed time of the row (and the suite's ETA on the suite row)."""
+
+    def render(self, task: Task) -> Text:
+        eta = task.fields.get("eta")
+        elapsed = _clock(task.elapsed or 0.0) if task.fields.get("clock", True) else ""
+        return Text(elapsed + ("" if eta is None else f"  ETA {eta}"), style="progress.elapsed")
 
 
 @dataclass
 class SuiteDisplay:
-    """A rich Live table; also logs one line per finished or failed cell."""
+    """The suite's progress bars; also prints one line per finished or failed cell."""
 
     title: str
     console: Console = field(default_factory=Console)
+    settings: dict[str, str] = field(default_factory=dict)
+    """cell id -> reward setting, shown in the Setting column (A and B cells look alike otherwise)."""
     total: int = 0
     done: int = 0
     failed: int = 0
     slots: dict[int, _Slot] = field(default_factory=dict)
     updates_left: int = 0
     updates_run: int = 0
+    finished_seconds: float = 0.0
+    finished_updates: int = 0
+    jobs: int = 1
     t0: float = 0.0
-    _live: Live | None = None
+    _progress: Progress | None = None
+    _suite_task: Any = None
 
     def begin(self, total: int, done: int, jobs: int, updates: list[int]) -> None:
-        self.total, self.done, self.t0 = total, done, time.perf_counter()
+        self.total, self.done, self.jobs, self.t0 = total, done, max(1, jobs), time.perf_counter()
         self.updates_left = sum(updates)
-        self.slots = {i: _Slot() for i in range(jobs)}
-        self._live = Live(self._render(), console=self.console, refresh_per_second=4, transient=False)
-        self._live.start()
+        self._progress = Progress(
+            TextColumn("{task.fields[worker]:>6}"), TextColumn("{task.description}"),
+            TextColumn("{task.fields[setting]:^7}"), TextColumn("{task.fields[run]}"),
+            TextColumn("{task.fields[seed]:>4}"), BarColumn(bar_width=20), _Count(),
+            TextColumn("{task.fields[reward]:>7}"), _Clock(),
+            console=self.console, refresh_per_second=4, transient=False,
+        )
+        self._suite_task = self._progress.add_task(
+            f"[bold]{self.title}[/]", total=max(total, 1), completed=done, worker="suite", setting="Setting",
+            run="run", seed="seed", reward="reward", eta="?")
+        self.slots = {}
+        for i in range(jobs):
+            task = self._progress.add_task("[dim]idle[/]", total=1, worker=str(i), setting="", run="", seed="",
+                                           reward="", clock=False, idle=True)
+            self.slots[i] = _Slot(task=task)
+        self._progress.start()
 
     def event(self, event: tuple) -> None:
         kind, slot = event[0], event[1]
         s = self.slots.setdefault(slot, _Slot())
         if kind == "start":
-            _, _, s.cell, s.group, s.seed, s.total = event
-            s.update, s.reward, s.since = 0, None, time.perf_counter()
+            _, _, cell, group, seed, total = event
+            s.cell, s.update, s.first_update, s.since = cell, 0, 0, time.perf_counter()
+            if self._progress is not None and s.task is not None:
+                self._progress.reset(s.task, total=total, completed=0)
+            self._task(s, description=cell, setting=self.settings.get(cell, ""), run=group, seed=str(seed),
+                       reward="", clock=True, idle=False)
         elif kind == "update":
             _, _, cell, update, total, reward = event  # update = updates completed so far
             if cell == s.cell:
-                new = max(0, update - s.update)  # a resumed cell starts ahead
+                if s.update == 0 and s.first_update == 0 and update > 1:
+                    s.first_update = update - 1  # a resumed cell starts ahead: those updates are not left
+                    self.updates_left = max(0, self.updates_left - s.first_update)
+                new = max(0, update - max(s.update, s.first_update))
                 self.updates_run += new
                 self.updates_left = max(0, self.updates_left - new)
-                s.update, s.total = update, total
-                s.reward = reward if reward is not None else s.reward
+                s.update = update
+                fields = {"completed": update, "total": total}
+                if reward is not None:
+                    fields["reward"] = f"{reward:+.3f}"
+                self._task(s, **fields)
         elif kind == "end":
             _, _, cell, status, seconds = event
-            self.updates_left = max(0, self.updates_left - max(0, s.total - s.update))
+            total = self._progress.tasks[s.task].total if self._progress is not None and s.task is not None else 0
+            total = int(total or 0)
+            self.updates_left = max(0, self.updates_left - max(0, total - max(s.update, s.first_update)))
             if status == "done":
                 self.done += 1
+                ran = max(0, s.update - s.first_update)
+                if ran:
+                    self.finished_seconds += seconds
+                    self.finished_updates += ran
             else:
                 self.failed += 1
             colour = "green" if status == "done" else "red"
-            self.console.log(f"[{colour}]{status}[/] {cell} {s.group} seed={s.seed} ({seconds:.1f} s)")
-            self.slots[slot] = _Slot()
+            setting = self.settings.get(cell, "")
+            live = self._progress is not None and s.task is not None
+            run = self._progress.tasks[s.task].fields.get("run", "") if live else ""
+            self.console.print(f"[dim]{time.strftime('%H:%M:%S')}[/] [{colour}]{status}[/] {cell} "
+                               f"{setting + ' ' if setting else ''}{run} ({seconds:.1f} s)", highlight=False)
+            s.cell, s.update, s.first_update = "", 0, 0
+            if self._progress is not None and s.task is not None:
+                self._progress.reset(s.task, total=1, completed=0)
+            self._task(s, description="[dim]idle[/]", setting="", run="", seed="", reward="", clock=False, idle=True)
+        self.refresh()
+
+    def _task(self, s: _Slot, **fields: Any) -> None:
+        if self._progress is None or s.task is None:
+            return
+        known = {k: fields.pop(k) for k in ("description", "total", "completed") if k in fields}
+        self._progress.update(s.task, **known, **fields)
 
     def eta(self) -> float | None:
+        """Seconds left: the remaining updates at the pace of finished cells (workers in parallel),
+        else at the update rate so far; None before anything was measured."""
+        if self.finished_updates:
+            return self.updates_left * self.finished_seconds / self.finished_updates / self.jobs
         elapsed = time.perf_counter() - self.t0
         if self.updates_run == 0 or elapsed <= 0:
             return None
         return self.updates_left / (self.updates_run / elapsed)
 
-    def _render(self) -> Group:
-        eta = self.eta()
-        head = Text.assemble(
-            (f"{self.title}  ", "bold"), f"cells {self.done}/{self.total} done",
-            (f", {self.failed} failed" if self.failed else "", "red"),
-            f"   elapsed {_clock(time.perf_counter() - self.t0)}   ETA {'?' if eta is None else _clock(eta)}",
-        )
-        table = Table(box=None, pad_edge=False, show_edge=False)
-        for col in ("worker", "cell", "run", "seed", "update", "reward", "time"):
-            table.add_column(col)
-        for i, s in sorted(self.slots.items()):
-            if not s.cell:
-                table.add_row(str(i), "[dim]idle[/]", "", "", "", "", "")
-                continue
-            reward = "" if s.reward is None else f"{s.reward:+.3f}"
-            table.add_row(str(i), s.cell, s.group, str(s.seed), f"{s.update}/{s.total}", reward,
-                          _clock(time.perf_counter() - s.since))
-        return Group(head, table)
-
     def refresh(self) -> None:
-        if self._live is not None:
-            self._live.update(self._render())
+        if self._progress is None:
+            return
+        eta = self.eta()
+        failed = f", [red]{self.failed} failed[/]" if self.failed else ""
+        self._progress.update(self._suite_task, completed=self.done + self.failed,
+                              description=f"[bold]{self.title}[/] {self.done}/{self.total} done{failed}",
+                              eta="?" if eta is None else _clock(eta))
 
     def finish(self) -> None:
-        if self._live is not None:
-            self._live.update(self._render())
-            self._live.stop()
-            self._live = None
+        if self._progress is not None:
+            self.refresh()
+            self._progress.stop()
+            self._progress = None
 
 
 def _clock(seconds: float) -> str:

@@ -1,4 +1,4 @@
-"""Run directories, atomic writes, failure records and the suite's one results table (DESIGN.md §7).
+"""Run directories, atomic writes, failure records and the suite's one results table (docs/design.md §7).
 
 Layout of a suite run::
 
@@ -35,10 +35,19 @@ value      float64     the metric's value (NaN when the trainer logged null)
 prompt     str         eval prompt (video, strip rows)
 sample     Int64       sample index within the prompt (video rows)
 video_seed Int64       the eval video's noise seed (video rows): pairs videos across methods
-array      list<f64>   grad: per-step gradient norms (NaN = untrained step); strip: uint8 pixels
-shape      list<i64>   strip: array shape [videos, frames, H, W, 3]
-text       str         cell: JSON {labels, config, status, error, machine}; suite: JSON
+array      list<f64>   grad: per-step gradient norms (NaN = untrained step)
+shape      list<i64>   strip: pixel array shape [videos, frames, H, W, 3]
+text       str         cell: JSON {labels, config, status, error, machine}; suite: JSON;
+                       strip: base64 PNG of the frames side by side (``strip_pixels`` decodes it;
+                       files written before this stored the pixels in ``array``)
+<grid key> typed       one column per key a grid varies (``noise_level``, ``kl_weight``, a method
+                       option ...): the cell's resolved value (JSON text for lists); older files
+                       lack them and ``with_grid_columns`` rebuilds them from the cell rows
 =========  ==========  =====================================================================
+
+A cell whose files cannot be read (a corrupt ``final.json``, a truncated ``rows.parquet``, a
+corrupt ``final_eval.pt``, a seed outside int64) gets one ``cell`` row with status ``broken`` and
+the reason; every other cell aggregates as usual.
 
 kinds: ``suite`` one row: text = JSON {name, description, report spec}; ``cell`` one row per cell
 (metric ``wall_time``; failed cells: metric ``error``);
@@ -51,17 +60,20 @@ evenly spaced times, for the figure of sample frames.
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 import math
 import os
 import traceback
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from grpo_bench.atomic import atomic_write, atomic_write_bytes, atomic_write_json, atomic_write_text, read_jsonl
+
+if TYPE_CHECKING:  # pandas is imported where tables are built, so markers and paths load fast
+    import pandas as pd
 
 RESULTS = "results.parquet"
 ROWS = "rows.parquet"
@@ -145,11 +157,36 @@ def _strip_rows(cell_dir: Path, videos: list[dict[str, Any]]) -> list[dict[str, 
         img = ((clip[i, :, pick].clamp(-1, 1) + 1) * 127.5).round().to(torch.uint8)  # [3, K, H, W]
         img = img.permute(1, 2, 3, 0).unsqueeze(0)  # [1, K, H, W, 3]
         rows.append({"kind": "strip", "prompt": prompt, "sample": int(videos[i].get("sample", 0)),
-                     "array": img.flatten().double().tolist(), "shape": list(img.shape)})
+                     "text": _png(img[0].numpy()), "shape": list(img.shape)})
     return rows
 
 
-def cell_rows(cell_dir: Path, meta: dict[str, Any], wall_time: float | None = None) -> pd.DataFrame:
+def _png(frames: Any) -> str:
+    """uint8 [K, H, W, 3] -> base64 PNG of the K frames side by side (lossless, ~20x smaller than floats)."""
+    import imageio.v3 as iio
+    import numpy as np
+
+    k, h, w, c = frames.shape
+    wide = np.ascontiguousarray(frames.transpose(1, 0, 2, 3).reshape(h, k * w, c))
+    return base64.b64encode(iio.imwrite("<bytes>", wide, extension=".png")).decode("ascii")
+
+
+def strip_pixels(text: Any, array: Any, shape: Any) -> Any:
+    """uint8 [videos, frames, H, W, 3] of a strip row: from its PNG text, or an older file's array."""
+    import numpy as np
+
+    shape = [int(x) for x in shape]
+    if isinstance(text, str) and text:
+        import imageio.v3 as iio
+
+        wide = iio.imread(io.BytesIO(base64.b64decode(text)), extension=".png")  # [H, K*W, 3]
+        _, k, h, w, c = shape
+        return wide.reshape(h, k, w, c).transpose(1, 0, 2, 3)[None].astype(np.uint8)
+    return np.asarray(array, dtype=np.uint8).reshape(shape)
+
+
+def cell_rows(cell_dir: Path, meta: dict[str, Any], wall_time: float | None = None,
+              status: str = "done") -> pd.DataFrame:
     """This cell's rows of results.parquet, built from the trainer's files (deterministic)."""
     rows: list[dict[str, Any]] = []
     metrics = read_jsonl(cell_dir / "metrics.jsonl")  # a torn last line is skipped
@@ -180,8 +217,9 @@ def cell_rows(cell_dir: Path, meta: dict[str, Any], wall_time: float | None = No
     # The trainer's own wall time covers every attempt of a resumed cell; the runner's only the last.
     trainer_wall = [v for k, v in last.items() if "wall" in k]
     wall = trainer_wall[0] if trainer_wall else (wall_time if wall_time is not None else math.nan)
-    status = {"labels": meta["labels"], "config": meta["config"], "status": "done", "machine": machine()}
-    rows.append({"kind": "cell", "metric": "wall_time", "value": wall, "text": json.dumps(status, sort_keys=True)})
+    info = {"labels": meta["labels"], "config": meta["config"], "status": status, "machine": machine(),
+            **(final.get("provenance") or {})}
+    rows.append({"kind": "cell", "metric": "wall_time", "value": wall, "text": json.dumps(info, sort_keys=True)})
     return _frame(rows, meta)
 
 
@@ -221,10 +259,25 @@ def _flatten(d: dict[str, Any], skip: Iterable[str] = (), prefix: str = "") -> I
             yield prefix + k, v
 
 
+INT64 = (-(2**63), 2**63 - 1)
+
+
+def _seed(value: Any) -> Any:
+    """The seed as an Int64 value; one outside int64 is a ValueError naming it (the cell is broken)."""
+    if value is None:
+        return None
+    if not isinstance(value, int) or not INT64[0] <= value <= INT64[1]:
+        raise ValueError(f"seed {value!r} does not fit a 64-bit integer")
+    return value
+
+
 def _frame(rows: list[dict[str, Any]], meta: dict[str, Any]) -> pd.DataFrame:
     cfg = meta["config"]
-    fixed = {"suite": meta["suite"], "cell": meta["id"], "group": meta["group"], "setting": cfg["setting"],
-             "method": cfg["method"], "kl": cfg["kl"], "equalizer": bool(cfg["equalizer"]), "seed": cfg["seed"]}
+    fixed = {"suite": meta["suite"], "cell": meta["id"], "group": meta["group"], "setting": cfg.get("setting"),
+             "method": cfg.get("method"), "kl": cfg.get("kl"), "equalizer": bool(cfg.get("equalizer")),
+             "seed": _seed(cfg.get("seed"))}
+    import pandas as pd
+
     frame = pd.DataFrame([{**fixed, **r} for r in rows], columns=list(COLUMNS))
     return frame.astype({k: v for k, v in COLUMNS.items() if v != "object"})
 
@@ -236,20 +289,94 @@ def write_cell_rows(cell_dir: Path, meta: dict[str, Any], wall_time: float | Non
 
 
 # --- the suite table ------------------------------------------------------------------------
-def aggregate(suite_dir: Path, metas: list[dict[str, Any]], info: dict[str, Any] | None = None) -> pd.DataFrame:
-    """results.parquet from the given cells (finished: their rows; failed: an error row).
+def broken_rows(meta: dict[str, Any], reason: str) -> pd.DataFrame:
+    """One ``cell`` row for a cell whose files cannot be read; its seed column is left empty when
+    the seed itself is the problem."""
+    text = {"labels": meta.get("labels", {}), "config": meta.get("config", {}), "status": "broken", "error": reason}
+    cfg = dict(meta.get("config") or {})
+    try:
+        _seed(cfg.get("seed"))
+    except ValueError:
+        cfg["seed"] = None
+    row = {"kind": "cell", "metric": "error", "value": math.nan, "text": json.dumps(text, sort_keys=True, default=str)}
+    return _frame([row], {**meta, "config": cfg})
+
+
+def _cell_part(suite_dir: Path, meta: dict[str, Any], write: bool) -> pd.DataFrame | None:
+    import pandas as pd
+
+    cdir = suite_dir / meta["id"]
+    if is_done(cdir):
+        rows_path = cdir / ROWS
+        if rows_path.is_file():
+            try:
+                return pd.read_parquet(rows_path)
+            except Exception:  # a truncated or foreign rows.parquet: rebuild it from the trainer's files
+                pass
+        return write_cell_rows(cdir, meta) if write else cell_rows(cdir, meta)
+    if (cdir / ERROR).is_file():
+        return failure_rows(cdir, meta)
+    return None
+
+
+def _reason(meta: dict[str, Any], exc: BaseException) -> str:
+    where = getattr(exc, "filename", None)
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{where + ': ' if where else ''}{type(exc).__name__}: {text}"[:300]
+
+
+def grid_keys(metas: list[dict[str, Any]]) -> list[str]:
+    """Keys the cells' grids vary (their labels), in first-seen order, without seed and the fixed columns."""
+    keys: dict[str, None] = {}
+    for meta in metas:
+        for k in meta.get("labels", {}):
+            if k not in COLUMNS and k != "seed":
+                keys.setdefault(k)
+    return list(keys)
+
+
+def _grid_value(value: Any) -> Any:
+    return json.dumps(value) if isinstance(value, (list, dict)) else value
+
+
+def add_grid_columns(frame: pd.DataFrame, configs: dict[str, dict[str, Any]], keys: list[str]) -> pd.DataFrame:
+    """One typed column per grid key: each row's cell's resolved config value."""
+    for key in keys:
+        values = {cell: _grid_value(cfg.get(key)) for cell, cfg in configs.items()}
+        column = frame["cell"].map(values)
+        kinds = {type(v) for v in values.values() if v is not None}
+        if kinds <= {bool}:
+            column = column.astype("boolean")
+        elif kinds <= {int}:
+            column = column.astype("Int64")
+        elif kinds <= {int, float}:
+            column = column.astype("float64")
+        else:
+            column = column.map(lambda v: v if v is None or isinstance(v, str) else json.dumps(v)).astype("string")
+        frame[key] = column
+    return frame
+
+
+def aggregate(suite_dir: Path, metas: list[dict[str, Any]], info: dict[str, Any] | None = None,
+              write: bool = True) -> pd.DataFrame:
+    """results.parquet from the given cells (finished: their rows; failed: an error row; unreadable:
+    a ``broken`` row naming the file); ``write=False`` builds the table without touching any file.
 
     Only the cells of the current expansion are read, so a stale cell folder from an older
-    version of the suite never leaks into the table.
+    version of the suite never leaks into the table. One broken cell never stops the others.
     """
+    import pandas as pd
+
     parts = []
     for meta in metas:
-        cdir = suite_dir / meta["id"]
-        if is_done(cdir):
-            rows_path = cdir / ROWS
-            parts.append(pd.read_parquet(rows_path) if rows_path.is_file() else write_cell_rows(cdir, meta))
-        elif (cdir / ERROR).is_file():
-            parts.append(failure_rows(cdir, meta))
+        try:
+            part = _cell_part(suite_dir, meta, write)
+            if part is not None:
+                part = part.astype({k: v for k, v in COLUMNS.items() if v != "object"})
+        except Exception as exc:  # isolation: report this cell, aggregate the rest
+            part = broken_rows(meta, _reason(meta, exc))
+        if part is not None:
+            parts.append(part[list(COLUMNS)])
     frame = pd.concat(parts, ignore_index=True) if parts else _frame([], {"suite": "", "id": "", "group": "",
                                                                             "config": _EMPTY_CFG})
     if info is not None:
@@ -257,7 +384,9 @@ def aggregate(suite_dir: Path, metas: list[dict[str, Any]], info: dict[str, Any]
                            {"suite": info.get("name", ""), "id": "", "group": "", "config": _EMPTY_CFG})
         frame = pd.concat([suite_row, frame], ignore_index=True)
     frame = frame.astype({k: v for k, v in COLUMNS.items() if v != "object"})
-    _atomic_parquet(suite_dir / RESULTS, frame)
+    frame = add_grid_columns(frame, {m["id"]: m["config"] for m in metas}, grid_keys(metas))
+    if write:
+        _atomic_parquet(suite_dir / RESULTS, frame)
     return frame
 
 
@@ -272,4 +401,6 @@ def load_results(path: str | Path) -> pd.DataFrame:
     file = path / RESULTS if path.is_dir() else path
     if not file.is_file():
         raise UserError(f"{path}: no {RESULTS} (run the suite first: grpo-bench run SUITE)")
+    import pandas as pd
+
     return pd.read_parquet(file)

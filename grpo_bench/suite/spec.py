@@ -1,4 +1,4 @@
-"""Suites: a YAML file that expands into cells, one training run each (DESIGN.md §6–7).
+"""Suites: a YAML file that expands into cells, one training run each (docs/design.md §6–7).
 
 A suite file::
 
@@ -352,20 +352,40 @@ def _sde_methods(names: list[str]) -> list[str]:
     return out
 
 
+def _listed(names: list[str], every: list[str], shown: list[str]) -> str:
+    """'all' for every registered name, else the short names joined (folder names stay short)."""
+    return "all" if sorted(names) == sorted(every) else "-".join(shown)
+
+
+def legacy_ablation_name(base: Suite, grid: dict[str, list[Any]]) -> str:
+    """The folder name ablations had before short names (full method and KL names), so that a
+    suite started under it resumes there."""
+    parts = []
+    if "method" in grid:
+        parts.append("sde-" + "-".join(grid["method"]))
+    if "kl" in grid:
+        parts.append("kl-" + "-".join(grid["kl"]))
+    if "equalizer" in grid:
+        parts.append("eq-" + "-".join(_show(e) for e in grid["equalizer"]))
+    return f"ablate_{base.name.removeprefix('ablate_')}_" + "_".join(parts)
+
+
 def ablation(base: Suite, kl: list[str] | None, equalizer: list[bool] | None, sde: list[str] | None) -> Suite:
     """A suite varying KL variant, equalizer and SDE on ``base``'s config, budget, seeds and report."""
+    from grpo_bench.core.method import METHODS
     from grpo_bench.core.trust_region import KL_VARIANTS
 
     grid: dict[str, list[Any]] = {}
     parts = []
     if sde:
         grid["method"] = _sde_methods(sde)
-        parts.append("sde-" + "-".join(grid["method"]))
+        kernels = [METHODS.get(m).defaults.kernel for m in grid["method"]]
+        parts.append("sde-" + _listed(grid["method"], METHODS.names(), kernels))
     if kl:
         for name in kl:
             KL_VARIANTS.get(name, where="--kl: ")
         grid["kl"] = list(kl)
-        parts.append("kl-" + "-".join(kl))
+        parts.append("kl-" + _listed(kl, KL_VARIANTS.names(), kl))
     if equalizer:
         grid["equalizer"] = list(equalizer)
         parts.append("eq-" + "-".join(_show(e) for e in equalizer))

@@ -1,4 +1,4 @@
-"""Typed run configuration, YAML loading and validation with clear errors (DESIGN.md §3–4, §6).
+"""Typed run configuration, YAML loading and validation with clear errors (docs/design.md §3–4, §6).
 
 One flat ``RunConfig`` holds everything a single training run needs. Method options default to
 None, meaning "the method's own default" (methods/*.py); ``resolve`` fills them in so the stored
@@ -348,6 +348,9 @@ def validate(cfg: RunConfig, where: str = "") -> None:
     for key, allowed in choices.items():
         if getattr(cfg, key) not in allowed:
             raise unknown(key, getattr(cfg, key), allowed, where)
+    from grpo_bench.train.tracking import check_trackers
+
+    check_trackers(cfg.trackers, where)
     positive = (
         "steps", "prompts_per_update", "updates", "inner_epochs", "minibatches", "eval_samples", "anchor_every",
         "kl_window", "checkpoint_every", "eval_every",

@@ -8,6 +8,7 @@ updates redone after a crash appear once.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 from pathlib import Path
@@ -16,6 +17,40 @@ from typing import Any
 from grpo_bench.atomic import append_line, atomic_write_text, read_jsonl
 
 METRICS = "metrics.jsonl"
+TRACKERS = {
+    "tensorboard": ("tensorboard", "tensorboardX"), "wandb": ("wandb",), "mlflow": ("mlflow",),
+    "comet_ml": ("comet_ml",), "aim": ("aim",), "clearml": ("clearml",), "dvclive": ("dvclive",),
+    "swanlab": ("swanlab",), "trackio": ("trackio",),
+}
+"""Tracker names accelerate accepts -> modules that must be importable for each (any one of them)."""
+EXTRAS = {"tensorboard": "tensorboard", "wandb": "wandb"}
+"""Trackers with a pip extra of this package: ``pip install 'grpo-bench[tensorboard]'``."""
+
+
+def check_trackers(names: list[str], where: str = "") -> None:
+    """Every tracker is one accelerate knows and is installed; else one line naming the fix."""
+    from grpo_bench.errors import UserError, unknown
+
+    for name in names:
+        if name not in TRACKERS:
+            raise unknown("tracker", name, list(TRACKERS), f"{where}trackers: ")
+        if not any(importlib.util.find_spec(m) is not None for m in TRACKERS[name]):
+            how = f"pip install 'grpo-bench[{EXTRAS[name]}]'" if name in EXTRAS else f"pip install {TRACKERS[name][0]}"
+            raise UserError(f"{where}trackers: {name} is not installed; {how}")
+
+
+def hparams(config: dict[str, Any]) -> dict[str, Any]:
+    """A run config as tracker hyper-parameters: scalars only (TensorBoard's ``add_hparams`` takes
+    int, float, str and bool): None becomes "none", lists and mappings their JSON text."""
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        if value is None:
+            out[key] = "none"
+        elif isinstance(value, (bool, int, float, str)):
+            out[key] = value
+        else:
+            out[key] = json.dumps(value, sort_keys=True, default=str)
+    return out
 
 
 def _clean(v: Any) -> Any:

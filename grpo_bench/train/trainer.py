@@ -1,4 +1,4 @@
-"""The GRPO loop on accelerate (DESIGN.md §3–4, §7): one loop hosts every method.
+"""The GRPO loop on accelerate (docs/design.md §3–4, §7): one loop hosts every method.
 
 Per update u:
   1. prompts and initial noise from (seed, u) alone: every method sees the same ones;
@@ -36,11 +36,11 @@ from grpo_bench.core.sde import equalizer
 from grpo_bench.core.trust_region import Anchors, make_kl, make_kl_weight
 from grpo_bench.errors import UserError
 from grpo_bench.rewards.base import composite, reward_weights
-from grpo_bench.train import checkpoint, distributed, sharding, steppers
+from grpo_bench.train import checkpoint, distributed, export, sharding, steppers
 from grpo_bench.train.config import RunConfig, config_id, resolve, validate
 from grpo_bench.train.evaluation import evaluate
 from grpo_bench.train.prompts import load_prompt_set
-from grpo_bench.train.tracking import MetricsSink
+from grpo_bench.train.tracking import MetricsSink, hparams
 
 Progress = Callable[[int, int, dict], None]
 TIMES = ("time_rollout", "time_reward", "time_train", "time_diag", "time_eval")
@@ -74,7 +74,7 @@ class Trainer:
 
             reward = rewards.load(cfg.reward, device=str(self.device))  # scores videos where they are sampled
         self.model, self.reward = model, reward
-        module = model.trainable_module()
+        self.module = module = model.trainable_module()
         (model if hasattr(model, "to") else module).to(self.device)
         # The launch's optimizer step (steppers.py): FSDP2 shards the module first, DeepSpeed wraps it
         # in its engine; every later reference to the parameters sees the final ones.
@@ -193,7 +193,7 @@ class Trainer:
         main = self.acc.is_main_process
         sink = MetricsSink(out, self.acc) if main else None
         if self.acc.trackers == [] and cfg.trackers:
-            self.acc.init_trackers(f"grpo-bench-{config_id(cfg)}", config=cfg.to_dict())
+            self.acc.init_trackers(f"grpo-bench-{config_id(cfg)}", config=hparams(cfg.to_dict()))
         if resume:
             checkpoint.resume(self, out)  # safetensors + JSON only; an unreadable one falls back
         lines = sink.truncate(self.counters.update) if main else []
@@ -227,6 +227,8 @@ class Trainer:
         if final_eval is None:  # resumed after the last checkpoint: the same policy, the same noise
             final_eval = self.evaluate()
         _, rows, videos = final_eval
+        # the exported policy of a sharded run: every rank all-gathers, before the process group ends
+        gathered = export.gather_trainable(self.module) if self.sharded else None
         self.acc.end_training()
         last_line = lines[-1] if lines else {}
         last_eval = next((r for r in reversed(lines) if "eval_at" in r), {})
@@ -235,6 +237,7 @@ class Trainer:
             "eval": {k: v for k, v in last_eval.items() if k.startswith("eval_")},
             "updates": self.counters.update, "optimizer_steps": self.counters.optimizer_steps,
             "wall_time": self.counters.wall_time, "config_id": config_id(cfg), "eval_videos": rows,
+            "provenance": export.provenance(),
         }
         if not main:
             return final
@@ -244,6 +247,8 @@ class Trainer:
             buf = io.BytesIO()
             torch.save(videos.clamp(-1, 1).half(), buf)
             atomic_write_bytes(out / "samples" / "final_eval.pt", buf.getvalue())
+            export.write_eval_videos(videos, out, world=export.world_net(self.model) is not None)
+        export.export_policy(self.model, self.module, cfg, out, final, gathered)
         atomic_write_json(out / "final.json", final)
         atomic_write_text(out / "DONE", "done\n")
         return final

@@ -1,0 +1,154 @@
+"""First-day CLI details: the live suite view (Setting column, no source-path log lines, ETA from
+finished cells), `run --device`, `--dry-run` shown as a flag, wide tables off a terminal, one line
+per distinct failure, the suite's INDEX.md, `samplers` writing under runs/, and the report wording."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from suite_support import write_suite
+from typer.testing import CliRunner
+
+from grpo_bench.cli.commands import app
+from grpo_bench.suite.live import SuiteDisplay
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _display(**kw) -> tuple[SuiteDisplay, io.StringIO]:
+    buf = io.StringIO()
+    d = SuiteDisplay("t", Console(file=buf, width=200, force_terminal=False), **kw)
+    return d, buf
+
+
+def test_live_view_lines_name_the_setting_and_no_source_file():
+    d, buf = _display(settings={"c1": "B"})
+    d.begin(total=2, done=0, jobs=1, updates=[4, 4])
+    d.event(("start", 0, "c1", "sage_grpo kl=dual", 0, 4))
+    for u in range(1, 5):
+        d.event(("update", 0, "c1", u, 4, 0.5))
+    d.event(("end", 0, "c1", "done", 8.0))
+    d.finish()
+    out = buf.getvalue()
+    line = next(ln for ln in out.splitlines() if "done c1" in ln)
+    assert " B sage_grpo kl=dual" in line
+    assert "live.py" not in out
+
+
+def test_eta_uses_the_pace_of_finished_cells():
+    d, _ = _display()
+    d.begin(total=3, done=0, jobs=1, updates=[4, 4, 4])
+    d.event(("start", 0, "c1", "g", 0, 4))
+    for u in range(1, 5):
+        d.event(("update", 0, "c1", u, 4, None))
+    d.event(("end", 0, "c1", "done", 40.0))  # 10 s per update, whatever the wall clock of this test says
+    assert d.eta() == pytest.approx(8 * 10.0)
+    d.event(("start", 0, "c2", "g", 1, 4))
+    d.event(("update", 0, "c2", 3, 4, None))  # resumed at update 2: only 2 of its 4 updates were left
+    d.event(("update", 0, "c2", 4, 4, None))
+    d.event(("end", 0, "c2", "done", 10.0))
+    assert d.updates_left == 4
+    assert d.eta() == pytest.approx(4 * (50.0 / 6))  # 4 + 2 updates ran in 40 + 10 s
+    d.finish()
+
+
+def test_run_accepts_device_and_dry_run_is_a_flag(tmp_path):
+    suite = write_suite(tmp_path / "tiny.yaml")
+    res = CliRunner().invoke(app, ["run", str(suite), "--device", "cpu", "--dry-run", "--out", str(tmp_path / "runs")])
+    assert res.exit_code == 0, res.output
+    assert not (tmp_path / "runs" / "tiny").exists()
+    env = {**os.environ, "COLUMNS": "200"}
+    help_text = subprocess.run([sys.executable, "-m", "grpo_bench.cli", "run", "--help"], capture_output=True,
+                               text=True, env=env).stdout
+    dry = next(ln for ln in help_text.splitlines() if "--dry-run" in ln)
+    assert "<bool>" not in dry
+    assert "--device" in help_text
+
+
+def test_tables_are_not_cut_at_80_columns_in_a_pipe():
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    out = subprocess.run([sys.executable, "-m", "grpo_bench.cli", "methods"], capture_output=True, text=True,
+                         env=env).stdout
+    assert "…" not in out and "equalizer" in out  # rich cuts headers to "equa…" at 80 columns
+
+
+def test_failures_with_one_cause_print_once_and_the_index_names_every_folder(tmp_path, monkeypatch):
+    from grpo_bench.cli.suite import INDEX, execute
+    from grpo_bench.suite.spec import load_suite
+
+    monkeypatch.setenv("FAKE_FAIL", "sage_grpo")
+    suite = load_suite(write_suite(tmp_path / "tiny.yaml"))
+    buf = io.StringIO()
+    summary = execute(suite, tmp_path / "runs", 1, "local", False, True, Console(file=buf, width=200),
+                      trainer="suite_support:fake_train")
+    out = buf.getvalue()
+    assert summary.count("failed") == 4
+    assert out.count("RuntimeError: fake failure of sage_grpo") == 1 and "4 cells" in out
+    index = (tmp_path / "runs" / "tiny" / INDEX).read_text()
+    for o in summary.outcomes:
+        assert o.cell in index
+    assert index.count("| failed |") == 4 and index.count("| done |") == 2
+
+
+def test_samplers_writes_under_runs_by_default(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(app, ["samplers", "--steps", "4"])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "runs" / "samplers" / "table1.md").is_file()
+    assert not (tmp_path / "reports").exists()
+
+
+def test_report_header_counts_seeds_per_row_and_names_them(tmp_path):
+    res = CliRunner().invoke(app, ["report", str(ROOT / "reports" / "kl_weight" / "results.parquet"),
+                                   "--out", str(tmp_path / "r")])
+    assert res.exit_code == 0, res.output
+    header = (tmp_path / "r" / "report.md").read_text()
+    assert "seeds per row: 3 (seed values 0, 1, 2)" in header
+
+
+def test_train_like_a_suite_reproduces_its_cell_config():
+    from grpo_bench.cli.train import build_config
+    from grpo_bench.suite.spec import expand, load_suite
+    from grpo_bench.train.config import resolve
+
+    path = ROOT / "suites" / "main_table.yaml"
+    cell = expand(load_suite(path))[-1]
+    c = cell.config
+    like = build_config(c.method, c.kl, c.setting, c.seed, None, None, [], like=path)
+    assert resolve(like).to_dict() == c.to_dict()
+    plain = build_config(c.method, c.kl, c.setting, c.seed, None, None, [])
+    assert resolve(plain).to_dict() != c.to_dict()  # why --like exists: train's defaults are not the suites'
+
+
+def test_rerunning_a_finished_train_says_it_is_already_done(tmp_path, monkeypatch):
+    from suite_support import fake_train
+
+    from grpo_bench.cli import train as train_cli
+    from grpo_bench.train.config import resolve
+
+    cfg = train_cli.build_config("cps", None, None, 0, 2, "cpu", ["steps=4", "eval_samples=1"])
+    fake_train(resolve(cfg), tmp_path / "run")
+    calls = []
+    monkeypatch.setattr("grpo_bench.train.trainer.train", lambda *a, **k: calls.append(a))
+    buf = io.StringIO()
+    final = train_cli.run_train(cfg, tmp_path / "run", True, Console(file=buf, width=200))
+    assert not calls and "already done" in buf.getvalue() and final["config_id"]
+
+
+def test_ablate_resumes_a_folder_started_under_the_long_name(tmp_path):
+    base = write_suite(tmp_path / "tiny.yaml")
+    legacy = tmp_path / "runs" / "ablate_tiny_sde-sage_grpo-flow_grpo-dance_grpo-cps"
+    legacy.mkdir(parents=True)
+    res = CliRunner().invoke(app, ["ablate", "--sde", "sage,flow,dance,cps", "--base", str(base), "--dry-run",
+                                   "--out", str(tmp_path / "runs")])
+    assert res.exit_code == 0, res.output
+    assert legacy.name in res.output.replace("\n", "")
+    fresh = CliRunner().invoke(app, ["ablate", "--sde", "sage,flow,dance,cps", "--base", str(base), "--dry-run",
+                                     "--out", str(tmp_path / "other")])
+    assert "ablate_tiny_sde-all" in fresh.output

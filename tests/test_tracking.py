@@ -1,0 +1,67 @@
+"""Trackers: TensorBoard end to end on a one-update run (hparams flattened to scalars), and tracker
+names checked before any work with one line naming the allowed names or the extra to install."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from grpo_bench.cli.commands import app
+from grpo_bench.errors import UserError
+from grpo_bench.train.config import RunConfig
+from grpo_bench.train.tracking import EXTRAS, check_trackers, hparams
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_hparams_are_scalars_a_tensorboard_writer_accepts():
+    flat = hparams(RunConfig(trackers=["tensorboard"]).to_dict())
+    assert all(isinstance(v, (bool, int, float, str)) for v in flat.values())
+    assert flat["trackers"] == '["tensorboard"]' and flat["kl"] == "none"
+
+
+@pytest.mark.skipif(importlib.util.find_spec("tensorboard") is None, reason="tensorboard not installed")
+def test_tensorboard_tracker_end_to_end(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from grpo_bench.train.trainer import train
+
+    cfg = RunConfig(method="flow_grpo", updates=1, steps=4, prompts_per_update=1, group_size=2, eval_samples=1,
+                    diag_every=0, device="cpu", trackers=["tensorboard"])
+    final = train(cfg, tmp_path / "run")
+    events = sorted((tmp_path / "run").rglob("events.out.tfevents.*"))
+    assert events
+    tags = set()
+    for e in events:
+        acc = EventAccumulator(str(e.parent))
+        acc.Reload()
+        tags |= set(acc.Tags()["scalars"])
+        for tag in acc.Tags()["scalars"]:
+            if tag == "reward":
+                assert acc.Scalars(tag)[0].value == pytest.approx(final["metrics"]["reward"], rel=1e-5)
+    assert "reward" in tags
+
+
+def test_unknown_tracker_is_one_line_before_any_work(tmp_path):
+    out = tmp_path / "run"
+    res = CliRunner().invoke(app, ["train", "--out", str(out), "trackers=[tensorbord]"])
+    assert res.exit_code != 0 and isinstance(res.exception, UserError)
+    assert "did you mean 'tensorboard'" in str(res.exception) and "wandb" in str(res.exception)
+    assert not out.exists()
+
+
+def test_missing_tracker_package_names_the_extra(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "wandb" else real(name, *a))
+    with pytest.raises(UserError, match=r"grpo-bench\[wandb\]"):
+        check_trackers(["wandb"])
+
+
+def test_pyproject_has_the_tracker_extras():
+    text = (ROOT / "pyproject.toml").read_text()  # tomllib is 3.11+; the project supports 3.10
+    extras = text.split("[project.optional-dependencies]")[1].split("\n[")[0]
+    for name in EXTRAS.values():
+        assert f'{name} = ["{name}' in extras
