@@ -35,6 +35,7 @@ from grpo_bench.atomic import atomic_write_bytes, atomic_write_json, atomic_writ
 from grpo_bench.train.config import RunConfig, config_id, resolve, validate
 from grpo_bench.errors import UserError
 from grpo_bench.train.evaluation import evaluate
+from grpo_bench.train.microbatch import MicroBatched, chunked
 from grpo_bench.core.loss import LossContext, per_step_grad_norms, step_terms
 from grpo_bench.core.method import make_method
 from grpo_bench.train.prompts import load_prompt_set
@@ -76,6 +77,11 @@ class Trainer:
 
             reward = rewards.load(cfg.reward, device=str(self.device))  # scores videos where they are sampled
         self.model, self.reward = model, reward
+        prompt_set = load_prompt_set(cfg.prompts)
+        if hasattr(model, "release_text_encoders"):  # encode every prompt once, then free the encoders
+            model.cache_prompts([*prompt_set.train, *prompt_set.eval])
+            model.release_text_encoders()
+        self.sampler = MicroBatched(model, cfg.micro_batch)  # rollout and eval: micro_batch rows per forward
         module = model.trainable_module()
         (model if hasattr(model, "to") else module).to(self.device)
         # The launch's optimizer step (steppers.py): FSDP2 shards the module first, DeepSpeed wraps it
@@ -99,7 +105,7 @@ class Trainer:
         self.counters = checkpoint.Counters()
         self.acc.register_for_checkpointing(checkpoint.TrainableState(module), self.anchors, self.kl_weight,
                                             self.counters, *self.stepper.checkpoint_objects())
-        self.train_prompts = load_prompt_set(cfg.prompts).train
+        self.train_prompts = prompt_set.train
         self.shard = distributed.shard(cfg.prompts_per_update * cfg.group_size, self.acc.process_index,
                                        self.acc.num_processes)  # checks divisibility before any sampling
 
@@ -117,10 +123,11 @@ class Trainer:
         # Data parallel: this process's contiguous rows of the global batch (all of it on one process).
         mine = self.shard
         with self.autocast():
-            ro = rollout(self.model, self.table, rows[mine], x0[mine], guidance=cfg.guidance,
+            ro = rollout(self.sampler, self.table, rows[mine], x0[mine], guidance=cfg.guidance,
                          stored=self.stored, logprob=self.method.config.logprob,
                          sde_gen=generator(distributed.rank_seed(cfg.seed, rank), "sde", u, dev),
-                         anchors={a: self.anchors.velocity(a) for a in self.anchors.names}, train_steps=steps[mine])
+                         anchors={a: chunked(self.anchors.velocity(a), cfg.micro_batch) for a in self.anchors.names},
+                         train_steps=steps[mine])
         t1 = _sync(dev)
         with torch.no_grad():
             local = {k: v.detach().float().cpu() for k, v in self.reward(ro.videos, ro.prompts).items()}
@@ -134,7 +141,8 @@ class Trainer:
         t2 = time.perf_counter()
         if cfg.diag_every and u % cfg.diag_every == 0:
             with self.autocast():
-                line["grad_norm_per_step"] = per_step_grad_norms(self.ctx, ro, adv, self.params, cfg.steps)
+                line["grad_norm_per_step"] = per_step_grad_norms(self.ctx, ro, adv, self.params, cfg.steps,
+                                                               micro_batch=cfg.micro_batch)
         t3 = _sync(dev)
         train_stats = self.optimize(ro, adv, steps[mine].to(dev))
         if self.acc.num_processes > 1:  # loss statistics of the whole batch: mean over ranks (equal shards)
@@ -181,7 +189,8 @@ class Trainer:
 
     def evaluate(self) -> tuple[dict, list, torch.Tensor]:
         t = time.perf_counter()
-        metrics, rows, videos = evaluate(self.model, self.reward, self.sigmas, self.cfg, self.device, self.autocast)
+        metrics, rows, videos = evaluate(self.sampler, self.reward, self.sigmas, self.cfg, self.device, self.autocast,
+                                          acc=self.acc)
         metrics["time_eval"] = time.perf_counter() - t
         return metrics, rows, videos
 
