@@ -284,6 +284,12 @@ class DiffusersVideoModel(ABC):
         """v for latents x: Tensor[B, C, F, H, W] at sigma: Tensor[B] (float32)."""
         return self.net(x, sigma, cond)
 
+    @property
+    def video_shape(self) -> tuple[int, int, int, int]:
+        """(3, F, H, W) of one decoded video (the rounded frames and size)."""
+        o = self.options
+        return (3, o.frames, o.height, o.width)
+
     @torch.no_grad()
     def decode(self, x: Tensor) -> Tensor:
         """Videos Tensor[B, 3, F', H', W'] in [-1, 1] from final latents (for the reward only)."""
@@ -327,6 +333,9 @@ PIPELINES: Registry[Any] = Registry("diffusers pipeline")
 def load_any(source: str, cfg: Any = None, **overrides: Any) -> DiffusersVideoModel:
     """A supported diffusers pipeline from a local folder or a hub id in the local cache, chosen by
     its model_index.json ``_class_name``; UserError naming the download when it is not present."""
+    if looks_local(source) and not Path(source).expanduser().is_dir():
+        raise UserError(f"config key 'model': folder {source!r} does not exist (a local diffusers pipeline "
+                        "folder is expected; grpo-bench never downloads weights)")
     name = pipeline_class_name(source)
     if name is None:
         from huggingface_hub import try_to_load_from_cache
@@ -352,6 +361,11 @@ def load_dtypes(opts: AdapterOptions) -> dict[str, torch.dtype]:
     component): transformer as ``transformer_dtype``, text encoders in the compute dtype, VAE float32."""
     compute = torch.bfloat16 if opts.mixed_precision == "bf16" else torch.float32
     return {"default": compute, "transformer": transformer_dtype(opts), "vae": torch.float32}
+
+
+def looks_local(source: str) -> bool:
+    """A filesystem path rather than a registered name or an ``org/name`` hub id."""
+    return source.startswith(("/", ".", "~")) or source.count("/") > 1 or "\\" in source
 
 
 def missing_model(source: str, what: str) -> UserError:

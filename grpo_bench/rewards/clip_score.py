@@ -33,3 +33,6 @@ def clip_score(model: str = DEFAULT_MODEL, device: str | None = None, frames: in
     device = auto_device(device)
     net, tokenizer, numbers = load_clip_parts(model, None, "CLIPScore")
     return ClipScore(net, tokenizer, frames=frames, batch_size=batch_size, device=device, **numbers, **kw)
+
+
+clip_score.path_options = ("model",)  # reward_path, reward_base_path

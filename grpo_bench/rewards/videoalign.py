@@ -213,11 +213,17 @@ def videoalign(checkpoint: str = DEFAULT_CHECKPOINT, base_model: str | None = No
                             use_norm=use_norm)
 
 
+videoalign.path_options = ("checkpoint", "base_model")  # reward_path, reward_base_path
+
+
 @register("videoalign_16fps")
 def videoalign_16fps(**kw: Any) -> VideoAlignReward:
     """VideoAlign for 16-fps generators (Wan 2.1/2.2)."""
     kw.setdefault("source_fps", 16.0)
     return videoalign(**kw)
+
+
+videoalign_16fps.path_options = videoalign.path_options
 
 
 def _local(source: str, marker: str, what: str) -> Path:

@@ -168,6 +168,15 @@ class RunConfig:
     """Frames per video (real models: latent frames follow the VAE)."""
     height: int = 16
     width: int = 16
+    param_dtype: str = "float32"
+    """Full fine-tuning: dtype the trained weights are stored in, 'float32' (master weights; the forward
+    autocasts under mixed_precision) or 'bf16' (bf16 parameters and AdamW state, the paper's FSDP2 recipe)."""
+    reward_path: str = ""
+    """Folder of the reward's weights ('' = its hub id in the local cache): VideoAlign's VideoReward
+    checkpoint, the CLIP / PickScore model, or the world judge's .safetensors."""
+    reward_base_path: str = ""
+    """Second folder some rewards need ('' = default): VideoAlign's base Qwen2-VL-2B-Instruct,
+    PickScore's processor (CLIP-ViT-H-14)."""
 
     def method_overrides(self) -> dict[str, Any]:
         """The method options set in this config (None = keep the method default)."""
@@ -291,6 +300,7 @@ def validate(cfg: RunConfig, where: str = "") -> None:
         "on_bad_reward": ("error", "zero"),
         "mixed_precision": ("no", "bf16", "fp16"),
         "stepwise_estimator": ("sample", "analytic"),
+        "param_dtype": ("float32", "bf16"),
     }
     for key, allowed in choices.items():
         if getattr(cfg, key) not in allowed:

@@ -30,6 +30,7 @@ from grpo_bench.train import distributed
 from grpo_bench.core import schedule
 from grpo_bench.train import sharding
 from grpo_bench.train import steppers
+from grpo_bench.train import weights
 from grpo_bench.core.advantages import group_advantages, group_std
 from grpo_bench.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text
 from grpo_bench.train.config import RunConfig, config_id, resolve, validate
@@ -75,7 +76,8 @@ class Trainer:
         if reward is None:
             from grpo_bench import rewards
 
-            reward = rewards.load(cfg.reward, device=str(self.device))  # scores videos where they are sampled
+            reward = rewards.load(cfg.reward, device=str(self.device), **weights.reward_kwargs(cfg))  # where sampled
+        weights.check_video_shape(cfg, model, reward)  # before any sampling
         self.model, self.reward = model, reward
         prompt_set = load_prompt_set(cfg.prompts)
         if hasattr(model, "release_text_encoders"):  # encode every prompt once, then free the encoders
@@ -265,6 +267,7 @@ def train(
     import json
 
     validate(cfg)
+    weights.check_weight_paths(cfg)  # a missing model or reward folder stops here, before any work
     cfg = resolve(cfg)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
