@@ -50,6 +50,9 @@ def execute(suite: Suite, out: Path, jobs: int | None, backend: str, dry_run: bo
     if dry_run:
         print_cells(suite, cells, out, console)
         return None
+    from grpo_bench.cli.plan import preflight
+
+    preflight(suite, cells, console)  # real models: weight folders exist and every cell fits gpu_memory_gb
     display = SuiteDisplay(suite.name, console)
     summary = run_suite(suite, cells, out, jobs=jobs, backend=backend, resume=resume, trainer=trainer,
                         display=display, suite_text=suite_text if suite_text is not None else suite.to_yaml())
