@@ -58,6 +58,10 @@ def print_plan(suite: Suite, plans: list[tuple[Cell, Plan]], gpu_memory_gb: floa
         table.add_row(group, setting, str(n), p.model, _count(p.params), _count(p.trainable), str(p.tokens),
                       f"{p.gpu_peak / GB:.1f}", f"{p.host_peak / GB:.1f}", f"{p.seconds_per_update:.3g}", fits)
     console.print(table)
+    for model, p in {p.model: p for _, p in plans}.items():  # the numbers behind every row, unwrapped
+        console.print(f"{model}: {_count(p.params)} transformer parameters, {_count(p.trainable)} trained, "
+                      f"{p.tokens} tokens per video; worst cell {max(q.gpu_peak for _, q in plans) / GB:.1f} GB GPU, "
+                      f"{max(q.host_peak for _, q in plans) / GB:.1f} GB host per process", highlight=False)
 
 
 def _count(n: float) -> str:

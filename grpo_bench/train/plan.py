@@ -9,8 +9,9 @@ their random pipelines), the plan predicts per process:
   ``deepspeed_zero2`` gradients and optimizer state);
 * activations of the largest forward: a training micro-batch (``micro_batch`` rows, doubled by
   classifier-free guidance) with or without gradient checkpointing, or a no-grad rollout forward;
-  ``ACT_BYTES`` per token and hidden unit per layer (Megatron's 34 s·h bytes per 16-bit layer with a
-  fused attention kernel; float32 doubles it);
+  ``ACT_BYTES`` per token and hidden unit per layer (measured on a Wan block stack; Megatron's
+  34 s·h bytes per 16-bit layer plus the blocks' modulation; float32 doubles it), with no L x L
+  attention term (fused / memory-efficient attention kernels);
 * the rollout store (x, x', mu and one mu_ref per anchor at every stored step), decoded videos,
   the VAE and reward weights, and the text encoders while prompts are cached (offloaded after);
 * host memory: the interpreter baseline, the pipeline materialised once in its load dtypes, the
@@ -39,14 +40,22 @@ import yaml
 from grpo_bench.errors import UserError
 
 GB = 1024**3
-ACT_BYTES = 34
-"""Training activation bytes per (token x hidden unit) of one layer in 16-bit (float32: twice)."""
+ACT_BYTES = 52
+"""Training activation bytes per (token x hidden unit) of one layer in 16-bit (float32: twice).
+Megatron's estimate for a plain transformer layer with a fused attention kernel is 34; the adaLN
+modulation and cross-attention of these video DiT blocks add to it: 52 is what a 4-layer Wan block
+stack keeps (measured on the CPU in float32, halved; tests/test_plan.py)."""
+RECOMPUTE_BYTES = 64
+"""With gradient checkpointing: the one block recomputed in the backward pass plus the backward's
+temporaries, per (token x hidden unit), 16-bit (measured as ACT_BYTES)."""
 ROLLOUT_BYTES = 12
 """No-grad forward: live bytes per (token x hidden unit) of the one running layer (16-bit)."""
 CHECKPOINT_BYTES = 2
 """Gradient checkpointing keeps each layer's input: bytes per (token x hidden unit), 16-bit."""
-HOST_BASELINE_GB = 1.0
-"""Python, torch, diffusers and transformers loaded in one process (measured ~0.6-0.9 GB on CPU)."""
+HOST_BASELINE_GB = {"cpu": 0.5, "cuda": 2.5}
+"""Resident memory of one process with Python, torch, diffusers, transformers and accelerate loaded:
+0.5 GB measured on the CPU (the tiny presets peak at 0.47-0.49 GB, tests/test_plan.py); with CUDA the
+runtime, cuBLAS/cuDNN and kernel images add more (2.5 GB assumed, not measured in this repository)."""
 GPU_OVERHEAD_GB = 1.0
 """CUDA context and kernels, per process."""
 FRAGMENTATION = 1.1
@@ -205,6 +214,23 @@ def _bytes(dtype: str) -> int:
     return 2 if dtype == "bf16" else 4
 
 
+def training_activation_bytes(spec: ModelSpec, rows: int, checkpointing: bool, bf16: bool) -> float:
+    """Activations a forward keeps for its backward: rows x tokens x hidden x bytes per layer (every
+    layer's ACT_BYTES, or with checkpointing each layer's input plus one recomputed layer)."""
+    per = (spec.layers * CHECKPOINT_BYTES + RECOMPUTE_BYTES) if checkpointing else spec.layers * ACT_BYTES
+    return rows * spec.tokens * spec.hidden * per * (1 if bf16 else 2)
+
+
+def transformer_spec(transformer: torch.nn.Module, latent: tuple[int, int, int, int], text_tokens: int,
+                     joint_text: bool) -> ModelSpec:
+    """The spec of a built transformer (a layer stack in gpu_check, a measured model in tests)."""
+    conf = transformer.config
+    patch = conf.patch_size if isinstance(conf.patch_size, (list, tuple)) else (conf.get("patch_size_t", 1), conf.patch_size, conf.patch_size)
+    _, block = _lora_and_block(transformer, 0, [])
+    return ModelSpec(type(transformer).__name__, _numel(transformer), 0, 0, conf.num_attention_heads * conf.attention_head_dim,
+                     conf.num_layers, latent, tuple(patch), text_tokens, joint_text, 0, block)
+
+
 def estimate(cfg: Any, processes: int = 1, sharding: str = "none", tflops: float = 400.0,
              spec: ModelSpec | None = None) -> Plan:
     """The plan of one resolved RunConfig on ``processes`` processes (one GPU each)."""
@@ -236,7 +262,6 @@ def estimate(cfg: Any, processes: int = 1, sharding: str = "none", tflops: float
     cfg_mult = 2 if cfg.guidance != 1.0 else 1
     micro = min(cfg.micro_batch or rows, rows)
     L, hid, layers = spec.tokens, spec.hidden, spec.layers
-    act_scale = 1 if bf16 else 2
 
     gpu: dict[str, float] = {}
     gpu["weights"] = spec.transformer_params * base_bytes / shard_all + (spec.block_params * base_bytes if shard_all > 1 else 0)
@@ -250,23 +275,23 @@ def estimate(cfg: Any, processes: int = 1, sharding: str = "none", tflops: float
     latent = math.prod(spec.latent)
     video = 3 * math.prod(spec.video)
     gpu["rollout_store"] = rows * stored * (3 + anchors) * latent * 4 + rows * video * 4
-    per_row = (layers * CHECKPOINT_BYTES + ACT_BYTES) if cfg.gradient_checkpointing else layers * ACT_BYTES
-    train_act = micro * cfg_mult * L * hid * per_row * act_scale
-    if cfg.diag_every:  # the diagnostic accumulates a second gradient buffer (autograd.grad)
-        train_act += trainable * 4 / shard_all
-    rollout_act = min(micro * cfg_mult, rows * cfg_mult) * L * hid * ROLLOUT_BYTES * act_scale
+    train_act = training_activation_bytes(spec, micro * cfg_mult, cfg.gradient_checkpointing, bf16)
+    rollout_act = min(micro * cfg_mult, rows * cfg_mult) * L * hid * ROLLOUT_BYTES * (1 if bf16 else 2)
     gpu["activations"] = max(train_act, rollout_act)
+    # the micro-batched diagnostic sums autograd.grad results in a second gradient buffer
+    gpu["diagnostic_grads"] = trainable * train_bytes / shard_all if cfg.diag_every else 0.0
     encoders = spec.text_encoder_params * compute
     gpu["text_encoders_while_caching"] = encoders
     train_phase = sum(v for k, v in gpu.items() if k != "text_encoders_while_caching")
-    cache_phase = gpu["weights"] + gpu["vae"] + encoders
+    # at load the whole transformer reaches the GPU before it is sharded, with the text encoders
+    cache_phase = spec.transformer_params * base_bytes + gpu["vae"] + encoders
     on_cpu = str(getattr(cfg, "device", "auto")) == "cpu"
     gpu["peak"] = 0.0 if on_cpu else (max(train_phase, cache_phase) * FRAGMENTATION + GPU_OVERHEAD_GB * GB)
 
     prompts = load_prompt_set(cfg.prompts)
     n_prompts = len(set(prompts.train) | set(prompts.eval)) + 1
     text_dim = 4096 if spec.text_tokens >= 512 else hid
-    host: dict[str, float] = {"baseline": HOST_BASELINE_GB * GB}
+    host: dict[str, float] = {"baseline": HOST_BASELINE_GB["cpu" if on_cpu else "cuda"] * GB}
     host["load"] = spec.transformer_params * base_bytes + encoders + spec.vae_params * 4
     host["offloaded_text_encoders"] = encoders
     host["prompt_cache"] = n_prompts * spec.text_tokens * text_dim * compute
