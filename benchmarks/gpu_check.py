@@ -119,6 +119,10 @@ def run_stack(name: str, args: argparse.Namespace, device: torch.device) -> dict
     if args.dry_run:
         return row
     tr = getattr(diffusers, s["transformer"]["class"])(**conf).to(device=device, dtype=torch.bfloat16)
+    if s["family"] == "hunyuan15":  # the trainer's attention path (no dense L x L mask)
+        from grpo_bench.models.hunyuan_attention import use_key_padding_attention
+
+        use_key_padding_attention(tr)
     tr.enable_gradient_checkpointing()
     tr.train()
     inputs = stack_inputs(s, tr, latent, device)
