@@ -120,3 +120,17 @@ def test_gpu_check_dry_run_prints_the_plan_column(capsys):
     assert "plan GB" in capsys.readouterr().out
     world = estimate(RunConfig(model="world", device="cpu"))
     assert world.params > 0 and world.gpu_peak == 0 and world.host_peak > 0
+
+
+def test_a_local_pipeline_folder_is_planned_as_the_checkpoint_it_holds(tmp_path):
+    from grpo_bench.train.plan import identify_folder, real_specs
+
+    (tmp_path / "transformer").mkdir()
+    conf = {"_class_name": "WanTransformer3DModel", **real_specs()["wan2.1-1.3b"]["transformer"]["config"]}
+    (tmp_path / "transformer" / "config.json").write_text(json.dumps(conf))
+    assert identify_folder(str(tmp_path)) == "wan2.1-1.3b"
+    p = estimate(hy(model=str(tmp_path), width=832, reward="videoalign_16fps"), processes=8)
+    assert p.model == "wan2.1-1.3b" and 1.2e9 < p.params < 1.5e9
+    conf["num_layers"] = 7  # not a known checkpoint
+    (tmp_path / "transformer" / "config.json").write_text(json.dumps(conf))
+    assert identify_folder(str(tmp_path)) is None

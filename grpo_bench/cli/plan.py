@@ -9,6 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from grpo_bench.errors import UserError
 from grpo_bench.suite.spec import Cell, Suite, expand, load_suite
 from grpo_bench.train.config import parse_overrides
 from grpo_bench.train.plan import GB, Plan, check_fits, estimate
@@ -94,7 +95,11 @@ def preflight(suite: Suite, cells: list[Cell], console: Console) -> None:
     for c in cells:
         check_weight_paths(c.config, f"{suite.name}: cell {c.id}: ")
     memory = suite.resources.get("gpu_memory_gb")
-    plans = plan_cells(suite, cells)
+    try:
+        plans = plan_cells(suite, cells)
+    except UserError as exc:  # a model plan cannot size (an unknown local folder): say so, do not block
+        console.print(f"plan: skipped ({exc})", highlight=False)
+        return
     if memory:
         check(suite, plans, memory)
     worst = max(plans, key=lambda cp: cp[1].gpu_peak, default=None)

@@ -164,16 +164,34 @@ def _meta_counts(name: str, rank: int, targets: tuple[str, ...]) -> tuple[int, i
     return _numel(tr), text, _numel(vae), lora, block
 
 
+def identify_folder(source: str) -> str | None:
+    """The named checkpoint a local pipeline folder holds, from its transformer/config.json (class,
+    layers, heads, input channels); None when it is not a folder or matches none."""
+    import json
+
+    conf_path = Path(source).expanduser() / "transformer" / "config.json"
+    if not conf_path.is_file():
+        return None
+    conf = json.loads(conf_path.read_text())
+    keys = ("num_layers", "num_attention_heads", "attention_head_dim", "in_channels")
+    for name, s in real_specs().items():
+        ref = s["transformer"]["config"]
+        if s["transformer"]["class"] == conf.get("_class_name") and all(conf.get(k) == ref.get(k) for k in keys):
+            return name
+    return None
+
+
 def model_spec(cfg: Any) -> ModelSpec:
     """The spec of ``cfg.model`` at the config's frames and size (no weights are read)."""
     specs = real_specs()
     targets = tuple(cfg.lora_targets)
-    if cfg.model in specs:
-        s = specs[cfg.model]
-        tr, text, vae, lora, block = _meta_counts(cfg.model, cfg.lora_rank, targets)
+    name = cfg.model if cfg.model in specs else identify_folder(cfg.model)
+    if name is not None:
+        s = specs[name]
+        tr, text, vae, lora, block = _meta_counts(name, cfg.lora_rank, targets)
         f, h, w = latent_geometry(cfg.frames, cfg.height, cfg.width, s["vae_temporal"], s["vae_spatial"], s["patch"][1])
         video = ((f - 1) * s["vae_temporal"] + 1, h * s["vae_spatial"], w * s["vae_spatial"])
-        return ModelSpec(cfg.model, tr, text, vae, s["hidden"], s["layers"], (s["latent_channels"], f, h, w),
+        return ModelSpec(name, tr, text, vae, s["hidden"], s["layers"], (s["latent_channels"], f, h, w),
                          tuple(s["patch"]), s["text_tokens"], s["joint_text"], lora, block, video)
     return _built_spec(cfg)
 
