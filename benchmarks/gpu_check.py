@@ -76,7 +76,7 @@ class Peak:
         self.t0 = time.perf_counter()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
             self.bytes = torch.cuda.max_memory_allocated(self.device) - self.start

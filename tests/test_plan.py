@@ -84,7 +84,7 @@ def test_plan_command_runs_on_both_hunyuan_suites_and_refuses():
 
 def _measure(*args: str) -> dict:
     out = subprocess.run([sys.executable, str(ROOT / "tests" / "plan_measure_script.py"), *args], env=MEASURE_ENV,
-                         capture_output=True, text=True, timeout=300, cwd=ROOT)
+                         capture_output=True, text=True, timeout=300, cwd=ROOT, check=False)
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -101,7 +101,7 @@ def test_activation_estimate_against_measured_cpu_peak(family, ckpt):
 def test_host_peak_of_a_tiny_preset_update_against_measured():
     out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_check.py"), "--device", "cpu", "--cases",
                           "tiny-hunyuan15", "--json", "/dev/stdout"], env=MEASURE_ENV, capture_output=True, text=True,
-                         timeout=300, cwd=ROOT)
+                         timeout=300, cwd=ROOT, check=False)
     assert out.returncode == 0, out.stderr[-2000:]
     rows = json.loads(out.stdout[out.stdout.index("["):])
     (row,) = rows

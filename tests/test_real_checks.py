@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from dist_train_script import ToyReward
-from grpo_bench.models.diffusers_video import AdapterOptions
 from test_diffusers_models import HarnessSpacingScheduler, harness_ode
+
+from grpo_bench.models.diffusers_video import AdapterOptions
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 PROMPTS = ["a red circle moving left", "a blue square"]
@@ -86,7 +86,7 @@ def test_wan22_expand_timesteps_two_ode_steps_equal_the_pipeline(monkeypatch):
     monkeypatch.setattr(type(model.pipe.transformer), "forward", spy)
     noise = torch.randn(2, *model.latent_shape, generator=torch.Generator().manual_seed(6))
     ours = harness_ode(model, noise, PROMPTS, 2, 3.0, 1.0)
-    c, f, h, w = model.latent_shape
+    _, f, h, w = model.latent_shape
     assert seen and set(seen) == {(2, f * (h // 2) * (w // 2))}  # one timestep per latent token
     seen.clear()
     theirs = wan_pipeline_output(model, noise, 2, 3.0, "latent")

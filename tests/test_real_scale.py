@@ -10,8 +10,8 @@ import dataclasses
 
 import pytest
 import torch
-
 from dist_train_script import ToyReward
+
 from grpo_bench import models
 from grpo_bench.core.rollout import generator, rollout
 from grpo_bench.errors import UserError

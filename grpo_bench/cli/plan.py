@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+
 from rich.console import Console
 from rich.table import Table
 

@@ -67,7 +67,9 @@ class KeyPaddingAttnProcessor:
 def use_key_padding_attention(transformer: torch.nn.Module) -> int:
     """Install the processor on every attention module that uses diffusers' HunyuanVideo 1.5 one;
     returns how many were replaced."""
-    from diffusers.models.transformers.transformer_hunyuan_video15 import HunyuanVideo15AttnProcessor2_0
+    from diffusers.models.transformers.transformer_hunyuan_video15 import (
+        HunyuanVideo15AttnProcessor2_0,
+    )
 
     replaced = 0
     for module in transformer.modules():

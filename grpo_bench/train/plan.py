@@ -86,7 +86,7 @@ class ModelSpec:
 
     @property
     def video_tokens(self) -> int:
-        c, f, h, w = self.latent
+        _, f, h, w = self.latent
         return max(1, f // self.patch[0]) * max(1, h // self.patch[1]) * max(1, w // self.patch[2])
 
     @property
