@@ -42,13 +42,15 @@ def gather_rows(local: Tensor, acc: Any, counts: list[int]) -> Tensor:
 
 
 def evaluate(model: Any, reward: Any, sigmas: Tensor, cfg: Any, device: torch.device, autocast: Any,
-             acc: Any = None) -> tuple[dict, list, Tensor]:
+             acc: Any = None, even_only: bool = False) -> tuple[dict, list, Tensor]:
     """(eval_* metrics, per-video rows, videos Tensor[N, 3, F, H, W] on CPU).
 
     Under several processes (``acc``) each rank samples and scores its share of the eval prompts
     (``prompt_shard``) with the same fixed noise rows as one process would, and the per-video scores
     are gathered, so the metrics equal the single-process ones and the work is not repeated. The
-    videos returned are this rank's own (the main process's share: it saves them)."""
+    videos returned are this rank's own (the main process's share: it saves them). ``even_only`` (FSDP2:
+    every forward is a collective, so all ranks must run as many) splits only when the prompts divide
+    evenly over the ranks; otherwise every rank samples all of them, as one process would."""
     from grpo_bench.train.prompts import load_prompt_set
     from grpo_bench.world.oracle import diversity, oracle
 
@@ -57,6 +59,8 @@ def evaluate(model: Any, reward: Any, sigmas: Tensor, cfg: Any, device: torch.de
     all_rows = [p for p in prompts for _ in range(n)]
     gen = generator(cfg.seed, "eval", 0, device)
     x0 = torch.randn(len(all_rows), *model.latent_shape, generator=gen, device=device)  # the same noise on every rank
+    if acc is not None and even_only and len(prompts) % acc.num_processes:
+        acc = None  # uneven shares would desynchronise the sharded forwards: repeat instead
     world, rank = (acc.num_processes, acc.process_index) if acc is not None else (1, 0)
     share = prompt_shard(len(prompts), rank, world)
     counts = [(s.stop - s.start) * n for s in (prompt_shard(len(prompts), r, world) for r in range(world))]

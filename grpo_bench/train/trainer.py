@@ -192,7 +192,7 @@ class Trainer:
     def evaluate(self) -> tuple[dict, list, torch.Tensor]:
         t = time.perf_counter()
         metrics, rows, videos = evaluate(self.sampler, self.reward, self.sigmas, self.cfg, self.device, self.autocast,
-                                          acc=self.acc)
+                                          acc=self.acc, even_only=self.sharded)
         metrics["time_eval"] = time.perf_counter() - t
         return metrics, rows, videos
 
