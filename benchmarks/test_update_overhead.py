@@ -17,8 +17,8 @@ import pytest
 import torch
 
 from grpo_bench import models
-from grpo_bench.train.config import RunConfig, resolve
 from grpo_bench.core.rollout import generator
+from grpo_bench.train.config import RunConfig, resolve
 from grpo_bench.train.trainer import Trainer
 
 ROUNDS = 5

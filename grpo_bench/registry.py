@@ -23,7 +23,7 @@ class Registry(Generic[T]):
             if name in self._entries and self._entries[name] is not obj:
                 raise ValueError(f"{self.kind} {name!r} is registered twice")
             self._entries[name] = obj
-            setattr(obj, "name", name)
+            obj.name = name
             return obj
 
         return decorator

@@ -1,6 +1,5 @@
 """SAGE-GRPO: the exact-integral SDE, the gradient-norm equalizer and the dual KL trust region."""
 
-import torch
 from torch import Tensor
 
 from grpo_bench.core.method import Method, MethodConfig, register_method

@@ -26,8 +26,7 @@ def main(out: Path, mode: str) -> None:
     from torch.distributed.tensor import DTensor
 
     from grpo_bench import models
-    from grpo_bench.train import distributed
-    from grpo_bench.train import sharding
+    from grpo_bench.train import distributed, sharding
     from grpo_bench.train.config import RunConfig, resolve
     from grpo_bench.train.trainer import Trainer
 

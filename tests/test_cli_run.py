@@ -117,8 +117,8 @@ def test_sigkill_mid_run_then_resume_runs_every_cell_exactly_once(tmp_path):
 def test_failing_cell_is_recorded_and_the_suite_goes_on(tmp_path, monkeypatch):
     from rich.console import Console
 
-    from grpo_bench.suite.spec import load_suite
     from grpo_bench.cli.suite import execute
+    from grpo_bench.suite.spec import load_suite
 
     monkeypatch.setenv("FAKE_FAIL", "dance_grpo")
     data = json.loads(json.dumps(SMALL_SUITE))

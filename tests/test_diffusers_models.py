@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from grpo_bench.errors import UserError
-from grpo_bench.models.diffusers_video import AdapterOptions, TextCond
 from grpo_bench.core.schedule import sigmas as harness_sigmas
 from grpo_bench.core.sde import make_kernel
+from grpo_bench.errors import UserError
+from grpo_bench.models.diffusers_video import AdapterOptions, TextCond
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 

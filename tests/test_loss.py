@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from grpo_bench.core.advantages import group_advantages, group_std
-from grpo_bench.errors import UserError
 from grpo_bench.core.loss import clipped_policy_loss
+from grpo_bench.errors import UserError
 
 
 def test_loss_hand_computed():

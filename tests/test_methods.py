@@ -3,10 +3,10 @@
 import pytest
 import torch
 
-from grpo_bench.errors import UserError
 from grpo_bench.core.method import METHODS, MethodConfig, make_method
 from grpo_bench.core.schedule import sigmas
 from grpo_bench.core.sde import log_prob
+from grpo_bench.errors import UserError
 
 SIG = sigmas(10, 3.0)
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from dist_train_script import ToyReward  # cheap deterministic VQ/MQ/TA of decoded videos
+
 from grpo_bench import models
 from grpo_bench.train.config import RunConfig
 
@@ -33,8 +33,8 @@ def run_config(model: str, method: str, **kw) -> RunConfig:
 
 @pytest.mark.parametrize("model_name", ["tiny-wan", "tiny-hunyuan15"])
 def test_one_update_of_every_method_trains_only_lora(model_name, tmp_path):
-    from grpo_bench.train.trainer import train
     from grpo_bench.core.trust_region import Anchors
+    from grpo_bench.train.trainer import train
 
     base = models.from_config(run_config(model_name, "flow_grpo", lora_rank=0))  # same seed: the base weights
     x = torch.randn(2, *base.latent_shape, generator=torch.Generator().manual_seed(0))

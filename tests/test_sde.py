@@ -1,16 +1,14 @@
 """Kernels, log-probs and the equalizer against DESIGN.md §2–3."""
 
 import math
-import warnings
 
 import pytest
 import torch
 from scipy import integrate
 
-from grpo_bench.errors import UserError
-from grpo_bench.report.samplers import analyse_kernel, monte_carlo_variance
 from grpo_bench.core.schedule import sigmas
 from grpo_bench.core.sde import KERNELS, ScheduleWarning, equalizer, log_prob, make_kernel
+from grpo_bench.report.samplers import analyse_kernel, monte_carlo_variance
 
 SIG = sigmas(10, 3.0)
 

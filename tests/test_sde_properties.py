@@ -3,13 +3,12 @@
 import math
 import warnings
 
-import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from grpo_bench.report.samplers import analyse_kernel
 from grpo_bench.core.schedule import sigmas
 from grpo_bench.core.sde import ScheduleWarning, equalizer, make_kernel
+from grpo_bench.report.samplers import analyse_kernel
 
 schedules = st.tuples(st.integers(2, 60), st.floats(0.5, 8.0))
 levels = st.floats(0.05, 1.0)

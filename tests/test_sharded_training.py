@@ -22,10 +22,8 @@ import torch
 import yaml
 
 from grpo_bench import rewards
-from grpo_bench.train import distributed
-from grpo_bench.train import sharding
-from grpo_bench.train import steppers
 from grpo_bench.errors import UserError
+from grpo_bench.train import distributed, sharding, steppers
 
 SCRIPT = Path(__file__).with_name("sharded_train_script.py")
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}

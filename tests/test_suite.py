@@ -11,10 +11,10 @@ import pytest
 import yaml
 from suite_support import SMALL_SUITE, TRAINER, write_suite
 
-from grpo_bench.suite import runner
-from grpo_bench.train.config import config_id, from_dict, resolve
 from grpo_bench.errors import UserError
+from grpo_bench.suite import runner
 from grpo_bench.suite.spec import ablation, expand, load_suite, parse_suite
+from grpo_bench.train.config import config_id, from_dict, resolve
 
 SUITES = Path(__file__).resolve().parents[1] / "suites"
 

@@ -10,11 +10,11 @@ import yaml
 from tiny_world import TinyModel, TinyReward
 from typer.testing import CliRunner
 
-from grpo_bench.train.config import RunConfig, resolve
-from grpo_bench.errors import UserError
 from grpo_bench.core.method import METHODS
-from grpo_bench.train.trainer import TIMES, train
 from grpo_bench.core.trust_region import KL_VARIANTS
+from grpo_bench.errors import UserError
+from grpo_bench.train.config import RunConfig, resolve
+from grpo_bench.train.trainer import TIMES, train
 
 
 def tiny(**kw) -> RunConfig:
@@ -184,8 +184,8 @@ def test_cli_rejects_bad_input_before_sampling(tmp_path, monkeypatch):
 
 
 def test_cli_train_end_to_end_with_default_folder(tmp_path, monkeypatch):
-    from grpo_bench import models, rewards
     import grpo_bench.cli.commands as cli
+    from grpo_bench import models, rewards
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(models, "load", lambda name, **kw: TinyModel(seed=0))

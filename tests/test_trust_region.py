@@ -9,11 +9,18 @@ import torch
 from tiny_world import TinyModel
 from torch import nn
 
-from grpo_bench.train.config import RunConfig
 from grpo_bench.core.trust_region import (
-    KL_VARIANTS, AdaptiveKLWeight, Anchors, ConstantKLWeight, KLInputs, KLVariant, analytic_kl, make_kl,
+    KL_VARIANTS,
+    AdaptiveKLWeight,
+    Anchors,
+    ConstantKLWeight,
+    KLInputs,
+    KLVariant,
+    analytic_kl,
+    make_kl,
     make_kl_weight,
 )
+from grpo_bench.train.config import RunConfig
 
 
 def _inputs(seed: int = 0, b: int = 5) -> KLInputs:

@@ -12,13 +12,13 @@ import torch
 from typer.testing import CliRunner
 
 from grpo_bench.cli.commands import app
+from grpo_bench.core.sampling import guided_velocity, sample
+from grpo_bench.core.schedule import sigmas
+from grpo_bench.core.sde import make_kernel
 from grpo_bench.errors import UserError
 from grpo_bench.models import build, load, names
 from grpo_bench.models.base import VideoModel
 from grpo_bench.models.world import DEFAULT_WEIGHTS, load_weights
-from grpo_bench.core.sampling import guided_velocity, sample
-from grpo_bench.core.schedule import sigmas
-from grpo_bench.core.sde import make_kernel
 from grpo_bench.world import prompts
 from grpo_bench.world.model import NULL_INDEX, WorldUNetConfig, param_count
 from grpo_bench.world.oracle import oracle

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -40,7 +39,7 @@ def samplers(
     shift: float = typer.Option(3.0, "--shift", help="Schedule shift."),
     data_std: float = typer.Option(0.5, "--data-std", help="Std s of the Gaussian data N(0, s^2 I)."),
     out: Path = typer.Option(Path("reports/samplers"), "--out", help="Folder for Table 1 and Figure 1."),
-    json_path: Optional[Path] = typer.Option(None, "--json", help="Also write per-step std and variance errors as JSON."),
+    json_path: Path | None = typer.Option(None, "--json", help="Also write per-step std and variance errors as JSON."),
 ) -> None:
     """Table 1 / Figure 1: noise each kernel injects, and its marginal-variance error (exact Gaussian model)."""
     from grpo_bench.report.samplers import run_samplers_report
@@ -55,12 +54,12 @@ app.add_typer(pretrain_app, name="pretrain")
 @pretrain_app.command("base")
 def pretrain_base(
     out: Path = typer.Option(None, "--out", help="Weights file to write (default: the shipped grpo_bench/assets/world_base.safetensors); the card goes next to it (.json)."),
-    steps: Optional[int] = typer.Option(None, "--steps", help="Optimizer steps (batch 64); the shipped model's card gives the number."),
-    minutes: Optional[float] = typer.Option(None, "--minutes", help="Wall-clock budget instead of --steps (the card records the steps run)."),
+    steps: int | None = typer.Option(None, "--steps", help="Optimizer steps (batch 64); the shipped model's card gives the number."),
+    minutes: float | None = typer.Option(None, "--minutes", help="Wall-clock budget instead of --steps (the card records the steps run)."),
     seed: int = typer.Option(0, "--seed", help="Seed of every random draw."),
     size: int = typer.Option(16, "--size", help="Video height/width (16 or 24)."),
     save_every: int = typer.Option(0, "--save-every", help="Also save EMA checkpoints every N steps (0: off)."),
-    init: Optional[Path] = typer.Option(None, "--init", help="Start from these weights (a fine-tuning stage) instead of a random init."),
+    init: Path | None = typer.Option(None, "--init", help="Start from these weights (a fine-tuning stage) instead of a random init."),
     lr: float = typer.Option(1e-3, "--lr", help="AdamW learning rate after the warm-up."),
     warmup: int = typer.Option(200, "--warmup", help="Linear learning-rate warm-up steps."),
     evaluate: bool = typer.Option(True, "--eval/--no-eval", help="Score 20-step ODE samples with the oracle and add them to the card."),
@@ -83,7 +82,7 @@ def pretrain_judge(
     size: int = typer.Option(16, "--size", help="Video height/width (16 or 24; needs base-model weights of that size)."),
     base_videos: int = typer.Option(4096, "--base-videos", help="Base-model samples to train on (0: rendered videos only)."),
     heldout_videos: int = typer.Option(512, "--heldout-videos", help="Held-out base-model samples for normalisation and the Spearman check."),
-    base_checkpoint: Optional[Path] = typer.Option(None, "--base-checkpoint", help="Base-model weights to sample from (default: the shipped ones)."),
+    base_checkpoint: Path | None = typer.Option(None, "--base-checkpoint", help="Base-model weights to sample from (default: the shipped ones)."),
     rank_weight: float = typer.Option(1.0, "--rank-weight", help="Weight of the pairwise TA ranking loss on base-model videos (0: off)."),
 ) -> None:
     """Train the world judge (the VideoAlign stand-in) to regress the oracle; write weights + card."""
@@ -103,10 +102,10 @@ def sample(
     kernel: str = typer.Option("ode", "--kernel", help="Step kernel: ode, flow, dance, sage, cps."),
     noise_level: float = typer.Option(0.0, "--noise-level", help="Kernel noise level (a or eta); 0 for ode."),
     guidance: float = typer.Option(1.0, "--guidance", help="Classifier-free guidance scale (1 = off)."),
-    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="World-model weights (.safetensors); default: the shipped base model."),
+    checkpoint: Path | None = typer.Option(None, "--checkpoint", help="World-model weights (.safetensors); default: the shipped base model."),
     seed: int = typer.Option(0, "--seed", help="Seed of the initial noise and the kernel noise."),
     out: Path = typer.Option(Path("sample.gif"), "--out", help="Animated GIF to write; a PNG strip goes next to it."),
-    json_path: Optional[Path] = typer.Option(None, "--json", help="Also write the per-video scores as JSON."),
+    json_path: Path | None = typer.Option(None, "--json", help="Also write the per-video scores as JSON."),
 ) -> None:
     """Sample videos for one prompt: animated GIF, PNG strip, and oracle and judge scores per video."""
     from grpo_bench.cli.sample import run_sample
@@ -120,18 +119,18 @@ def sample(
 @app.command()
 def train(
     method: str = typer.Option("sage_grpo", "--method", help="Registered method (grpo-bench methods)."),
-    kl: Optional[str] = typer.Option(None, "--kl", help="KL trust region: none, fixed, stepwise, moving, dual."),
-    setting: Optional[str] = typer.Option(None, "--setting", help="Reward weights: A (1,1,1) or B (0.5,0.5,1)."),
-    seed: Optional[int] = typer.Option(None, "--seed", help="Run seed (prompt order, noise)."),
-    updates: Optional[int] = typer.Option(None, "--updates", help="Number of GRPO updates."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Run folder (default: a new folder under runs/train/)."),
-    device: Optional[str] = typer.Option(None, "--device", help="auto, cpu, cuda or cuda:N."),
+    kl: str | None = typer.Option(None, "--kl", help="KL trust region: none, fixed, stepwise, moving, dual."),
+    setting: str | None = typer.Option(None, "--setting", help="Reward weights: A (1,1,1) or B (0.5,0.5,1)."),
+    seed: int | None = typer.Option(None, "--seed", help="Run seed (prompt order, noise)."),
+    updates: int | None = typer.Option(None, "--updates", help="Number of GRPO updates."),
+    out: Path | None = typer.Option(None, "--out", help="Run folder (default: a new folder under runs/train/)."),
+    device: str | None = typer.Option(None, "--device", help="auto, cpu, cuda or cuda:N."),
     resume: bool = typer.Option(True, "--resume/--no-resume", help="Continue from the folder's latest checkpoint."),
-    model: Optional[str] = typer.Option(None, "--model", help="Generator: world, tiny-wan, tiny-hunyuan15, a preset, hub id or folder."),
-    accelerate_config: Optional[str] = typer.Option(
+    model: str | None = typer.Option(None, "--model", help="Generator: world, tiny-wan, tiny-hunyuan15, a preset, hub id or folder."),
+    accelerate_config: str | None = typer.Option(
         None, "--accelerate-config",
         help="Re-launch through `accelerate launch` with a shipped config (single_gpu, multi_gpu, fsdp2, deepspeed_zero2) or a YAML file."),
-    overrides: Optional[list[str]] = typer.Argument(None, help="key=value config overrides (any RunConfig key)."),
+    overrides: list[str] | None = typer.Argument(None, help="key=value config overrides (any RunConfig key)."),
 ) -> None:
     """Train one GRPO run: config.yaml, metrics.jsonl, checkpoints, final.json and DONE in the run folder."""
     from grpo_bench.cli.train import build_config, run_train
@@ -152,12 +151,12 @@ _JOBS_HELP = "Parallel cells (default: the GPU count, each worker pinned to its 
 @app.command()
 def run(
     suite: Path = typer.Argument(..., help="Suite YAML (e.g. suites/main_table.yaml)."),
-    jobs: Optional[int] = typer.Option(None, "--jobs", help=_JOBS_HELP),
+    jobs: int | None = typer.Option(None, "--jobs", help=_JOBS_HELP),
     backend: str = typer.Option("local", "--backend", help="local (process pool) or submitit (SLURM job array)."),
     out: Path = typer.Option(Path("runs"), "--out", help="Runs folder; the suite goes to OUT/<suite name>/."),
     dry_run: bool = typer.Option(False, "--dry-run", help="List the cells and their status; run nothing."),
     resume: bool = typer.Option(True, "--resume/--no-resume", help="Skip DONE cells, continue partial ones."),
-    overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides of the suite's base config."),
+    overrides: list[str] | None = typer.Argument(None, help="key=value overrides of the suite's base config."),
 ) -> None:
     """Run every cell of a suite (resumable, parallel), aggregate results.parquet and render the report."""
     from grpo_bench.cli.suite import run_command
@@ -168,9 +167,9 @@ def run(
 @app.command()
 def plan(
     suite: Path = typer.Argument(..., help="Suite YAML (e.g. suites/hunyuan15_paper.yaml)."),
-    gpu_memory_gb: Optional[float] = typer.Option(None, "--gpu-memory-gb", help="GPU memory per device (default: the suite's budget.gpu_memory_gb); a cell predicted above it is refused (exit 2)."),
+    gpu_memory_gb: float | None = typer.Option(None, "--gpu-memory-gb", help="GPU memory per device (default: the suite's budget.gpu_memory_gb); a cell predicted above it is refused (exit 2)."),
     tflops: float = typer.Option(400.0, "--tflops", help="Sustained TFLOP/s per GPU for the time estimate."),
-    overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides of the suite's base config."),
+    overrides: list[str] | None = typer.Argument(None, help="key=value overrides of the suite's base config."),
 ) -> None:
     """Predict per cell the model size, peak GPU and host memory per process and seconds per update; no weights needed."""
     from grpo_bench.cli.plan import plan_command
@@ -180,16 +179,16 @@ def plan(
 
 @app.command()
 def ablate(
-    kl: Optional[str] = typer.Option(None, "--kl", help="'all' or a comma list of KL variants."),
-    equalizer: Optional[str] = typer.Option(None, "--equalizer", help="Comma list of on/off, e.g. on,off."),
-    sde: Optional[str] = typer.Option(None, "--sde", help="Comma list of methods or kernels (dance, flow, sage, cps)."),
-    base: Optional[Path] = typer.Option(None, "--base", help="Suite giving base config, budget, seeds (default suites/ablate_kl.yaml)."),
-    jobs: Optional[int] = typer.Option(None, "--jobs", help=_JOBS_HELP),
+    kl: str | None = typer.Option(None, "--kl", help="'all' or a comma list of KL variants."),
+    equalizer: str | None = typer.Option(None, "--equalizer", help="Comma list of on/off, e.g. on,off."),
+    sde: str | None = typer.Option(None, "--sde", help="Comma list of methods or kernels (dance, flow, sage, cps)."),
+    base: Path | None = typer.Option(None, "--base", help="Suite giving base config, budget, seeds (default suites/ablate_kl.yaml)."),
+    jobs: int | None = typer.Option(None, "--jobs", help=_JOBS_HELP),
     backend: str = typer.Option("local", "--backend", help="local or submitit."),
     out: Path = typer.Option(Path("runs"), "--out", help="Runs folder."),
     dry_run: bool = typer.Option(False, "--dry-run", help="List the cells; run nothing."),
     resume: bool = typer.Option(True, "--resume/--no-resume", help="Skip DONE cells, continue partial ones."),
-    overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides of the base config."),
+    overrides: list[str] | None = typer.Argument(None, help="key=value overrides of the base config."),
 ) -> None:
     """Build an ablation grid (KL variant x equalizer x SDE) on a base suite and run it like `run`."""
     from grpo_bench.cli.suite import ablate_command

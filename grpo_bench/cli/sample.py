@@ -88,10 +88,10 @@ def run_sample(
     console: Console | None = None,
 ) -> dict:
     """Sample ``n`` videos of ``prompt``; write ``out`` (GIF) and ``out``.png; print and return the scores."""
-    from grpo_bench.models import load
     from grpo_bench.core.sampling import sample
     from grpo_bench.core.schedule import sigmas
     from grpo_bench.core.sde import make_kernel
+    from grpo_bench.models import load
     from grpo_bench.world.oracle import oracle
     from grpo_bench.world.vocab import parse
 

@@ -7,11 +7,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from grpo_bench.suite import results
-from grpo_bench.train.config import parse_overrides
 from grpo_bench.errors import UserError
+from grpo_bench.suite import results
 from grpo_bench.suite.runner import TRAINER, RunSummary, run_suite
 from grpo_bench.suite.spec import Cell, Suite, ablation, expand, load_suite
+from grpo_bench.train.config import parse_overrides
 
 DEFAULT_ABLATE_BASE = "ablate_kl.yaml"
 
@@ -43,8 +43,8 @@ def print_cells(suite: Suite, cells: list[Cell], out: Path, console: Console) ->
 def execute(suite: Suite, out: Path, jobs: int | None, backend: str, dry_run: bool, resume: bool,
             console: Console, trainer: str = TRAINER, suite_text: str | None = None) -> RunSummary | None:
     """Expand, run (or list with dry_run), aggregate and render; exit code 1 if a cell failed."""
-    from grpo_bench.suite.live import SuiteDisplay
     from grpo_bench.report.render import render_report
+    from grpo_bench.suite.live import SuiteDisplay
 
     cells = expand(suite)
     if dry_run:

@@ -19,10 +19,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from grpo_bench.train import sharding
 from grpo_bench.core.rollout import Rollout, StepTable, guided_velocity, index_cond, transition
 from grpo_bench.core.sde import log_prob
 from grpo_bench.core.trust_region import KLInputs, KLVariant
+from grpo_bench.train import sharding
 
 
 def clipped_policy_loss(

@@ -15,9 +15,9 @@ from typing import ClassVar
 import torch
 from torch import Tensor
 
+from grpo_bench.core.sde import KERNELS, LOGPROB_FORMS, Kernel, make_kernel, stochastic_steps
 from grpo_bench.errors import UserError
 from grpo_bench.registry import LazyRegistry
-from grpo_bench.core.sde import KERNELS, LOGPROB_FORMS, Kernel, make_kernel, stochastic_steps
 
 
 @dataclass(frozen=True)

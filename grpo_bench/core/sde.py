@@ -21,9 +21,9 @@ from functools import lru_cache
 import torch
 from torch import Tensor
 
+from grpo_bench.core.schedule import validate
 from grpo_bench.errors import UserError
 from grpo_bench.registry import Registry
-from grpo_bench.core.schedule import validate
 
 KERNELS: Registry[type[Kernel]] = Registry("kernel")
 LOGPROB_FORMS: Registry = Registry("log-prob form")

@@ -29,8 +29,8 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call
 
-from grpo_bench.train import sharding
 from grpo_bench.registry import Registry
+from grpo_bench.train import sharding
 
 KL_VARIANTS: Registry[type[KLVariant]] = Registry("KL variant")
 

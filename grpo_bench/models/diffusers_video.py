@@ -390,7 +390,7 @@ def load_pipeline(pipeline_cls: Any, source: str, what: str, **kwargs: Any) -> A
     kwargs.setdefault("low_cpu_mem_usage", True)  # weights go straight into their tensors (no random init)
     try:
         return pipeline_cls.from_pretrained(str(path) if local else source, local_files_only=True, **kwargs)
-    except (OSError, ValueError, EnvironmentError) as exc:
+    except (OSError, ValueError) as exc:
         if local:
             raise UserError(f"cannot load the {what} pipeline from {str(path)!r}: {str(exc).splitlines()[0]}") from None
         raise missing_model(source, what) from None

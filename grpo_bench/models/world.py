@@ -10,10 +10,9 @@ size, so a file alone rebuilds the network.
 
 from __future__ import annotations
 
-from typing import Any
-
 import json
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors import SafetensorError

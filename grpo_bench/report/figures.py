@@ -11,9 +11,9 @@ import matplotlib
 matplotlib.use("Agg")  # files only; never open a window
 
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from grpo_bench.report import data  # noqa: E402
 from grpo_bench.report.parts import FIGURES, Context, Section  # noqa: E402

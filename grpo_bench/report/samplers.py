@@ -23,10 +23,10 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from grpo_bench.errors import UserError
 from grpo_bench.core.method import METHODS, make_method
 from grpo_bench.core.schedule import sigmas as make_sigmas
 from grpo_bench.core.sde import Kernel, make_kernel
+from grpo_bench.errors import UserError
 
 
 def marginal_variance(sigma: float, data_std: float) -> float:

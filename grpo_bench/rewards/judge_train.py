@@ -32,12 +32,20 @@ import torch
 from torch import Tensor
 
 from grpo_bench.errors import UserError
-from grpo_bench.rewards.world_judge import AUXILIARY, PARTS, DEFAULT_WEIGHTS, DIMENSIONS, JudgeConfig, WorldJudge, save_judge
+from grpo_bench.rewards.world_judge import (
+    AUXILIARY,
+    DEFAULT_WEIGHTS,
+    DIMENSIONS,
+    PARTS,
+    JudgeConfig,
+    WorldJudge,
+    save_judge,
+)
 from grpo_bench.world.corrupt import CORRUPTIONS
-from grpo_bench.world.generator import SIZES, render
-from grpo_bench.world.generator import direction_vectors
+from grpo_bench.world.generator import SIZES, direction_vectors, render
 from grpo_bench.world.oracle import fit, oracle
-from grpo_bench.world.vocab import COLORS, MOTIONS, SHAPES, parse, prompt_text, prompts as all_prompts
+from grpo_bench.world.vocab import COLORS, MOTIONS, SHAPES, parse, prompt_text
+from grpo_bench.world.vocab import prompts as all_prompts
 
 # (kernel, noise level, steps) of the base-model samples: the evaluation sampler and RL's rollout kernels.
 BASE_SAMPLERS = (("ode", 0.0, 20), ("ode", 0.0, 10), ("sage", 0.5, 10), ("flow", 0.7, 10), ("dance", 0.3, 10),
@@ -99,10 +107,10 @@ def _check(cfg: JudgeTrainConfig) -> None:
 # --- data ----------------------------------------------------------------------------------------
 def sample_base(n: int, size: int, seed: int, checkpoint: str = "", chunk: int = 64) -> tuple[Tensor, list[str]]:
     """n base-model videos Tensor[n, 3, 8, size, size] over all prompts, cycling through BASE_SAMPLERS."""
-    from grpo_bench.models import load
     from grpo_bench.core.sampling import sample
     from grpo_bench.core.schedule import sigmas
     from grpo_bench.core.sde import make_kernel
+    from grpo_bench.models import load
 
     kw = {"size": size}
     if checkpoint:

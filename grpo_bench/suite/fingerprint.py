@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _file_digest(path: str, mtime_ns: int, size: int) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:

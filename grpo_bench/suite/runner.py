@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grpo_bench.suite import results
 from grpo_bench.registry import Registry
+from grpo_bench.suite import results
 
 TRAINER = "grpo_bench.train.trainer:train"
 Emit = Callable[[tuple], None]

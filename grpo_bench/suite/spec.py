@@ -31,9 +31,9 @@ from typing import Any
 
 import yaml
 
-from grpo_bench.train.config import FIELDS, RunConfig, coerce, config_id, from_dict, resolve
 from grpo_bench.errors import UserError, unknown
 from grpo_bench.suite.fingerprint import asset_digests
+from grpo_bench.train.config import FIELDS, RunConfig, coerce, config_id, from_dict, resolve
 
 SUITE_KEYS = ("name", "description", "base", "grid", "union", "seeds", "budget", "report")
 BUDGET_CONFIG_KEYS = (

@@ -13,8 +13,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from grpo_bench.rewards.base import composite, reward_weights
 from grpo_bench.core.rollout import generator, sample_ode
+from grpo_bench.rewards.base import composite, reward_weights
 
 
 def _mean(t: Tensor) -> float:

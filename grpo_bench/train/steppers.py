@@ -33,10 +33,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from grpo_bench.train import distributed
-from grpo_bench.train import sharding
 from grpo_bench.errors import UserError
 from grpo_bench.registry import Registry
+from grpo_bench.train import distributed, sharding
 
 STEPPERS: Registry[type[Stepper]] = Registry("launch stepper")
 

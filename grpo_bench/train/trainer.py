@@ -25,26 +25,22 @@ from typing import Any
 import torch
 import yaml
 
-from grpo_bench.train import checkpoint
-from grpo_bench.train import distributed
-from grpo_bench.core import schedule
-from grpo_bench.train import sharding
-from grpo_bench.train import steppers
-from grpo_bench.train import weights
-from grpo_bench.core.advantages import group_advantages, group_std
 from grpo_bench.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text
-from grpo_bench.train.config import RunConfig, config_id, resolve, validate
-from grpo_bench.errors import UserError
-from grpo_bench.train.evaluation import evaluate
-from grpo_bench.train.microbatch import MicroBatched, chunked
+from grpo_bench.core import schedule
+from grpo_bench.core.advantages import group_advantages, group_std
 from grpo_bench.core.loss import LossContext, per_step_grad_norms, step_terms
 from grpo_bench.core.method import make_method
-from grpo_bench.train.prompts import load_prompt_set
-from grpo_bench.rewards.base import composite, reward_weights
 from grpo_bench.core.rollout import StepTable, generator, initial_noise, rollout
 from grpo_bench.core.sde import equalizer
-from grpo_bench.train.tracking import MetricsSink
 from grpo_bench.core.trust_region import Anchors, make_kl, make_kl_weight
+from grpo_bench.errors import UserError
+from grpo_bench.rewards.base import composite, reward_weights
+from grpo_bench.train import checkpoint, distributed, sharding, steppers, weights
+from grpo_bench.train.config import RunConfig, config_id, resolve, validate
+from grpo_bench.train.evaluation import evaluate
+from grpo_bench.train.microbatch import MicroBatched, chunked
+from grpo_bench.train.prompts import load_prompt_set
+from grpo_bench.train.tracking import MetricsSink
 
 Progress = Callable[[int, int, dict], None]
 TIMES = ("time_rollout", "time_reward", "time_train", "time_diag", "time_eval")
