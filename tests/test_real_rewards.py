@@ -273,6 +273,45 @@ def test_videoalign_loads_a_reference_layout_checkpoint(videoalign_parts, tmp_pa
         rewards.load("videoalign")
 
 
+def test_videoalign_loads_the_released_model_pth_layout_without_unpickling(videoalign_parts, tmp_path):
+    """checkpoint-N/model.pth as the released VideoReward folder holds it: the PeftModel's whole state
+    dict (``base_model.model.`` prefix, legacy ``model.layers`` / ``visual`` names, ``base_layer`` and
+    ``lora_A.default`` keys), read with weights_only=True; a file holding other objects is refused."""
+    import collections
+
+    from grpo_bench.rewards.videoalign import VideoAlignReward
+
+    model, tok, config = videoalign_parts
+    base_dir, ck_dir = tmp_path / "qwen2vl", tmp_path / "videoreward"
+    tiny_qwen2vl(
+        word_tokenizer(QWEN_SPECIALS, pad="<|endoftext|>", eos="<|im_end|>", model_max_length=4096)
+    ).save_pretrained(base_dir)
+    word_tokenizer(QWEN_SPECIALS, pad="<|endoftext|>", eos="<|im_end|>",
+                   model_max_length=4096).save_pretrained(base_dir)
+
+    def released(k):  # this model's key -> the released PeftModel key
+        k = k.replace("model.language_model.", "model.").replace("model.visual.", "visual.")
+        return "base_model.model." + k
+
+    state = collections.OrderedDict((released(k), v.clone()) for k, v in model.state_dict().items())
+    assert any(".base_layer.weight" in k for k in state) and any(".lora_A.default.weight" in k for k in state)
+    assert any(k.startswith("base_model.model.visual.") for k in state)
+    (ck_dir / "checkpoint-3").mkdir(parents=True)
+    torch.save(state, ck_dir / "checkpoint-3" / "model.pth")
+    cfg = json.loads(json.dumps(config))
+    cfg["model_config"]["model_name_or_path"] = str(base_dir)
+    (ck_dir / "model_config.json").write_text(json.dumps(cfg))
+    loaded = rewards.load("videoalign", checkpoint=str(ck_dir), source_fps=4.0, dtype="float32")
+    v = videos(b=2, f=9, h=40, w=50, seed=6)
+    ref = VideoAlignReward(model, tok, config, source_fps=4.0)(v, PROMPTS[:2])
+    got = loaded(v, PROMPTS[:2])
+    for d in ref:
+        torch.testing.assert_close(got[d], ref[d], atol=1e-4, rtol=1e-4)
+    torch.save({"weights": state, "note": collections.Counter("xy")}, ck_dir / "checkpoint-3" / "model.pth")
+    with pytest.raises(UserError, match="refusing to load it|mapping of names to tensors"):
+        rewards.load("videoalign", checkpoint=str(ck_dir), source_fps=4.0, dtype="float32")
+
+
 def test_reward_weights_for_single_score_rewards(clip_parts):
     from grpo_bench.rewards.base import composite, reward_weights
     from grpo_bench.rewards.clip_score import ClipScore

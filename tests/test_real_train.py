@@ -117,7 +117,11 @@ def test_user_error_under_a_launch_is_one_line(capfd):
     assert distributed._run_launcher([sys.executable, "-c", script]) == 2
     err = capfd.readouterr().err
     assert err == "a warning\nerror: bad value x\n"
-    # without a user error: everything passes through and the launcher's exit code is kept
-    script = "import sys; sys.stderr.write('Traceback (most recent call last):\\nboom\\n'); sys.exit(3)"
+    # without a user error: everything passes through, the launcher's exit code is kept, and one
+    # last line names the first error a rank printed
+    script = ("import sys; sys.stderr.write('[rank1]: Traceback (most recent call last):\\n[rank1]: ValueError: boom\\n"
+              "[rank0]: RuntimeError: later\\n'); sys.exit(3)")
     assert distributed._run_launcher([sys.executable, "-c", script]) == 3
-    assert capfd.readouterr().err == "Traceback (most recent call last):\nboom\n"
+    assert capfd.readouterr().err == ("[rank1]: Traceback (most recent call last):\n[rank1]: ValueError: boom\n"
+                                      "[rank0]: RuntimeError: later\n"
+                                      "error: accelerate launch exited with 3: rank 1: ValueError: boom\n")

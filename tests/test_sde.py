@@ -186,3 +186,35 @@ def test_flow_variance_matches_design_formula():
     for i, var in enumerate(make_kernel("flow", a).variances(SIG)):
         st = s[1] if s[i] == 1.0 else s[i]
         assert var == pytest.approx(a**2 * s[i] / (1 - st) * (s[i] - s[i + 1]), rel=1e-12)
+
+
+def _measured_grad_norms(kernel, sig, form: str, n: int = 4000) -> torch.Tensor:
+    """Per stochastic step, the mean norm of d logp / d v measured by autograd through the kernel's own
+    step and the log-prob form (independent of the equalizer's closed-form sensitivity)."""
+    g = torch.Generator().manual_seed(0)
+    out = []
+    for i, var in enumerate(kernel.variances(sig)):
+        if var <= 0:
+            continue
+        x = torch.randn(n, 8, generator=g, dtype=torch.float64)
+        v = torch.randn(n, 8, generator=g, dtype=torch.float64).requires_grad_(True)
+        mu, std = kernel.step(x, v, sig, i)
+        x_next = (mu + std * torch.randn(n, 8, generator=g)).detach()
+        log_prob(x_next, mu, std, form).sum().backward()
+        out.append(v.grad.norm(dim=1).mean())
+    return torch.stack(out).double()
+
+
+@pytest.mark.parametrize("name,level,form", [("cps", 0.7, "unscaled"), ("sage", 0.5, "gaussian"),
+                                             ("flow", 0.7, "gaussian")])
+def test_equalizer_following_the_log_prob_form_flattens_measured_gradient_norms(name, level, form):
+    sig = sigmas(10, 3.0)
+    kernel = make_kernel(name, level)
+    norms = _measured_grad_norms(kernel, sig, form)
+    weights = equalizer(kernel, sig, form).double()
+    weighted = norms * weights[weights > 0]
+    spread = lambda t: float(t.max() / t.min())  # noqa: E731
+    assert spread(norms) > 1.5  # there was an imbalance
+    assert spread(weighted) < 1.05  # and the weights remove it, as measured
+    if form == "unscaled":  # the Gaussian proxy lambda/std widens CPS's spread instead (issue 11, item 8)
+        assert spread(norms * equalizer(kernel, sig).double()[weights > 0]) > spread(norms)

@@ -261,6 +261,23 @@ def run(
 
 
 @app.command()
+def plan(
+    suite: Path = typer.Argument(..., help="Suite YAML (e.g. suites/hunyuan15_paper.yaml)."),
+    gpu_memory_gb: float | None = typer.Option(
+        None, "--gpu-memory-gb",
+        help="GPU memory per device (default: the suite's budget.gpu_memory_gb); "
+             "a cell predicted above it is refused (exit 2)."),
+    tflops: float = typer.Option(400.0, "--tflops", help="Sustained TFLOP/s per GPU for the time estimate."),
+    overrides: list[str] | None = typer.Argument(None, help="key=value overrides of the suite's base config."),
+) -> None:
+    ("""Predict per cell the model size, peak GPU and host memory per process and seconds per update; """
+     """no weights needed.""")
+    from grpo_bench.cli.plan import plan_command
+
+    raise typer.Exit(plan_command(suite, gpu_memory_gb, tflops, overrides or [], console))
+
+
+@app.command()
 def ablate(
     kl: str | None = typer.Option(None, "--kl", help="'all' or a comma list of KL variants."),
     equalizer: str | None = typer.Option(None, "--equalizer", help="Comma list of on/off, e.g. on,off."),

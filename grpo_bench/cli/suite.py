@@ -53,9 +53,11 @@ def execute(suite: Suite, out: Path, jobs: int | None, backend: str, dry_run: bo
     if dry_run:
         print_cells(suite, cells, out, console)
         return None
+    from grpo_bench.cli.plan import preflight
     from grpo_bench.suite.runner import BACKENDS
 
     BACKENDS.get(backend, where="--backend: ")  # a mistake starts nothing, not even the suite folder
+    preflight(suite, cells, console)  # real models: weight folders exist and every cell fits gpu_memory_gb
     display = SuiteDisplay(suite.name, console, settings={c.id: c.config.setting for c in cells})
     write_index(suite, cells, out)
     summary = run_suite(suite, cells, out, jobs=jobs, backend=backend, resume=resume, trainer=trainer,

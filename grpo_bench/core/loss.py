@@ -77,7 +77,7 @@ def step_terms(ctx: LossContext, ro: Rollout, adv: Tensor, rows: Tensor, steps: 
 
 
 def per_step_grad_norms(
-    ctx: LossContext, ro: Rollout, adv: Tensor, params: list[Tensor], steps_total: int
+    ctx: LossContext, ro: Rollout, adv: Tensor, params: list[Tensor], steps_total: int, micro_batch: int = 0
 ) -> list[float | None]:
     """Measured |grad L_i| for each stored step i: one backward per step over the whole batch.
 
@@ -90,22 +90,30 @@ def per_step_grad_norms(
     all-gathered copies), so there each step backpropagates into .grad, which FSDP reduce-scatters
     (the norm is then that of the whole batch's gradient, over all ranks), and the gradients are
     cleared afterwards: call it only where no accumulated gradient is wanted (the trainer does,
-    before its optimizer steps, which start with zero_grad)."""
+    before its optimizer steps, which start with zero_grad).
+
+    micro_batch > 0: the batch mean is accumulated over chunks of that many rows (each chunk's sum
+    divided by the batch size), so one forward+backward holds at most micro_batch rows; the norm is
+    that of the same gradient."""
     out: list[float | None] = [None] * steps_total
     rows = torch.arange(ro.x.shape[0], device=ro.x.device)
     sharded = sharding.is_sharded(params)
+    chunks = rows.split(micro_batch) if micro_batch > 0 else (rows,)
+    n = rows.numel()
     for i in ro.stored.tolist():
-        steps = torch.full_like(rows, i)
-        loss = step_terms(ctx, ro, adv, rows, steps).policy.mean()
         if sharded:
             for p in params:
                 p.grad = None
-            loss.backward()
+            for chunk in chunks:
+                step_terms(ctx, ro, adv, chunk, torch.full_like(chunk, i)).policy.sum().div(n).backward()
             out[i] = sharding.grad_norm(params)
             for p in params:
                 p.grad = None
             continue
-        grads = torch.autograd.grad(loss, params, allow_unused=True)
-        sq = sum(float(g.float().pow(2).sum()) for g in grads if g is not None)
-        out[i] = sq**0.5
+        total: list[Tensor | None] = [None] * len(params)
+        for chunk in chunks:
+            loss = step_terms(ctx, ro, adv, chunk, torch.full_like(chunk, i)).policy.sum() / n
+            grads = torch.autograd.grad(loss, params, allow_unused=True)
+            total = [g if t is None else (t if g is None else t + g) for t, g in zip(total, grads)]
+        out[i] = sum(float(g.float().pow(2).sum()) for g in total if g is not None) ** 0.5
     return out

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import warnings
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from functools import lru_cache
 
 import torch
@@ -136,9 +137,22 @@ def make_kernel(name: str, noise_level: float = 0.0, score_term: bool = True,
 
 
 # --- log-probabilities ------------------------------------------------------------------------
-def register_logprob(name: str):
-    """Function decorator: ``@register_logprob("gaussian")`` on ``f(x_next, mu, std) -> Tensor[B]``."""
-    return LOGPROB_FORMS.register(name)
+def _density_sensitivity(lam: float, std: float) -> float:
+    return lam / std
+
+
+def register_logprob(name: str, sensitivity: Callable[[float, float], float] = _density_sensitivity):
+    """Function decorator: ``@register_logprob("gaussian")`` on ``f(x_next, mu, std) -> Tensor[B]``.
+
+    ``sensitivity(lam, std)`` says how the size of d logp / d v at a step scales with the step's
+    lam = |d mu / d v| and std; the equalizer divides by it. For a Gaussian density the gradient is
+    (x' - mu) / var * lam = eps * lam / std, hence the default lam / std."""
+
+    def decorator(fn):
+        fn.sensitivity = sensitivity
+        return LOGPROB_FORMS.register(name)(fn)
+
+    return decorator
 
 
 LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
@@ -152,7 +166,7 @@ def gaussian_log_prob(x_next: Tensor, mu: Tensor, std: Tensor) -> Tensor:
     return lp.flatten(1).mean(1)
 
 
-@register_logprob("unscaled")
+@register_logprob("unscaled", sensitivity=lambda lam, std: lam * std)  # d/dv of -(x'-mu)^2 = 2 eps std lam
 def unscaled_log_prob(x_next: Tensor, mu: Tensor, std: Tensor) -> Tensor:
     """CPS's reference surrogate mean(-(x'-mu)^2): Tensor[B]."""
     return (-((x_next.float() - mu.float()) ** 2)).flatten(1).mean(1)
@@ -164,14 +178,18 @@ def log_prob(x_next: Tensor, mu: Tensor, std: Tensor, form: str = "gaussian") ->
 
 
 # --- the gradient-norm equalizer ---------------------------------------------------------------
-def equalizer(kernel: Kernel, sigmas: Tensor) -> Tensor:
-    """S_i = median(N over stochastic steps) / (N_i + 1e-12), N_i = lambda_i / std_i: Tensor[steps].
+def equalizer(kernel: Kernel, sigmas: Tensor, logprob: str = "gaussian") -> Tensor:
+    """S_i = median(N over stochastic steps) / (N_i + 1e-12): Tensor[steps].
 
+    N_i is the log-prob form's sensitivity at the step: lambda_i / std_i for the Gaussian density
+    (SAGE-GRPO's proxy), lambda_i * std_i for CPS's unscaled surrogate, lambda_i = |d mu / d v|.
     Deterministic steps (std 0) get S = 0 and are left out of the median (torch's lower median).
     """
     validate(sigmas)
     rows = kernel.table(sigmas)
-    n = torch.tensor([abs(b) / math.sqrt(var) if var > 0 else float("nan") for _, b, var in rows], dtype=torch.float64)
+    sensitivity = LOGPROB_FORMS.get(logprob).sensitivity
+    n = torch.tensor([sensitivity(abs(b), math.sqrt(var)) if var > 0 else float("nan") for _, b, var in rows],
+                     dtype=torch.float64)
     stochastic = ~torch.isnan(n)
     s = torch.zeros(len(rows), dtype=torch.float64)
     if stochastic.any():

@@ -89,12 +89,17 @@ class AdapterOptions:
     """Videos decoded per VAE call."""
     max_sequence_length: int | None = None
     """Text tokens (None = the pipeline's default)."""
+    efficient_attention: bool = True
+    """HunyuanVideo 1.5: key-padding attention mask instead of diffusers' dense L x L one (same output)."""
+    param_dtype: str = "float32"
+    """Storage dtype of the trained weights under full fine-tuning: 'float32' (master weights, the
+    forward autocast) or 'bf16' (bf16 parameters, as the paper's FSDP2 recipe; AdamW states follow)."""
 
     @classmethod
     def from_config(cls, cfg: Any, **overrides: Any) -> AdapterOptions:
         """Options from a RunConfig (fields of the same names)."""
         names = ("frames", "height", "width", "lora_rank", "lora_alpha", "lora_targets",
-                 "gradient_checkpointing", "mixed_precision")
+                 "gradient_checkpointing", "mixed_precision", "param_dtype")
         kw = {n: getattr(cfg, n) for n in names if hasattr(cfg, n)}
         if hasattr(cfg, "device") and cfg.device not in ("auto", "cuda"):
             kw["device"] = cfg.device
@@ -161,13 +166,15 @@ class DiffusersVideoModel(ABC):
         for name in ("text_encoder", "text_encoder_2"):
             enc = getattr(pipe, name, None)
             if enc is not None:
-                cast(enc.requires_grad_(False).eval().to(self.device), self.weight_dtype)
-        cast(pipe.vae.requires_grad_(False).eval().to(self.device), torch.float32)
+                cast(enc.requires_grad_(False).eval(), self.weight_dtype).to(self.device)
+        cast(pipe.vae.requires_grad_(False).eval(), torch.float32).to(self.device)
         if opts.vae_tiling and hasattr(pipe.vae, "enable_tiling"):
             pipe.vae.enable_tiling()
         # LoRA: frozen base stored in the compute dtype; adapters float32 (peft autocasts them up).
-        # Full fine-tuning keeps float32 master weights and autocasts the forward.
-        cast(transformer.to(self.device), self.weight_dtype if lora else torch.float32)
+        # Full fine-tuning keeps float32 master weights and autocasts the forward (param_dtype bf16:
+        # bf16 weights). Cast before the move, so the device never holds a float32 copy it drops.
+        cast(transformer, transformer_dtype(opts))
+        transformer.to(self.device)
         if lora:
             from peft import LoraConfig
 
@@ -191,7 +198,10 @@ class DiffusersVideoModel(ABC):
             transformer.enable_gradient_checkpointing()
         transformer.train()  # no dropout in these transformers; train() lets checkpointing act
         self.net = self.net_class(transformer, torch.bfloat16 if bf16 else None)
-        self._cache: dict[str, TextCond] = {}
+        self._cache: dict[str, TextCond] = {}  # prompt -> one row, on the CPU (moved per batch)
+        self.text_encoders_released = False
+        self.encode_device = self.device  # where the text encoders run (the CPU once offloaded)
+        self.text_encoders_offloaded = False
         self.latent_shape = self._latent_shape()
 
     # --- protocol ---------------------------------------------------------------------------
@@ -215,11 +225,42 @@ class DiffusersVideoModel(ABC):
     def encode_prompts(self, prompts: list[str]) -> TextCond:
         """Conditioning for the prompts; each distinct prompt is encoded once and cached."""
         missing = list(dict.fromkeys(p for p in prompts if p not in self._cache))
+        if missing and self.text_encoders_released:
+            raise UserError(f"prompt {missing[0]!r} was not encoded before the text encoders were released "
+                            "(cache_prompts must see every train and eval prompt)")
         if missing:
             cond = self.encode_batch(missing)
             for i, p in enumerate(missing):
-                self._cache[p] = cond.rows(i)
-        return TextCond.cat([self._cache[p] for p in prompts])
+                self._cache[p] = TextCond({k: v.detach().to("cpu") for k, v in cond.rows(i).items()})
+        return TextCond({k: v.to(self.device, non_blocking=True)
+                         for k, v in TextCond.cat([self._cache[p] for p in prompts]).items()})
+
+    def cache_prompts(self, prompts: Sequence[str], batch: int = 8) -> None:
+        """Encode every prompt (and the negative prompt) now, ``batch`` at a time, into the CPU cache."""
+        todo = list(dict.fromkeys([self.negative_prompt, *prompts]))
+        for s in range(0, len(todo), batch):
+            self.encode_prompts(todo[s : s + batch])
+
+    def release_text_encoders(self, free: bool = False) -> int:
+        """Take the text encoders off the accelerator once the prompts are cached (a 7B-class encoder
+        would otherwise hold ~15 GB of GPU memory through training): offloaded to the CPU (a prompt
+        not in the cache is then encoded there), or deleted with ``free`` (an uncached prompt is then a
+        UserError). Returns the parameters taken off."""
+        moved = 0
+        for name in ("text_encoder", "text_encoder_2"):
+            enc = getattr(self.pipe, name, None)
+            if enc is not None:
+                moved += count_params(enc)
+                setattr(self.pipe, name, None if free else enc.to("cpu"))
+        self.text_encoders_released = free
+        self.encode_device = torch.device("cpu")
+        self.text_encoders_offloaded = True
+        import gc
+
+        gc.collect()
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+        return moved
 
     def null_cond(self, n: int) -> TextCond:
         """The pipeline's negative-prompt conditioning, n times."""
@@ -233,16 +274,24 @@ class DiffusersVideoModel(ABC):
     def to(self, device: str | torch.device) -> DiffusersVideoModel:
         """Move every component (transformer, text encoders, VAE) and the prompt cache to device."""
         self.device = torch.device(device)
-        for name in ("transformer", "text_encoder", "text_encoder_2", "vae"):
+        offloaded = self.text_encoders_offloaded  # released: the encoders stay on the CPU
+        if not offloaded:
+            self.encode_device = self.device
+        for name in ("transformer", "vae") if offloaded else ("transformer", "text_encoder", "text_encoder_2", "vae"):
             module = getattr(self.pipe, name, None)
             if module is not None:
                 module.to(self.device)
-        self._cache = {p: TextCond({k: v.to(self.device) for k, v in c.items()}) for p, c in self._cache.items()}
         return self
 
     def velocity(self, x: Tensor, sigma: Tensor, cond: TextCond) -> Tensor:
         """v for latents x: Tensor[B, C, F, H, W] at sigma: Tensor[B] (float32)."""
         return self.net(x, sigma, cond)
+
+    @property
+    def video_shape(self) -> tuple[int, int, int, int]:
+        """(3, F, H, W) of one decoded video (the rounded frames and size)."""
+        o = self.options
+        return (3, o.frames, o.height, o.width)
 
     @torch.no_grad()
     def decode(self, x: Tensor) -> Tensor:
@@ -290,6 +339,9 @@ PIPELINES: Registry[Any] = Registry("diffusers pipeline")
 def load_any(source: str, cfg: Any = None, **overrides: Any) -> DiffusersVideoModel:
     """A supported diffusers pipeline from a local folder or a hub id in the local cache, chosen by
     its model_index.json ``_class_name``; UserError naming the download when it is not present."""
+    if looks_local(source) and not Path(source).expanduser().is_dir():
+        raise UserError(f"config key 'model': folder {source!r} does not exist (a local diffusers pipeline "
+                        "folder is expected; grpo-bench never downloads weights)")
     name = pipeline_class_name(source)
     if name is None:
         from huggingface_hub import try_to_load_from_cache
@@ -300,6 +352,26 @@ def load_any(source: str, cfg: Any = None, **overrides: Any) -> DiffusersVideoMo
         name = pipeline_class_name(str(Path(cached).parent))
     options = AdapterOptions.from_config(cfg, **overrides) if cfg is not None else AdapterOptions(**overrides)
     return PIPELINES.get(name or "?", where=f"model {source!r}: ")(source, options)
+
+
+def transformer_dtype(opts: AdapterOptions) -> torch.dtype:
+    """Storage dtype of the transformer: the compute dtype for a frozen LoRA base, else param_dtype."""
+    if opts.lora_rank > 0:
+        return torch.bfloat16 if opts.mixed_precision == "bf16" else torch.float32
+    return torch.bfloat16 if opts.param_dtype == "bf16" else torch.float32
+
+
+def load_dtypes(opts: AdapterOptions) -> dict[str, torch.dtype]:
+    """``torch_dtype`` for ``from_pretrained`` per component: each weight is materialised once, in the
+    dtype it is used in (with accelerate's low-CPU-memory loading, no float32 host copy of a bf16
+    component): transformer as ``transformer_dtype``, text encoders in the compute dtype, VAE float32."""
+    compute = torch.bfloat16 if opts.mixed_precision == "bf16" else torch.float32
+    return {"default": compute, "transformer": transformer_dtype(opts), "vae": torch.float32}
+
+
+def looks_local(source: str) -> bool:
+    """A filesystem path rather than a registered name or an ``org/name`` hub id."""
+    return source.startswith(("/", ".", "~")) or source.count("/") > 1 or "\\" in source
 
 
 def missing_model(source: str, what: str) -> UserError:
@@ -323,6 +395,7 @@ def load_pipeline(pipeline_cls: Any, source: str, what: str, **kwargs: Any) -> A
         raise UserError(
             f"model folder {str(path)!r} has no model_index.json (expected a diffusers {what} pipeline folder)"
         )
+    kwargs.setdefault("low_cpu_mem_usage", True)  # weights go straight into their tensors (no random init)
     try:
         return pipeline_cls.from_pretrained(str(path) if local else source, local_files_only=True, **kwargs)
     except (OSError, ValueError) as exc:

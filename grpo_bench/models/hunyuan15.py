@@ -29,6 +29,7 @@ from grpo_bench.models.diffusers_video import (
     DiffusersVideoModel,
     TextCond,
     VelocityNet,
+    load_dtypes,
     load_pipeline,
     register_family,
 )
@@ -67,6 +68,10 @@ class HunyuanVideo15Model(DiffusersVideoModel):
     net_class = HunyuanVelocityNet
 
     def __init__(self, pipe: Any, options: AdapterOptions) -> None:
+        if options.efficient_attention:
+            from grpo_bench.models.hunyuan_attention import use_key_padding_attention
+
+            use_key_padding_attention(pipe.transformer)
         super().__init__(pipe, options)
         self.net.num_semantic_tokens = pipe.vision_num_semantic_tokens
 
@@ -76,7 +81,7 @@ class HunyuanVideo15Model(DiffusersVideoModel):
                 self.pipe.transformer.config.patch_size)
 
     def encode_batch(self, prompts: list[str]) -> TextCond:
-        e, m, e2, m2 = self.pipe.encode_prompt(prompt=prompts, device=self.device, batch_size=len(prompts))
+        e, m, e2, m2 = self.pipe.encode_prompt(prompt=prompts, device=self.encode_device, batch_size=len(prompts))
         # e: [B, L, D] Qwen2.5-VL states, m: [B, L]; e2: [B, L2, D2] ByT5 glyph states, m2: [B, L2]
         return TextCond(
             {"prompt_embeds": e, "prompt_embeds_mask": m, "prompt_embeds_2": e2, "prompt_embeds_mask_2": m2}
@@ -93,7 +98,7 @@ def load_hunyuan15(source: str, options: AdapterOptions) -> HunyuanVideo15Model:
     from diffusers import HunyuanVideo15Pipeline
 
     pipe = load_pipeline(
-        HunyuanVideo15Pipeline, HUB_IDS.get(source, source), "HunyuanVideo 1.5", torch_dtype=torch.float32
+        HunyuanVideo15Pipeline, HUB_IDS.get(source, source), "HunyuanVideo 1.5", torch_dtype=load_dtypes(options)
     )
     return HunyuanVideo15Model(pipe, options)
 

@@ -28,6 +28,7 @@ from grpo_bench.models.diffusers_video import (
     DiffusersVideoModel,
     TextCond,
     VelocityNet,
+    load_dtypes,
     load_pipeline,
     register_family,
 )
@@ -86,7 +87,7 @@ class WanModel(DiffusersVideoModel):
             prompt=prompts,
             do_classifier_free_guidance=False,
             max_sequence_length=self.max_sequence_length,
-            device=self.device,
+            device=self.encode_device,
         )  # [B, L, D]: UMT5 states, zero after each prompt's tokens
         return TextCond({"prompt_embeds": embeds})
 
@@ -103,7 +104,7 @@ def load_wan(source: str, options: AdapterOptions) -> WanModel:
     """A Wan pipeline from a local folder or the local Hugging Face cache (hub id)."""
     from diffusers import WanPipeline
 
-    pipe = load_pipeline(WanPipeline, HUB_IDS.get(source, source), "Wan", torch_dtype=torch.float32)
+    pipe = load_pipeline(WanPipeline, HUB_IDS.get(source, source), "Wan", torch_dtype=load_dtypes(options))
     return WanModel(pipe, options)
 
 

@@ -38,8 +38,10 @@ def hacking(ctx: Context) -> list[Section]:
     title = "Reward hacking: judge change against oracle change per cell (held-out prompts, since update 0)"
     gain = data.learning(ctx.df)
     if gain.empty or JUDGE not in gain or ORACLE not in gain:
-        return [Section(title, "Not available: no evaluation with judge and oracle at update 0 and after.", "")]
+        return []  # no oracle (real models) or no evaluation at update 0: nothing to compare
     gain = gain.dropna(subset=[JUDGE, ORACLE])
+    if gain.empty:
+        return []
     settings = sorted(gain["setting"].unique())
     groups = data.group_order(ctx.df)
     cmap = plt.get_cmap("tab10" if len(groups) <= 10 else "tab20")

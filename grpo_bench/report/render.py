@@ -76,6 +76,10 @@ def _header(df: pd.DataFrame, info: dict) -> str:
     return "\n".join(lines)
 
 
+ALWAYS_TABLES = ("power", "cells")
+ALWAYS_FIGURES = ("hacking",)
+
+
 def render_report(run_dir: str | Path, spec: ReportSpec | dict | None = None, out: Path | None = None,
                   frame: pd.DataFrame | None = None) -> Path:
     """Write ``<run_dir>/report/report.md`` (+ tables/, figures/); returns its path.
@@ -95,9 +99,11 @@ def render_report(run_dir: str | Path, spec: ReportSpec | dict | None = None, ou
     out.mkdir(parents=True, exist_ok=True)
     ctx = Context(df=df, out=out, spec=spec)
     sections: list[Section] = []
-    for name in dict.fromkeys([*spec.get("tables", []), "cells"]):
+    # Every report says how much its seeds can tell (power), lists every cell, and shows judge against
+    # oracle where both were evaluated; a suite's spec orders them, older stored specs get them too.
+    for name in dict.fromkeys([*spec.get("tables", []), *ALWAYS_TABLES]):
         sections += TABLES.get(name, where="report.tables: ")(ctx)
-    for name in spec.get("figures", []):
+    for name in dict.fromkeys([*spec.get("figures", []), *ALWAYS_FIGURES]):
         sections += FIGURES.get(name, where="report.figures: ")(ctx)
     body = [_header(df, info)]
     for s in sections:

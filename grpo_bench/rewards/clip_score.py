@@ -35,3 +35,6 @@ def clip_score(
     device = auto_device(device)
     net, tokenizer, numbers = load_clip_parts(model, None, "CLIPScore")
     return ClipScore(net, tokenizer, frames=frames, batch_size=batch_size, device=device, **numbers, **kw)
+
+
+clip_score.path_options = ("model",)  # reward_path, reward_base_path

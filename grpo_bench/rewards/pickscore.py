@@ -47,3 +47,6 @@ def pickscore(
     net, tokenizer, numbers = load_clip_parts(model, processor, "PickScore")
     return PickScore(net, tokenizer, frames=frames, batch_size=batch_size, device=device, dtype=torch.float32,
                      **numbers, **kw)
+
+
+pickscore.path_options = ("model", "processor")  # reward_path, reward_base_path

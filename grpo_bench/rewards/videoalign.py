@@ -166,9 +166,9 @@ def load_checkpoint_weights(model: nn.Module, checkpoint_dir: Path, step: int = 
     chosen = next((p for p in paths if p.endswith(f"checkpoint-{step}")), paths[-1])
     ck = Path(chosen)
     if (ck / "model.pth").is_file():
-        state = torch.load(ck / "model.pth", map_location="cpu", weights_only=True)
+        state = _tensors(ck / "model.pth")
     else:
-        state = dict(torch.load(ck / "non_lora_state_dict.pth", map_location="cpu", weights_only=True))
+        state = _tensors(ck / "non_lora_state_dict.pth")
         state.update(load_file(str(ck / "adapter_model.safetensors")))
     own = model.state_dict()
     mapped = {}
@@ -181,6 +181,20 @@ def load_checkpoint_weights(model: nn.Module, checkpoint_dir: Path, step: int = 
     if unknown:
         raise UserError(f"VideoAlign checkpoint {ck}: {len(unknown)} weights do not fit the model, e.g. {unknown[:3]}")
     model.load_state_dict(mapped, strict=False)
+
+
+def _tensors(path: Path) -> dict[str, Tensor]:
+    """A plain state dict from a .pth file, never unpickling code (``weights_only=True``)."""
+    import pickle
+
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError) as exc:
+        raise UserError(f"VideoAlign checkpoint {path}: not a plain tensor state dict, refusing to load it "
+                        f"({str(exc).splitlines()[0][:120]})") from None
+    if not isinstance(state, dict) or not all(isinstance(v, Tensor) for v in state.values()):
+        raise UserError(f"VideoAlign checkpoint {path}: expected a mapping of names to tensors")
+    return dict(state)
 
 
 def auto_device(device: str | None) -> str:
@@ -224,11 +238,17 @@ def videoalign(
                             use_norm=use_norm)
 
 
+videoalign.path_options = ("checkpoint", "base_model")  # reward_path, reward_base_path
+
+
 @register("videoalign_16fps")
 def videoalign_16fps(**kw: Any) -> VideoAlignReward:
     """VideoAlign for 16-fps generators (Wan 2.1/2.2)."""
     kw.setdefault("source_fps", 16.0)
     return videoalign(**kw)
+
+
+videoalign_16fps.path_options = videoalign.path_options
 
 
 def _local(source: str, marker: str, what: str) -> Path:

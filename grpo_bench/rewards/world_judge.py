@@ -202,11 +202,17 @@ class WorldJudgeReward:
     """The learned judge as a reward: z-scored {"vq", "mq", "ta"} under no_grad."""
 
     dimensions = DIMENSIONS
+    path_options = ("path",)  # reward_path: judge weights (.safetensors)
 
     def __init__(self, path: Path | str | None = None, device: str | torch.device = "cpu") -> None:
         self.net = load_judge(path, device)
         for p in self.net.parameters():
             p.requires_grad_(False)
+
+    @property
+    def video_shape(self) -> tuple[int, int, int, int]:
+        """(3, F, H, W) of the videos the judge was trained on (the trainer checks it before sampling)."""
+        return (3, self.net.cfg.frames, self.net.cfg.size, self.net.cfg.size)
 
     @torch.no_grad()
     def __call__(self, videos: Tensor, prompts: list[str]) -> dict[str, Tensor]:

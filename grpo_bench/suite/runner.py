@@ -114,7 +114,8 @@ def run_cell(meta: dict[str, Any], cell_dir: str, trainer: str, emit: Emit, slot
         t0 = time.perf_counter()
         try:
             if gpus is not None and len(gpus) > 1:
-                _launch_accelerate(cdir, trainer, gpus, lambda u: emit(("update", slot, meta["id"], u, total, None)))
+                _launch_accelerate(cdir, trainer, gpus, lambda u: emit(("update", slot, meta["id"], u, total, None)),
+                                   meta.get("launch"))
             else:
                 from grpo_bench.train.config import RunConfig
 
@@ -169,9 +170,14 @@ def _record_attempt(cdir: Path) -> None:
     append_line(cdir / ATTEMPTS, json.dumps(line))
 
 
-def _launch_accelerate(cdir: Path, trainer: str, gpus: list[int], on_update: Callable[[int], None]) -> None:
-    """Multi-GPU cell: ``accelerate launch`` this module on the slot's GPUs; progress from metrics.jsonl."""
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(len(gpus)),
+def _launch_accelerate(cdir: Path, trainer: str, gpus: list[int], on_update: Callable[[int], None],
+                       launch: str | None = None) -> None:
+    """Multi-GPU cell: ``accelerate launch`` this module on the slot's GPUs (budget.accelerate_config, default
+    plain data parallel); progress from metrics.jsonl; a failure is one line (first rank's error, log path)."""
+    from grpo_bench.train.distributed import config_path, launch_failure
+
+    how = ["--config_file", str(config_path(launch))] if launch else ["--multi_gpu"]
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", *how, "--num_processes", str(len(gpus)),
            "-m", "grpo_bench.suite.runner", str(cdir), trainer]
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ",".join(map(str, gpus))}
     with open(cdir / "launch.log", "a") as log:
@@ -180,7 +186,7 @@ def _launch_accelerate(cdir: Path, trainer: str, gpus: list[int], on_update: Cal
             time.sleep(2.0)
             on_update(len(results.read_jsonl(cdir / "metrics.jsonl")))
     if proc.returncode != 0:
-        raise RuntimeError(f"accelerate launch exited with {proc.returncode}; see {cdir / 'launch.log'}")
+        raise launch_failure(proc.returncode, cdir / "launch.log")
 
 
 def _main_cell(argv: list[str]) -> None:
@@ -455,7 +461,8 @@ def run_suite(suite: Any, cells: list[Any], out: Path, *, jobs: int | None = Non
     run_backend = BACKENDS.get(backend, where="--backend: ")
     t0 = time.perf_counter()
     suite_dir = Path(out) / suite.name
-    metas = [c.meta(suite.name) for c in cells]
+    launch = {"launch": suite.resources["accelerate_config"]} if "accelerate_config" in suite.resources else {}
+    metas = [{**c.meta(suite.name), **launch} for c in cells]
     if backend == "local":  # before anything is written: a bad --jobs leaves no folder behind
         slots, threads = plan_slots(jobs, suite.resources.get("gpus_per_cell", 1), gpu_count(), os.cpu_count() or 1)
     else:  # the cluster's nodes, not this host, decide threads and GPUs; jobs = array parallelism

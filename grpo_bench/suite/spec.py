@@ -44,9 +44,12 @@ BUDGET_CONFIG_KEYS = (
     "updates", "prompts_per_update", "group_size", "steps", "video_size", "inner_epochs", "minibatches",
     "micro_batch", "eval_every", "eval_samples", "diag_every", "checkpoint_every", "save_videos",
 )
-RESOURCE_KEYS = {"gpus_per_cell": int, "timeout_min": int, "cpus_per_cell": int}
+RESOURCE_KEYS = {"gpus_per_cell": int, "timeout_min": int, "cpus_per_cell": int, "gpu_memory_gb": int,
+                 "accelerate_config": str}
 """Budget keys read by the runner, not by the trainer (they never change a cell id): GPUs per cell
-(default 1 on a GPU machine, none on SLURM unless set), the SLURM time limit and the SLURM cpus per task."""
+(default 1 on a GPU machine, none on SLURM unless set), the SLURM time limit and the SLURM cpus per task;
+GPU memory per device (``grpo-bench plan`` refuses cells predicted not to fit) and the accelerate
+config a multi-GPU cell is launched with (default multi_gpu; fsdp2 / deepspeed_zero2 shard)."""
 REPORT_KEYS = ("tables", "figures", "baseline", "smooth", "min_effect")
 MAX_SEEDS = 1000
 MAX_SEED = 2**63 - 1
@@ -265,7 +268,11 @@ def parse_suite(data: Any, path: str = "<suite>", overrides: dict[str, Any] | No
         if key not in allowed_budget:
             raise unknown("budget key", key, allowed_budget, where)
         if key in RESOURCE_KEYS:
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            if RESOURCE_KEYS[key] is str:  # accelerate_config: a shipped launch config or a YAML path
+                from grpo_bench.train.distributed import config_path
+
+                config_path(str(value))
+            elif not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise UserError(f"{where}budget.{key} must be an integer >= 1, got {value!r}")
             resources[key] = value
         else:

@@ -181,6 +181,19 @@ class RunConfig:
     params: dict[str, Any] = field(default_factory=dict)
     """Plug-in parameters as dotted keys ({"kernel.gamma": 0.3, "kl.tau": 0.9, "anchor.tau": 0.99});
     set them as top-level dotted keys in YAML or ``kernel.gamma=0.3`` on the command line."""
+    param_dtype: str = "float32"
+    """Full fine-tuning: dtype the trained weights are stored in, 'float32' (master weights; the forward
+    autocasts under mixed_precision) or 'bf16' (bf16 parameters and AdamW state, the paper's FSDP2 recipe)."""
+    reward_path: str = ""
+    """Folder of the reward's weights ('' = its hub id in the local cache): VideoAlign's VideoReward
+    checkpoint, the CLIP / PickScore model, or the world judge's .safetensors."""
+    reward_base_path: str = ""
+    """Second folder some rewards need ('' = default): VideoAlign's base Qwen2-VL-2B-Instruct,
+    PickScore's processor (CLIP-ViT-H-14)."""
+    equalizer_proxy: str = "gaussian"
+    """What the equalizer divides by: 'gaussian' = lambda/std at every step (SAGE-GRPO's reference
+    proxy, right for the Gaussian log-prob), 'logprob' = the run's log-prob form's own sensitivity
+    (lambda*std for CPS's unscaled surrogate, where the Gaussian proxy widens the per-step spread)."""
 
     def method_overrides(self) -> dict[str, Any]:
         """The method options set in this config (None = keep the method default)."""
@@ -213,7 +226,9 @@ HASHED_FIELDS = (
 )
 """The RunConfig fields of the first id scheme (commit 2a65c82): always hashed, as they always were."""
 
-ID_NEUTRAL: dict[str, Any] = {"params": {}}
+ID_NEUTRAL: dict[str, Any] = {
+    "params": {}, "param_dtype": "float32", "reward_path": "", "reward_base_path": "", "equalizer_proxy": "gaussian",
+}
 """Fields added since: the value for which a field is left out of a cell id. A new field must be
 added here with the value that reproduces the behaviour from before it existed."""
 
@@ -344,6 +359,8 @@ def validate(cfg: RunConfig, where: str = "") -> None:
         "on_bad_reward": ("error", "zero"),
         "mixed_precision": ("no", "bf16", "fp16"),
         "stepwise_estimator": ("sample", "analytic"),
+        "param_dtype": ("float32", "bf16"),
+        "equalizer_proxy": ("gaussian", "logprob"),
     }
     for key, allowed in choices.items():
         if getattr(cfg, key) not in allowed:

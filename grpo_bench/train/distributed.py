@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterable
@@ -85,8 +86,10 @@ def _run_launcher(cmd: list[str]) -> int:
     launcher's ChildFailedError traceback about it is dropped (no traceback for a user mistake)."""
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, errors="replace", bufsize=1)
     errors: list[str] = []
+    tail: list[str] = []
     assert proc.stderr is not None
     for line in proc.stderr:
+        tail = (tail + [line])[-2000:]
         if line.startswith("error: "):
             if line not in errors:
                 errors.append(line)
@@ -95,7 +98,37 @@ def _run_launcher(cmd: list[str]) -> int:
             sys.stderr.write(line)
         sys.stderr.flush()
     code = proc.wait()
+    if code and not errors:  # one line to end the ranks' tracebacks: what failed first
+        sys.stderr.write(f"error: accelerate launch exited with {code}: "
+                         f"{first_error(''.join(tail)) or 'see the output above'}\n")
     return 2 if errors else code
+
+
+_EXC = re.compile(r"^(?:\[rank(\d+)\]:\s*)?"
+                  r"((?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit)|error): (.+)$")
+_LAUNCHER = ("ChildFailedError", "torch.distributed.elastic", "SignalException")
+
+
+def first_error(log: str) -> str | None:
+    """The first error a launched process printed (a one-line ``error: ...`` user error, or the last
+    line of its traceback: ``SomeError: message``), as ``rank N: SomeError: message``; the
+    launcher's own summary (ChildFailedError) is skipped. None when the log holds no error line."""
+    for line in log.splitlines():
+        m = _EXC.match(line.strip())
+        if m and not any(x in line for x in _LAUNCHER):
+            rank = f"rank {m.group(1)}: " if m.group(1) else ""
+            return f"{rank}{m.group(2)}: {m.group(3).strip()}"
+    return None
+
+
+class LaunchError(RuntimeError):
+    """A multi-process launch failed; the message is one line: the first error and the log path."""
+
+
+def launch_failure(returncode: int, log_path: Path) -> LaunchError:
+    text = log_path.read_text(errors="replace") if log_path.is_file() else ""
+    first = first_error(text) or f"accelerate launch exited with {returncode}"
+    return LaunchError(f"{first} (all ranks' output: {log_path})")
 
 
 # --- the global batch across ranks --------------------------------------------------------------

@@ -24,36 +24,78 @@ def _mean(t: Tensor) -> float:
     return float(t[torch.isfinite(t)].mean()) if torch.isfinite(t).any() else float("nan")
 
 
-def evaluate(
-    model: Any, reward: Any, sigmas: Tensor, cfg: Any, device: torch.device, autocast: Any
-) -> tuple[dict, list, Tensor]:
-    """(eval_* metrics, per-video rows, videos Tensor[N, 3, F, H, W] on CPU)."""
+def prompt_shard(n_prompts: int, rank: int, world: int) -> slice:
+    """This rank's contiguous share of the eval prompts (whole prompts, so a prompt's samples and
+    their diversity stay on one rank; shares differ by at most one prompt)."""
+    base, extra = divmod(n_prompts, world)
+    start = rank * base + min(rank, extra)
+    return slice(start, start + base + (rank < extra))
+
+
+def gather_rows(local: Tensor, acc: Any, counts: list[int]) -> Tensor:
+    """Every rank's rows of ``local`` (Tensor[n_r, ...], n_r = counts[rank]) in rank order, on every rank:
+    padded to the largest share for the collective, then trimmed."""
+    if acc is None or acc.num_processes == 1:
+        return local
+    most = max(counts)
+    pad = local.new_full((most - local.shape[0], *local.shape[1:]), float("nan"))
+    every = acc.gather(torch.cat([local, pad]).to(acc.device).contiguous()).cpu()
+    every = every.reshape(len(counts), most, *local.shape[1:])
+    return torch.cat([every[r, :c] for r, c in enumerate(counts)])
+
+
+def evaluate(model: Any, reward: Any, sigmas: Tensor, cfg: Any, device: torch.device, autocast: Any,
+             acc: Any = None, even_only: bool = False) -> tuple[dict, list, Tensor]:
+    """(eval_* metrics, per-video rows, videos Tensor[N, 3, F, H, W] on CPU).
+
+    Under several processes (``acc``) each rank samples and scores its share of the eval prompts
+    (``prompt_shard``) with the same fixed noise rows as one process would, and the per-video scores
+    are gathered, so the metrics equal the single-process ones and the work is not repeated. The
+    videos returned are this rank's own (the main process's share: it saves them). ``even_only`` (FSDP2:
+    every forward is a collective, so all ranks must run as many) splits only when the prompts divide
+    evenly over the ranks; otherwise every rank samples all of them, as one process would."""
     from grpo_bench.train.prompts import load_prompt_set
     from grpo_bench.world.oracle import diversity, oracle
 
     n = cfg.eval_samples
-    rows = [p for p in load_prompt_set(cfg.prompts).eval for _ in range(n)]
+    prompts = load_prompt_set(cfg.prompts).eval
+    all_rows = [p for p in prompts for _ in range(n)]
     gen = generator(cfg.seed, "eval", 0, device)
-    x0 = torch.randn(len(rows), *model.latent_shape, generator=gen, device=device)
+    x0 = torch.randn(len(all_rows), *model.latent_shape, generator=gen, device=device)  # the same noise on every rank
+    if acc is not None and even_only and len(prompts) % acc.num_processes:
+        acc = None  # uneven shares would desynchronise the sharded forwards: repeat instead
+    world, rank = (acc.num_processes, acc.process_index) if acc is not None else (1, 0)
+    share = prompt_shard(len(prompts), rank, world)
+    counts = [(s.stop - s.start) * n for s in (prompt_shard(len(prompts), r, world) for r in range(world))]
+    rows = all_rows[share.start * n : share.stop * n]
+    x0 = x0[share.start * n : share.stop * n]
     with autocast():
         videos = sample(model, rows, x0, sigmas, make_kernel("ode"), guidance=cfg.guidance,
-                        chunk=cfg.prompts_per_update * cfg.group_size, decode=True)
+                        chunk=cfg.prompts_per_update * cfg.group_size, decode=True) \
+            if rows else x0.new_zeros(0, 3, 1, 1, 1)
     videos = videos.cpu()
     with torch.no_grad():
-        judged = reward(videos, rows)
-        # No oracle for real models: their oracle columns are NaN (the report leaves them blank).
+        judged = reward(videos, rows) if rows else {}
         nan = torch.full((len(rows),), float("nan"))
-        truth = (
-            oracle(videos, rows) if cfg.eval_oracle else dict.fromkeys(("vq", "mq", "ta", "correct", "manifold"), nan)
-        )
+        # No oracle for real models: their oracle columns are NaN (the report leaves them blank).
+        blank = dict.fromkeys(("vq", "mq", "ta", "correct", "manifold"), nan)
+        truth = oracle(videos, rows) if cfg.eval_oracle and rows else blank
+        judged = judged or {d: nan for d in getattr(reward, "dimensions", ("vq", "mq", "ta"))}
         judge = composite(judged, reward_weights(reward, cfg.setting)).cpu()
+        div = diversity(videos, n) if n >= 2 and rows else torch.full((len(rows) // max(n, 1),), float("nan"))
+    per_prompt = [c // n for c in counts]
+    truth = {k: gather_rows(v.float().cpu(), acc, counts) for k, v in truth.items()}
+    judged = {k: gather_rows(v.float().cpu(), acc, counts) for k, v in judged.items()}
+    judge = gather_rows(judge.float(), acc, counts)
+    div = gather_rows(div.float().cpu(), acc, per_prompt)
+    rows = all_rows
     metrics = {
         "eval_oracle_vq": _mean(truth["vq"]),
         "eval_oracle_mq": _mean(truth["mq"]),
         "eval_oracle_ta": _mean(truth["ta"]),
         "eval_correct": _mean(truth["correct"]),
         "eval_manifold": _mean(truth["manifold"]),
-        "eval_diversity": _mean(diversity(videos, n)) if n >= 2 else float("nan"),
+        "eval_diversity": _mean(div) if n >= 2 else float("nan"),
         "eval_reward": _mean(judge),
         **{f"eval_reward_{k}": _mean(judged[k]) for k in ("vq", "mq", "ta") if k in judged},
     }

@@ -84,9 +84,15 @@ def shard_module(module: nn.Module, device: torch.device, world: int) -> nn.Modu
     # the root reshard too, so an in-place change of the shards (anchors, checkpoint load) is seen
     # by the next forward.
     reshard = os.environ.get("FSDP_RESHARD_AFTER_FORWARD", "true").lower() != "false"
+    kw: dict = {}
+    if any(p.requires_grad and p.dtype == torch.bfloat16 for p in module.parameters()):
+        from torch.distributed.fsdp import MixedPrecisionPolicy
+
+        # bf16 trained weights (param_dtype: bf16): reduce-scatter the gradients in float32
+        kw["mp_policy"] = MixedPrecisionPolicy(reduce_dtype=torch.float32)
     for unit in shard_units(module):
-        fully_shard(unit, mesh=mesh, reshard_after_forward=reshard)
-    fully_shard(module, mesh=mesh, reshard_after_forward=reshard)
+        fully_shard(unit, mesh=mesh, reshard_after_forward=reshard, **kw)
+    fully_shard(module, mesh=mesh, reshard_after_forward=reshard, **kw)
     return module
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
@@ -36,9 +37,10 @@ from grpo_bench.core.sde import equalizer
 from grpo_bench.core.trust_region import Anchors, make_kl, make_kl_weight
 from grpo_bench.errors import UserError
 from grpo_bench.rewards.base import composite, reward_weights
-from grpo_bench.train import checkpoint, distributed, export, sharding, steppers
+from grpo_bench.train import checkpoint, distributed, export, sharding, steppers, weights
 from grpo_bench.train.config import RunConfig, config_id, resolve, validate
 from grpo_bench.train.evaluation import evaluate
+from grpo_bench.train.microbatch import MicroBatched, chunked
 from grpo_bench.train.prompts import load_prompt_set
 from grpo_bench.train.tracking import MetricsSink, hparams
 
@@ -72,8 +74,14 @@ class Trainer:
         if reward is None:
             from grpo_bench import rewards
 
-            reward = rewards.load(cfg.reward, device=str(self.device))  # scores videos where they are sampled
+            reward = rewards.load(cfg.reward, device=str(self.device), **weights.reward_kwargs(cfg))  # where sampled
+        weights.check_video_shape(cfg, model, reward)  # before any sampling
         self.model, self.reward = model, reward
+        prompt_set = load_prompt_set(cfg.prompts)
+        if hasattr(model, "release_text_encoders"):  # encode every prompt once, then free the encoders
+            model.cache_prompts([*prompt_set.train, *prompt_set.eval])
+            model.release_text_encoders()
+        self.sampler = MicroBatched(model, cfg.micro_batch)  # rollout and eval: micro_batch rows per forward
         self.module = module = model.trainable_module()
         (model if hasattr(model, "to") else module).to(self.device)
         # The launch's optimizer step (steppers.py): FSDP2 shards the module first, DeepSpeed wraps it
@@ -88,16 +96,28 @@ class Trainer:
         self.stored = self.method.eligible_steps(self.sigmas).nonzero().flatten()  # Long[S]
         if self.stored.numel() == 0:
             raise UserError(f"method {cfg.method!r}: no trainable (stochastic) step with steps={cfg.steps}")
-        weight = equalizer(self.method.kernel, self.sigmas) if self.method.config.equalizer else torch.ones(cfg.steps)
+        weight = self._equalizer_weights(cfg)
         self.kl = make_kl(cfg)
         self.ctx = LossContext(model, self.table, weight.to(self.device), self.kl, self.method.config.clip_range,
                                self.method.config.logprob, cfg.guidance)
         self.anchors = Anchors(self.kl.anchor_policies(), model, module)
         self.kl_weight = make_kl_weight(cfg)
         self.counters = checkpoint.Counters()  # with the anchors, KL weight and optimizer: checkpoint.save
-        self.train_prompts = load_prompt_set(cfg.prompts).train
+        self.train_prompts = prompt_set.train
         self.shard = distributed.shard(cfg.prompts_per_update * cfg.group_size, self.acc.process_index,
                                        self.acc.num_processes)  # checks divisibility before any sampling
+
+    def _equalizer_weights(self, cfg: RunConfig) -> torch.Tensor:
+        """S_i per step (ones without the equalizer); the proxy follows the log-prob form when asked."""
+        if not self.method.config.equalizer:
+            return torch.ones(cfg.steps)
+        actual = self.method.config.logprob
+        form = actual if cfg.equalizer_proxy == "logprob" else "gaussian"
+        if form != actual and not torch.allclose(equalizer(self.method.kernel, self.sigmas),
+                                                 equalizer(self.method.kernel, self.sigmas, actual)):
+            warnings.warn(f"equalizer: the Gaussian proxy lambda/std does not follow the {actual!r} log-prob's "
+                          "per-step gradient scale; equalizer_proxy=logprob equalizes it", stacklevel=2)
+        return equalizer(self.method.kernel, self.sigmas, form)
 
     # --- one update -----------------------------------------------------------------------
     def update(self, u: int) -> dict[str, Any]:
@@ -113,10 +133,11 @@ class Trainer:
         # Data parallel: this process's contiguous rows of the global batch (all of it on one process).
         mine = self.shard
         with self.autocast():
-            ro = rollout(self.model, self.table, rows[mine], x0[mine], guidance=cfg.guidance,
+            ro = rollout(self.sampler, self.table, rows[mine], x0[mine], guidance=cfg.guidance,
                          stored=self.stored, logprob=self.method.config.logprob,
                          sde_gen=generator(distributed.rank_seed(cfg.seed, rank), "sde", u, dev),
-                         anchors={a: self.anchors.velocity(a) for a in self.anchors.names}, train_steps=steps[mine])
+                         anchors={a: chunked(self.anchors.velocity(a), cfg.micro_batch) for a in self.anchors.names},
+                         train_steps=steps[mine])
         t1 = _sync(dev)
         with torch.no_grad():
             local = {k: v.detach().float().cpu() for k, v in self.reward(ro.videos, ro.prompts).items()}
@@ -130,7 +151,8 @@ class Trainer:
         t2 = time.perf_counter()
         if cfg.diag_every and u % cfg.diag_every == 0:
             with self.autocast():
-                line["grad_norm_per_step"] = per_step_grad_norms(self.ctx, ro, adv, self.params, cfg.steps)
+                line["grad_norm_per_step"] = per_step_grad_norms(self.ctx, ro, adv, self.params, cfg.steps,
+                                                               micro_batch=cfg.micro_batch)
         t3 = _sync(dev)
         train_stats = self.optimize(ro, adv, steps[mine].to(dev))
         if self.acc.num_processes > 1:  # loss statistics of the whole batch: mean over ranks (equal shards)
@@ -183,7 +205,8 @@ class Trainer:
 
     def evaluate(self) -> tuple[dict, list, torch.Tensor]:
         t = time.perf_counter()
-        metrics, rows, videos = evaluate(self.model, self.reward, self.sigmas, self.cfg, self.device, self.autocast)
+        metrics, rows, videos = evaluate(self.sampler, self.reward, self.sigmas, self.cfg, self.device, self.autocast,
+                                          acc=self.acc, even_only=self.sharded)
         metrics["time_eval"] = time.perf_counter() - t
         return metrics, rows, videos
 
@@ -267,6 +290,7 @@ def train(
     import json
 
     validate(cfg)
+    weights.check_weight_paths(cfg)  # a missing model or reward folder stops here, before any work
     cfg = resolve(cfg)
     out = Path(out_dir)
     created = not out.exists()

@@ -1,0 +1,94 @@
+"""Where a run's weights come from: ``model=`` and ``reward_path=`` / ``reward_base_path=``, checked
+before any work starts.
+
+``model`` is a registered name (tiny presets, named checkpoints found in the Hugging Face cache),
+a hub id (``org/name``, the local cache only) or a local folder. Anything that looks like a path
+(starts with ``/``, ``.`` or ``~``, or has more than one ``/``) must be an existing folder; the
+error names the key and the path, never a download command for a path. Rewards take their folders
+through the keyword arguments their factory lists in ``path_options`` (VideoAlign: checkpoint,
+base_model; CLIPScore: model; PickScore: model, processor; world judge: path).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from grpo_bench.errors import UserError
+from grpo_bench.models.diffusers_video import looks_local
+
+
+def _folder(key: str, value: str, where: str, file_ok: bool = False) -> None:
+    path = Path(value).expanduser()
+    if not path.exists():
+        raise UserError(f"{where}config key {key!r}: {value!r} does not exist (a local "
+                        f"{'file or ' if file_ok else ''}folder is expected; grpo-bench never downloads weights)")
+    if not file_ok and not path.is_dir():
+        raise UserError(f"{where}config key {key!r}: {value!r} is not a folder")
+
+
+def check_model(cfg: Any, where: str = "") -> None:
+    """``model`` names something loadable: a registered name, a hub id, or an existing folder."""
+    from grpo_bench import models
+
+    name = cfg.model
+    if name in models.names():
+        return
+    if looks_local(name) or Path(name).expanduser().exists():
+        _folder("model", name, where)
+        if not (Path(name).expanduser() / "model_index.json").is_file():
+            raise UserError(f"{where}config key 'model': folder {name!r} has no model_index.json "
+                            "(expected a diffusers pipeline folder, e.g. from `hf download ID --local-dir DIR`)")
+        return
+    if name.count("/") != 1:
+        raise UserError(f"{where}config key 'model': {name!r} is neither a registered model "
+                        f"({', '.join(models.names())}), a hub id (org/name) nor an existing folder")
+
+
+def reward_kwargs(cfg: Any) -> dict[str, str]:
+    """Keyword arguments that point the reward's factory at ``reward_path`` / ``reward_base_path``."""
+    from grpo_bench.rewards import REWARDS
+
+    paths = [p for p in (cfg.reward_path, cfg.reward_base_path)]
+    if not any(paths):
+        return {}
+    options = tuple(getattr(REWARDS.get(cfg.reward), "path_options", ()))
+    return {opt: p for opt, p in zip(options, paths) if p}
+
+
+def check_reward(cfg: Any, where: str = "") -> None:
+    """The reward exists, takes the paths given, and each path exists."""
+    from grpo_bench.rewards import REWARDS
+
+    factory = REWARDS.get(cfg.reward, where=where)
+    options = tuple(getattr(factory, "path_options", ()))
+    for key, value, index in (("reward_path", cfg.reward_path, 0), ("reward_base_path", cfg.reward_base_path, 1)):
+        if not value:
+            continue
+        if len(options) <= index:
+            raise UserError(f"{where}config key {key!r}: reward {cfg.reward!r} takes "
+                            f"{'no weight folder' if not options else 'only reward_path'}")
+        _folder(key, value, where, file_ok=cfg.reward.startswith("world"))
+
+
+def check_weight_paths(cfg: Any, where: str = "") -> None:
+    check_model(cfg, where)
+    check_reward(cfg, where)
+
+
+def check_video_shape(cfg: Any, model: Any, reward: Any) -> None:
+    """The reward scores videos of the shape the model makes (a reward that declares ``video_shape``);
+    UserError with the keys to change, before a single video is sampled."""
+    want = getattr(reward, "video_shape", None)
+    have = tuple(getattr(model, "video_shape", model.latent_shape))
+    if want is None or tuple(want) == have:
+        return
+    what = f"reward {cfg.reward!r} scores videos of frames x height x width {'x'.join(map(str, want[1:]))}"
+    got = f"model {cfg.model!r} makes {'x'.join(map(str, have[1:]))}"
+    if cfg.model == "world":
+        fix = f"set video_size: {want[2]} (or rebuild the judge for this size: grpo-bench pretrain judge --size N)"
+    else:
+        fix = ("the world judge scores only the embedded world's videos; choose a reward for real models "
+               "(reward=videoalign / clip_score / pickscore with weights on disk) "
+               "or reward=world_oracle for a smoke run")
+    raise UserError(f"{what} but {got}; {fix}")

@@ -1,0 +1,136 @@
+"""``grpo-bench plan``: parameter counts from the real configs (no weights), memory terms that follow
+the config, the refusal above gpu_memory_gb, and the estimator against measured CPU peaks.
+
+Tolerance of the measured checks: measured / predicted within [0.65, 1.5] (the activation constants
+were fitted on a different stack: a 4-layer Wan stack at 1280 tokens; these use other widths, depths,
+token counts and the HunyuanVideo 1.5 block)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from grpo_bench.cli.commands import app
+from grpo_bench.errors import UserError
+from grpo_bench.train.config import RunConfig
+from grpo_bench.train.plan import GB, check_fits, estimate
+
+pytestmark = pytest.mark.filterwarnings("ignore")
+ROOT = Path(__file__).resolve().parents[1]
+TOLERANCE = (0.65, 1.5)
+# glibc otherwise raises its mmap threshold after the first large free and keeps freed tensors in
+# the heap, so the resident set would not follow the tensors that are alive
+MEASURE_ENV = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "131072", "OMP_NUM_THREADS": "1"}
+
+
+def hy(**kw) -> RunConfig:
+    base = dict(model="hunyuan15-480p", reward="videoalign", eval_oracle=False, frames=81, height=480, width=848,
+                steps=20, shift=5.0, lora_rank=64, gradient_checkpointing=True, mixed_precision="bf16",
+                prompts_per_update=8, group_size=4, micro_batch=2, method="sage_grpo")
+    base.update(kw)
+    return RunConfig(**base)
+
+
+def test_real_parameter_counts_come_from_the_configs():
+    p = estimate(hy(), processes=8)
+    assert 8.2e9 < p.params < 8.45e9  # HunyuanVideo 1.5: "8.3B parameters"
+    assert p.tokens == 21 * 30 * 53 + 1985  # latent tokens at 81 x 480 x 848 + joint text rows
+    assert 0 < p.trainable < 1e8  # LoRA rank 64 on the attention projections
+    wan = estimate(hy(model="wan2.1-1.3b", width=832, reward="videoalign_16fps"), processes=8)
+    assert 1.2e9 < wan.params < 1.5e9 and wan.tokens == 21 * 30 * 52
+    w14 = estimate(hy(model="wan2.1-14b", width=832, reward="videoalign_16fps", lora_rank=0), processes=8)
+    assert 13.5e9 < w14.params < 14.8e9 and w14.trainable == w14.params
+
+
+def test_memory_follows_the_config():
+    base = estimate(hy(), processes=8)
+    assert estimate(hy(micro_batch=1), processes=8).gpu["activations"] == pytest.approx(base.gpu["activations"] / 2)
+    assert estimate(hy(guidance=6.0), processes=8).gpu["activations"] == pytest.approx(base.gpu["activations"] * 2)
+    assert estimate(hy(gradient_checkpointing=False), processes=8).gpu_peak > base.gpu_peak
+    full = estimate(hy(lora_rank=0, param_dtype="bf16"), processes=8)
+    sharded = estimate(hy(lora_rank=0, param_dtype="bf16"), processes=8, sharding="fsdp2")
+    assert sharded.gpu["optimizer"] == pytest.approx(full.gpu["optimizer"] / 8)
+    assert sharded.gpu["weights"] < full.gpu["weights"] / 4
+    # bf16 loading: about 2 bytes per transformer and text-encoder weight on the host (float32 was ~65 GB)
+    fp32_everything = 4 * (base.params + base.host["offloaded_text_encoders"] / 2)
+    assert base.host["load"] < 0.6 * fp32_everything  # the VAE alone stays float32
+    assert estimate(hy(lora_rank=0), processes=8).host["load"] > base.host["load"] + 1.9 * base.params  # fp32 master
+
+
+def test_refusal_is_one_line_naming_the_limit():
+    p = estimate(hy(), processes=8)
+    check_fits(p, p.gpu_peak / GB + 1, "x: ")
+    with pytest.raises(UserError, match=r"x: predicted peak GPU memory .* exceeds gpu_memory_gb=10 ") as err:
+        check_fits(p, 10, "x: ")
+    assert "\n" not in str(err.value)
+
+
+def test_plan_command_runs_on_both_hunyuan_suites_and_refuses():
+    runner = CliRunner()
+    for suite in ("hunyuan15_main_table.yaml", "hunyuan15_paper.yaml"):
+        res = runner.invoke(app, ["plan", str(ROOT / "suites" / suite), "--gpu-memory-gb", "141"])
+        assert res.exit_code == 0, res.output
+        assert "hunyuan15-480p" in res.output and "8.33B" in res.output
+    res = runner.invoke(app, ["plan", str(ROOT / "suites" / "hunyuan15_paper.yaml"), "--gpu-memory-gb", "8"])
+    assert res.exit_code != 0 and isinstance(res.exception, UserError)
+    assert "exceeds gpu_memory_gb=8" in str(res.exception)
+
+
+def _measure(*args: str) -> dict:
+    out = subprocess.run([sys.executable, str(ROOT / "tests" / "plan_measure_script.py"), *args], env=MEASURE_ENV,
+                         capture_output=True, text=True, timeout=300, cwd=ROOT, check=False)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow  # a fresh process per measurement (~20-40 s each on a shared 2-core machine)
+@pytest.mark.parametrize("family, ckpt", [("wan", "0"), ("hunyuan", "1")])
+def test_activation_estimate_against_measured_cpu_peak(family, ckpt):
+    r = _measure(family, ckpt)
+    ratio = r["measured"] / r["predicted"]
+    assert TOLERANCE[0] <= ratio <= TOLERANCE[1], r
+
+
+@pytest.mark.slow
+def test_host_peak_of_a_tiny_preset_update_against_measured():
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_check.py"), "--device", "cpu", "--cases",
+                          "tiny-hunyuan15", "--json", "/dev/stdout"], env=MEASURE_ENV, capture_output=True, text=True,
+                         timeout=300, cwd=ROOT, check=False)
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = json.loads(out.stdout[out.stdout.index("["):])
+    (row,) = rows
+    assert TOLERANCE[0] <= row["measured_gb"] / row["predicted_gb"] <= TOLERANCE[1], row
+
+
+def test_gpu_check_dry_run_prints_the_plan_column(capsys):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import gpu_check
+
+    rows = gpu_check.main(["--dry-run", "--device", "cpu", "--blocks", "2"])
+    assert [r["case"].split(" ")[0] for r in rows] == ["tiny-wan", "tiny-hunyuan15", "hunyuan15-stack", "wan14b-stack"]
+    stack = rows[2]
+    assert stack["tokens"] == 21 * 30 * 53 + 1985 and stack["measured_gb"] is None
+    assert 2 * (8.33e9 / 54) < stack["params"] < 4 * (8.33e9 / 54)  # two of HunyuanVideo 1.5's 54 blocks (+ embedders)
+    assert "plan GB" in capsys.readouterr().out
+    world = estimate(RunConfig(model="world", device="cpu"))
+    assert world.params > 0 and world.gpu_peak == 0 and world.host_peak > 0
+
+
+def test_a_local_pipeline_folder_is_planned_as_the_checkpoint_it_holds(tmp_path):
+    from grpo_bench.train.plan import identify_folder, real_specs
+
+    (tmp_path / "transformer").mkdir()
+    conf = {"_class_name": "WanTransformer3DModel", **real_specs()["wan2.1-1.3b"]["transformer"]["config"]}
+    (tmp_path / "transformer" / "config.json").write_text(json.dumps(conf))
+    assert identify_folder(str(tmp_path)) == "wan2.1-1.3b"
+    p = estimate(hy(model=str(tmp_path), width=832, reward="videoalign_16fps"), processes=8)
+    assert p.model == "wan2.1-1.3b" and 1.2e9 < p.params < 1.5e9
+    conf["num_layers"] = 7  # not a known checkpoint
+    (tmp_path / "transformer" / "config.json").write_text(json.dumps(conf))
+    assert identify_folder(str(tmp_path)) is None
