@@ -250,12 +250,9 @@ def run(
     overrides: list[str] | None = typer.Argument(None, help="key=value overrides of the suite's base config."),
 ) -> None:
     """Run every cell of a suite (resumable, parallel), aggregate results.parquet and render the report."""
-    from grpo_bench import preflight
     from grpo_bench.cli.suite import run_command
 
-    _jobs(jobs)
-    preflight.out_dir(out)
-    overrides = [*(overrides or []), *([f"device={device}"] if device else [])]
+    overrides = _suite_arguments(jobs, out, device, overrides)
     raise typer.Exit(_interruptible(lambda: run_command(suite, jobs, backend, out, dry_run, resume, overrides,
                                                         console)))
 
@@ -270,8 +267,7 @@ def plan(
     tflops: float = typer.Option(400.0, "--tflops", help="Sustained TFLOP/s per GPU for the time estimate."),
     overrides: list[str] | None = typer.Argument(None, help="key=value overrides of the suite's base config."),
 ) -> None:
-    ("""Predict per cell the model size, peak GPU and host memory per process and seconds per update; """
-     """no weights needed.""")
+    """Predict per cell the model size, peak GPU and host memory per process and seconds per update."""
     from grpo_bench.cli.plan import plan_command
 
     raise typer.Exit(plan_command(suite, gpu_memory_gb, tflops, overrides or [], console))
@@ -297,12 +293,9 @@ def ablate(
     overrides: list[str] | None = typer.Argument(None, help="key=value overrides of the base config."),
 ) -> None:
     """Build an ablation grid (KL variant x equalizer x SDE) on a base suite and run it like `run`."""
-    from grpo_bench import preflight
     from grpo_bench.cli.suite import ablate_command
 
-    _jobs(jobs)
-    preflight.out_dir(out)
-    overrides = [*(overrides or []), *([f"device={device}"] if device else [])]
+    overrides = _suite_arguments(jobs, out, device, overrides)
     raise typer.Exit(_interruptible(lambda: ablate_command(kl, equalizer, sde, base, jobs, backend, out, dry_run,
                                                            resume, overrides, console)))
 
@@ -360,6 +353,15 @@ MAX_ERROR_CHARS = 500
 def _bounded(flag: str, value: int, low: int, high: int) -> None:
     if not low <= value <= high:
         raise UserError(f"{flag} must be between {low} and {high}, got {value}")
+
+
+def _suite_arguments(jobs: int | None, out: Path, device: str | None, overrides: list[str] | None) -> list[str]:
+    """`run` and `ablate`: check --jobs and --out before any work; --device becomes the override device=..."""
+    from grpo_bench import preflight
+
+    _jobs(jobs)
+    preflight.out_dir(out)
+    return [*(overrides or []), *([f"device={device}"] if device else [])]
 
 
 def _jobs(jobs: int | None) -> None:

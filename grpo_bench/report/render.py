@@ -76,7 +76,7 @@ def _header(df: pd.DataFrame, info: dict) -> str:
     return "\n".join(lines)
 
 
-ALWAYS_TABLES = ("power", "cells")
+ALWAYS_TABLES = ("power", "liveness", "cells")
 ALWAYS_FIGURES = ("hacking",)
 
 

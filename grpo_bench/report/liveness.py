@@ -1,0 +1,85 @@
+"""Mechanisms that did not act: a table compares trust regions, clips and weight schedules only
+where the logged metrics show them moving.
+
+A PPO ratio that is identically 1 (one optimizer step per rollout: the policy at loss time is the
+rollout policy), a clip that never clips, a KL term that is identically zero, or an adaptive KL
+weight pinned at its floor makes two rows of a table the same algorithm under different names.
+This part lists every such finding per row, from the per-update metrics alone.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from grpo_bench.report import data
+from grpo_bench.report.parts import TABLES, Context, Section
+from grpo_bench.report.tables import write_table
+
+FLOOR_SHARE = 0.25
+"""An adaptive weight is 'stuck at its floor' when it sits at kl_beta_min for at least this share of
+the run's last updates, without leaving it again."""
+
+
+def _dead(values: pd.Series) -> bool:
+    return len(values) > 0 and bool((values.abs() < 1e-12).all())
+
+
+def findings(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per (setting, row, mechanism) that never acted: setting, group, mechanism, finding."""
+    cells = data.cells(df)
+    config = dict(zip(cells["cell"], cells["config"]))
+    out = []
+    for (setting, group), part in cells.groupby(["setting", "group"], sort=False):
+        ids = set(part["cell"])
+
+        def metric(name: str, ids=ids) -> pd.Series:
+            rows = data.curves(df, name)
+            return rows.loc[rows["cell"].isin(ids), "value"].astype(float)
+
+        def add(mechanism: str, finding: str, setting=setting, group=group) -> None:
+            out.append({"setting": setting, "group": group, "mechanism": mechanism, "finding": finding})
+
+        if _dead(metric("ratio_mean") - 1):
+            add("PPO ratio", "identically 1: the loss sees the rollout policy (one optimizer step per rollout)")
+        if _dead(metric("clip_frac")):
+            add("PPO clip", "never clipped a sample")
+        kls = {str(config[c].get("kl")) for c in ids}
+        if kls - {"none", "None"} and _dead(metric("kl")):
+            add("KL penalty", "identically 0")
+        if _dead(metric("kl_stepwise")):
+            add("step-wise KL", "identically 0 (its reference is the rollout policy)")
+        adaptive = [c for c in ids if config[c].get("kl_adaptive") and str(config[c].get("kl")) not in ("none", "None")]
+        starts = [_floor_from(df, c, float(config[c].get("kl_beta_min", float("nan")))) for c in adaptive]
+        stuck = [s for s in starts if s is not None]
+        if stuck:
+            since = f"{min(stuck)}" if min(stuck) == max(stuck) else f"{min(stuck)}–{max(stuck)}"
+            add("adaptive KL weight", f"{len(stuck)} of {len(starts)} cells stuck at its floor kl_beta_min from "
+                                      f"update {since} to the end")
+    return pd.DataFrame(out, columns=["setting", "group", "mechanism", "finding"])
+
+
+def _floor_from(df: pd.DataFrame, cell: str, floor: float) -> int | None:
+    """The update from which the cell's KL weight stays at ``floor`` to the end, when that tail is at
+    least FLOOR_SHARE of its updates; None otherwise."""
+    rows = data.curves(df, "kl_weight")
+    rows = rows[rows["cell"] == cell].sort_values("update")
+    at_floor = (rows["value"].astype(float) <= floor * (1 + 1e-9)).tolist()
+    tail = 0  # updates at the floor, counted back from the last one
+    for flag in reversed(at_floor):
+        if not flag:
+            break
+        tail += 1
+    return int(rows["update"].iloc[-tail]) if tail and tail >= FLOOR_SHARE * len(at_floor) else None
+
+
+@TABLES.register("liveness")
+def liveness(ctx: Context) -> list[Section]:
+    title = "Mechanisms that did not act"
+    found = findings(ctx.df)
+    how = ("From the per-update metrics of every cell of a row: a mechanism listed here never moved, so rows "
+           "that differ only in it are the same algorithm. An empty table means every logged mechanism acted.")
+    if found.empty:
+        return [Section(title, how, "Every logged mechanism acted.\n")]
+    rows = [[r.setting, r.group, r.mechanism, r.finding] for r in found.itertuples()]
+    md = write_table(ctx.out, "liveness", ["Setting", "Row", "Mechanism", "Finding"], rows, found, "llll")
+    return [Section(title, how, md)]

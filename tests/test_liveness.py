@@ -1,0 +1,56 @@
+"""The liveness table names every mechanism that never moved in a row's logged metrics, and only those."""
+
+import json
+
+import pandas as pd
+
+from grpo_bench.report.liveness import findings
+from grpo_bench.report.parts import TABLES, Context
+
+UPDATES = 12
+
+
+def _results(rows: dict[str, dict]) -> pd.DataFrame:
+    """group -> {'kl': variant, 'metrics': {name: [value per update]}} as results.parquet rows (2 seeds)."""
+    out = []
+    for group, spec in rows.items():
+        method = group.split()[0]
+        for seed in (0, 1):
+            cell = f"{group.replace(' ', '_')}-{seed}"
+            cfg = {"method": method, "kl": spec["kl"], "kl_adaptive": True, "kl_beta_min": 1e-3}
+            out.append({"suite": "t", "cell": cell, "group": group, "setting": "B", "seed": seed, "kind": "cell",
+                        "method": method, "kl": spec["kl"], "equalizer": False, "metric": "wall_time", "value": 1.0,
+                        "text": json.dumps({"config": cfg, "status": "done"})})
+            for name, values in spec["metrics"].items():
+                out += [{"suite": "t", "cell": cell, "group": group, "setting": "B", "seed": seed, "kind": "update",
+                         "method": method, "kl": spec["kl"], "equalizer": False, "update": u, "metric": name,
+                         "value": v} for u, v in enumerate(values)]
+    return pd.DataFrame(out)
+
+
+INERT = {"kl": "stepwise", "metrics": {
+    "ratio_mean": [1.0] * UPDATES, "clip_frac": [0.0] * UPDATES, "kl": [0.0] * UPDATES,
+    # warm-up to the ceiling, then halved down to the floor (1e-3) and stuck there for the last 6 updates
+    "kl_weight": [0.01, 0.05, 0.1, 0.05, 0.02, 0.002] + [1e-3] * 6,
+}}
+LIVE = {"kl": "dual", "metrics": {
+    "ratio_mean": [1.0, 1.002, 0.998] * 4, "clip_frac": [0.0, 0.1, 0.05] * 4, "kl": [1e-4, 3e-4, 2e-4] * 4,
+    "kl_stepwise": [0.0, 1e-5, 2e-5] * 4, "kl_weight": [0.01, 0.02, 0.04, 0.02, 0.01, 0.005] + [1e-3, 2e-3] * 3,
+}}
+
+
+def test_inert_mechanisms_are_named_and_live_ones_are_not(tmp_path):
+    found = findings(_results({"sage_grpo kl=stepwise": INERT, "sage_grpo kl=dual": LIVE}))
+    inert = found[found["group"] == "sage_grpo kl=stepwise"]
+    assert set(inert["mechanism"]) == {"PPO ratio", "PPO clip", "KL penalty", "adaptive KL weight"}
+    weight = inert.loc[inert["mechanism"] == "adaptive KL weight", "finding"].iloc[0]
+    assert "2 of 2 cells" in weight and "from update 6" in weight
+    assert found[found["group"] == "sage_grpo kl=dual"].empty  # everything moved, the weight left its floor
+    sections = TABLES.get("liveness")(Context(_results({"sage_grpo kl=dual": LIVE}), tmp_path, {}))
+    assert "Every logged mechanism acted" in sections[0].body
+
+
+def test_a_kl_of_zero_is_not_a_finding_for_rows_without_a_trust_region():
+    none = {"kl": "none", "metrics": {"ratio_mean": [1.0, 1.01] * 6, "clip_frac": [0.0, 0.2] * 6,
+                                      "kl": [0.0] * UPDATES}}
+    assert findings(_results({"dance_grpo kl=none": none})).empty
