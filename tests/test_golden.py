@@ -28,8 +28,20 @@ def _run(method: str, out: Path) -> list[dict]:
     return [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
 
 
+@pytest.fixture
+def one_thread():
+    """The golden values were produced with one intra-op thread; float sums reduce in another order with
+    more threads, and the first update's policy loss (a near-cancelling mean) shows it at ~1e-3 relative."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.mark.parametrize("method", sorted(GOLDEN))
-def test_short_run_reproduces_the_golden_metrics(method, tmp_path):
+def test_short_run_reproduces_the_golden_metrics(method, tmp_path, one_thread):
     rows = _run(method, tmp_path / method)
     assert len(rows) == len(GOLDEN[method])
     for got, want in zip(rows, GOLDEN[method]):
