@@ -188,7 +188,8 @@ def sample(
 
 @app.command()
 def train(
-    method: str = typer.Option("sage_grpo", "--method", help="Registered method (grpo-bench methods)."),
+    method: str | None = typer.Option(
+        None, "--method", help="Registered method (grpo-bench methods); default sage_grpo, or the --like suite's."),
     kl: str | None = typer.Option(None, "--kl", help="KL trust region: none, fixed, stepwise, moving, dual."),
     setting: str | None = typer.Option(None, "--setting", help="Reward weights: A (1,1,1) or B (0.5,0.5,1)."),
     seed: int | None = typer.Option(None, "--seed", help="Run seed (prompt order, noise)."),

@@ -26,33 +26,24 @@ def suite_base(path: Path) -> dict[str, Any]:
 
 
 def build_config(
-    method: str, kl: str | None, setting: str | None, seed: int | None, updates: int | None,
+    method: str | None, kl: str | None, setting: str | None, seed: int | None, updates: int | None,
     device: str | None, overrides: list[str], like: Path | None = None,
 ) -> RunConfig:
     """The validated RunConfig: a suite's base (``--like``), then flags, then key=value overrides (which must
     not contradict the flags)."""
     from grpo_bench.errors import UserError
 
-    data: dict[str, Any] = {**(suite_base(like) if like is not None else {}), "method": method}
-    flags = {"kl": kl, "setting": setting, "seed": seed, "updates": updates, "device": device}
+    data: dict[str, Any] = dict(suite_base(like)) if like is not None else {}
+    flags = {"method": method, "kl": kl, "setting": setting, "seed": seed, "updates": updates, "device": device}
     data.update({k: v for k, v in flags.items() if v is not None})
     extra = parse_overrides(overrides or [])
-    both = sorted(set(extra) & ({k for k, v in flags.items() if v is not None} | {"method"}))
-    if "method" in both and method == "sage_grpo" and "method" not in _given_flags():
-        both.remove("method")  # --method was not typed: its default does not compete with method=...
+    both = sorted(set(extra) & {k for k, v in flags.items() if v is not None})
     if both:
         k = both[0]
         raise UserError(f"grpo-bench train: {k} is given both as --{k.replace('_', '-')} {data[k]} and as "
                         f"{k}={extra[k]}; give it once")
     data.update(extra)
     return from_dict(data, where="grpo-bench train: ")
-
-
-def _given_flags() -> set[str]:
-    """Option names typed on the command line (``--method x`` or ``--method=x``)."""
-    import sys
-
-    return {a[2:].split("=")[0].replace("-", "_") for a in sys.argv[1:] if a.startswith("--")}
 
 
 def default_out(cfg: RunConfig) -> Path:
