@@ -68,12 +68,12 @@ def collect(t: Trainer, u: int) -> RolloutBatch:
     scores = distributed.gather_scores(local, t.acc)  # every rank: the whole batch
     r = composite(scores, reward_weights(t.reward, cfg.setting))  # [P*G]
     adv, bad = group_advantages(r, G, cfg.adv_clip, cfg.on_bad_reward)
-    stats = dict(reward=_nanmean(r), reward_std_in_group=group_std(r, G), bad_rewards=bad,
-                 adv_abs_mean=float(adv.abs().mean()),
-                 reward_parts={k: _nanmean(scores[k]) for k in m.REWARD_PARTS if k in scores})
-    adv = adv[mine].to(dev)
-    t2 = time.perf_counter()
-    return RolloutBatch(ro, adv, steps[mine], **stats, time_rollout=t1 - t0, time_reward=t2 - t1)
+    batch = RolloutBatch(rollout=ro, advantages=adv[mine].to(dev), train_steps=steps[mine], reward=_nanmean(r),
+                         reward_std_in_group=group_std(r, G), bad_rewards=bad, adv_abs_mean=float(adv.abs().mean()),
+                         reward_parts={k: _nanmean(scores[k]) for k in m.REWARD_PARTS if k in scores},
+                         time_rollout=t1 - t0, time_reward=0.0)
+    batch.time_reward = time.perf_counter() - t1
+    return batch
 
 
 def _nanmean(t: Tensor) -> float:
