@@ -40,6 +40,10 @@ from grpo_bench.params import NoParams, PluginParams
 from grpo_bench.registry import Registry
 
 KL_VARIANTS: Registry[type[KLVariant]] = Registry("KL variant")
+KL = "kl"
+"""The penalty every KL variant returns (and its metric name); other keys are named parts, logged only."""
+KL_MOVING, KL_STEPWISE = "kl_moving", "kl_stepwise"
+"""The dual variant's parts: the moving-anchor (position) and stepwise (velocity) KL."""
 ANCHOR_POLICIES: Registry[type[AnchorPolicy]] = Registry("anchor update policy")
 
 
@@ -180,7 +184,7 @@ class NoKL(KLVariant):
     """No trust region."""
 
     def __call__(self, inp: KLInputs) -> dict[str, Tensor]:
-        return {"kl": torch.zeros_like(inp.logp)}
+        return {KL: torch.zeros_like(inp.logp)}
 
 
 @register_kl("fixed")
@@ -190,7 +194,7 @@ class FixedKL(KLVariant):
     anchors = {"initial": "never"}
 
     def __call__(self, inp: KLInputs) -> dict[str, Tensor]:
-        return {"kl": analytic_kl(inp.mu, inp.mu_ref["initial"], inp.var)}
+        return {KL: analytic_kl(inp.mu, inp.mu_ref["initial"], inp.var)}
 
 
 @register_kl("stepwise")
@@ -199,8 +203,8 @@ class StepwiseKL(KLVariant):
 
     def __call__(self, inp: KLInputs) -> dict[str, Tensor]:
         if self.cfg.stepwise_estimator == "analytic":
-            return {"kl": analytic_kl(inp.mu, inp.mu_old, inp.var)}
-        return {"kl": inp.logp_old - inp.logp}
+            return {KL: analytic_kl(inp.mu, inp.mu_old, inp.var)}
+        return {KL: inp.logp_old - inp.logp}
 
 
 @register_kl("moving")
@@ -210,7 +214,7 @@ class MovingKL(KLVariant):
     anchors = {"moving": "every"}
 
     def __call__(self, inp: KLInputs) -> dict[str, Tensor]:
-        return {"kl": analytic_kl(inp.mu, inp.mu_ref["moving"], inp.var)}
+        return {KL: analytic_kl(inp.mu, inp.mu_ref["moving"], inp.var)}
 
 
 @register_kl("dual")
@@ -224,8 +228,8 @@ class DualKL(KLVariant):
         self.position, self.velocity = MovingKL(cfg), StepwiseKL(cfg)
 
     def __call__(self, inp: KLInputs) -> dict[str, Tensor]:
-        pos, vel = self.position(inp)["kl"], self.velocity(inp)["kl"]
-        return {"kl": self.cfg.beta_pos * pos + self.cfg.beta_vel * vel, "kl_moving": pos, "kl_stepwise": vel}
+        pos, vel = self.position(inp)[KL], self.velocity(inp)[KL]
+        return {KL: self.cfg.beta_pos * pos + self.cfg.beta_vel * vel, KL_MOVING: pos, KL_STEPWISE: vel}
 
 
 def make_kl(cfg: Any) -> KLVariant:

@@ -8,6 +8,7 @@ prompts), the exact world oracle (vq, mq, ta, correct, manifold, in-group divers
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -17,6 +18,21 @@ from grpo_bench.core.rollout import generator
 from grpo_bench.core.sampling import sample
 from grpo_bench.core.sde import make_kernel
 from grpo_bench.rewards.base import composite, reward_weights
+from grpo_bench.train import metrics as m
+
+
+@dataclass
+class EvalResult:
+    """One evaluation of the current policy (the evaluate phase)."""
+
+    metrics: dict[str, float]  # eval_* (metrics.py), over every eval video of every rank
+    videos_rows: list[dict[str, Any]]  # [N] per video: prompt, sample, seed, oracle and judge scores
+    videos: Tensor  # [n, 3, F, H, W] this rank's share of the N videos, on CPU
+    time_eval: float  # seconds
+
+    def line(self, at: int) -> dict[str, Any]:
+        """Its part of a metrics line; ``at``: the number of updates the evaluated policy had."""
+        return {**self.metrics, m.TIME_EVAL: self.time_eval, m.EVAL_AT: at}
 
 
 def _mean(t: Tensor) -> float:
@@ -90,14 +106,14 @@ def evaluate(model: Any, reward: Any, sigmas: Tensor, cfg: Any, device: torch.de
     div = gather_rows(div.float().cpu(), acc, per_prompt)
     rows = all_rows
     metrics = {
-        "eval_oracle_vq": _mean(truth["vq"]),
-        "eval_oracle_mq": _mean(truth["mq"]),
-        "eval_oracle_ta": _mean(truth["ta"]),
-        "eval_correct": _mean(truth["correct"]),
-        "eval_manifold": _mean(truth["manifold"]),
-        "eval_diversity": _mean(div) if n >= 2 else float("nan"),
-        "eval_reward": _mean(judge),
-        **{f"eval_reward_{k}": _mean(judged[k]) for k in ("vq", "mq", "ta") if k in judged},
+        m.EVAL_ORACLE_VQ: _mean(truth["vq"]),
+        m.EVAL_ORACLE_MQ: _mean(truth["mq"]),
+        m.EVAL_ORACLE_TA: _mean(truth["ta"]),
+        m.EVAL_CORRECT: _mean(truth["correct"]),
+        m.EVAL_MANIFOLD: _mean(truth["manifold"]),
+        m.EVAL_DIVERSITY: _mean(div) if n >= 2 else float("nan"),
+        m.EVAL_REWARD: _mean(judge),
+        **{m.eval_reward_part(k): _mean(judged[k]) for k in m.REWARD_PARTS if k in judged},
     }
     per_video = [
         {

@@ -1,6 +1,6 @@
 """How one launch turns the GRPO loop's backward passes into one optimizer step.
 
-The loop (trainer.optimize) accumulates several backward passes per optimizer step (micro-batches ×
+The loop (optimize.py) accumulates several backward passes per optimizer step (micro-batches ×
 trained steps), then steps once. What differs between launches is where gradients live, how they are
 averaged over the ranks, who clips and who owns the optimizer state. Each launch is one registered
 class with the same four calls:

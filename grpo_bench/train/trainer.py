@@ -1,13 +1,16 @@
 """The GRPO loop on accelerate (docs/design.md §3–4, §7): one loop hosts every method.
 
-Per update u:
-  1. prompts and initial noise from (seed, u) alone: every method sees the same ones;
-  2. rollout of P × G trajectories (``rollout.py``), reward, group advantages;
-  3. on diagnostic updates, the measured per-step gradient norms (before any step, rho = 1);
-  4. ``inner_epochs`` × ``minibatches`` AdamW steps, each accumulating one forward+backward per
-     (micro-batch, trained step), grad-norm clip; the moving anchor follows the optimizer steps;
-  5. eval (ODE, fixed noise) at u = 0, every ``eval_every`` and after the last update;
-  6. one metrics line; a checkpoint every ``checkpoint_every`` updates.
+A run is a sequence of phases, each returning a small typed result:
+  build      ``Trainer.__init__``: model, reward, launch (``steppers.py``), method, KL, anchors, once;
+  collect    ``collect.py`` -> ``RolloutBatch``: prompts and initial noise from (seed, u) alone (every
+             method sees the same ones), rollout of P × G trajectories, rewards, group advantages;
+  optimise   ``optimize.py`` -> ``StepGradNorms`` (diagnostic updates: measured per-step gradient
+             norms before any step) and ``OptimizeStats`` (``inner_epochs`` × ``minibatches``
+             optimizer steps; the moving anchor follows them);
+  evaluate   ``evaluation.py`` -> ``EvalResult``: ODE, fixed noise, at u = 0, every ``eval_every``
+             and after the last update;
+  checkpoint one metrics line per update (names: ``metrics.py``); a checkpoint every
+             ``checkpoint_every`` updates (``checkpoint.py``).
 
 Run directory: config.yaml (resolved), metrics.jsonl, checkpoints/, samples/final_eval.pt,
 final.json and DONE (last). Every write is atomic.
@@ -15,10 +18,8 @@ final.json and DONE (last). Every write is atomic.
 
 from __future__ import annotations
 
-import math
 import time
 import warnings
-from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,23 +30,24 @@ import yaml
 from grpo_bench import interrupt, safe_yaml
 from grpo_bench.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text
 from grpo_bench.core import schedule
-from grpo_bench.core.advantages import group_advantages, group_std
-from grpo_bench.core.loss import LossContext, per_step_grad_norms, step_terms
+from grpo_bench.core.loss import LossContext
 from grpo_bench.core.method import make_method
-from grpo_bench.core.rollout import StepTable, generator, initial_noise, rollout
+from grpo_bench.core.rollout import StepTable
 from grpo_bench.core.sde import equalizer
 from grpo_bench.core.trust_region import Anchors, make_kl, make_kl_weight
 from grpo_bench.errors import UserError
-from grpo_bench.rewards.base import composite, reward_weights
 from grpo_bench.train import checkpoint, distributed, export, sharding, steppers, weights
+from grpo_bench.train import metrics as m
+from grpo_bench.train.collect import collect
 from grpo_bench.train.config import RunConfig, config_id, resolve, validate
-from grpo_bench.train.evaluation import evaluate
-from grpo_bench.train.microbatch import MicroBatched, chunked
+from grpo_bench.train.evaluation import EvalResult, evaluate
+from grpo_bench.train.metrics import TIMES as TIMES  # re-exported: the time_* keys tests leave out
+from grpo_bench.train.microbatch import MicroBatched
+from grpo_bench.train.optimize import measure_step_grad_norms, optimize
 from grpo_bench.train.prompts import load_prompt_set
 from grpo_bench.train.tracking import MetricsSink, hparams
 
 Progress = Callable[[int, int, dict], None]
-TIMES = ("time_rollout", "time_reward", "time_train", "time_diag", "time_eval")
 
 
 def _device_is_cpu(device: str) -> bool:
@@ -119,96 +121,24 @@ class Trainer:
                           "per-step gradient scale; equalizer_proxy=logprob equalizes it", stacklevel=2)
         return equalizer(self.method.kernel, self.sigmas, form)
 
-    # --- one update -----------------------------------------------------------------------
+    # --- one update: collect -> diagnose -> optimise ----------------------------------------
     def update(self, u: int) -> dict[str, Any]:
-        cfg, dev = self.cfg, self.device
-        P, G, rank = cfg.prompts_per_update, cfg.group_size, self.acc.process_index
-        line: dict[str, Any] = {"update": u}
-        t0 = time.perf_counter()
-        order = torch.randperm(len(self.train_prompts), generator=generator(cfg.seed, "prompts", u))
-        rows = [self.train_prompts[int(k)] for k in order[:P] for _ in range(G)]  # [P*G] group-major
-        x0 = initial_noise(tuple(self.model.latent_shape), P, G, self.method.config.shared_noise,
-                           generator(cfg.seed, "noise", u, dev))
-        steps = self.method.train_steps(self.sigmas, P * G, generator(cfg.seed, "steps", u))  # Long[P*G, K]
-        # Data parallel: this process's contiguous rows of the global batch (all of it on one process).
-        mine = self.shard
-        with self.autocast():
-            ro = rollout(self.sampler, self.table, rows[mine], x0[mine], guidance=cfg.guidance,
-                         stored=self.stored, logprob=self.method.config.logprob,
-                         sde_gen=generator(distributed.rank_seed(cfg.seed, rank), "sde", u, dev),
-                         anchors={a: chunked(self.anchors.velocity(a), cfg.micro_batch) for a in self.anchors.names},
-                         train_steps=steps[mine])
-        t1 = _sync(dev)
-        with torch.no_grad():
-            local = {k: v.detach().float().cpu() for k, v in self.reward(ro.videos, ro.prompts).items()}
-        scores = distributed.gather_scores(local, self.acc)  # every rank: the whole batch
-        r = composite(scores, reward_weights(self.reward, cfg.setting))  # [P*G]
-        adv, bad = group_advantages(r, G, cfg.adv_clip, cfg.on_bad_reward)
-        line.update(reward=_nanmean(r), reward_std_in_group=group_std(r, G), bad_rewards=bad,
-                    adv_abs_mean=float(adv.abs().mean()),
-                    **{f"reward_{k}": _nanmean(scores[k]) for k in ("vq", "mq", "ta") if k in scores})
-        adv = adv[mine].to(dev)
-        t2 = time.perf_counter()
-        if cfg.diag_every and u % cfg.diag_every == 0:
-            with self.autocast():
-                line["grad_norm_per_step"] = per_step_grad_norms(self.ctx, ro, adv, self.params, cfg.steps,
-                                                               micro_batch=cfg.micro_batch)
-        t3 = _sync(dev)
-        train_stats = self.optimize(ro, adv, steps[mine].to(dev))
-        if self.acc.num_processes > 1:  # loss statistics of the whole batch: mean over ranks (equal shards)
-            keys = sorted(k for k, v in train_stats.items() if isinstance(v, float))
-            vals = self.acc.reduce(
-                torch.tensor([train_stats[k] for k in keys], device=dev, dtype=torch.float64), "mean"
-            )
-            train_stats.update(zip(keys, vals.tolist()))
-        line.update(train_stats)
-        t4 = _sync(dev)
-        line.update(time_rollout=t1 - t0, time_reward=t2 - t1, time_diag=t3 - t2, time_train=t4 - t3)
-        return line
+        """One GRPO iteration; returns its metrics line (without the eval part)."""
+        batch = collect(self, u)  # rollouts of update u's prompts, rewards, group advantages
+        diag = measure_step_grad_norms(self, batch, u)  # on diagnostic updates only
+        stats = optimize(self, batch)  # inner_epochs × minibatches optimizer steps
+        return {
+            m.UPDATE: u, **batch.metrics(), **diag.metrics(), **stats.metrics(),
+            m.TIME_ROLLOUT: batch.time_rollout, m.TIME_REWARD: batch.time_reward,
+            m.TIME_DIAG: diag.time_diag, m.TIME_TRAIN: stats.time_train,
+        }
 
-    def optimize(self, ro: Any, adv: torch.Tensor, steps: torch.Tensor) -> dict[str, float]:
-        """inner_epochs × minibatches optimizer steps on one rollout; returns mean statistics."""
-        cfg = self.cfg
-        B, K = steps.shape
-        w = self.kl_weight.value
-        sums: dict[str, float] = defaultdict(float)
-        n, grad_norms, copies = 0, [], 0
-        for _ in range(cfg.inner_epochs):
-            for mb in torch.arange(B, device=self.device).chunk(cfg.minibatches):
-                self.stepper.zero_grad()
-                pairs = len(mb) * K  # (j, i) pairs this optimizer step averages over
-                passes = [(rows, k) for rows in mb.split(cfg.micro_batch or len(mb)) for k in range(K)]
-                for p, (rows, k) in enumerate(passes):
-                    with self.autocast():
-                        t = step_terms(self.ctx, ro, adv, rows, steps[rows, k])
-                        loss = (t.policy.sum() + w * t.kl["kl"].sum()) / pairs
-                    self.stepper.backward(loss, last=p == len(passes) - 1)
-                    sums["policy_loss"] += float(t.policy.detach().sum())
-                    for name, val in t.kl.items():
-                        sums[name] += float(val.detach().sum())
-                    sums["ratio_mean"] += float(t.ratio.sum())
-                    sums["clip_frac"] += float(((t.ratio - 1).abs() > self.ctx.clip_range).sum())
-                    n += len(rows)
-                grad_norms.append(self.stepper.step())  # averaged over ranks, clipped, stepped
-                self.counters.optimizer_steps += 1
-                copies += self.anchors.after_optimizer_step(self.counters.optimizer_steps)
-        self.counters.anchor_copies += copies
-        out = {k: v / n for k, v in sums.items()}
-        out.update(
-            kl_weight=w,
-            grad_norm=sum(grad_norms) / len(grad_norms),
-            optimizer_steps=self.counters.optimizer_steps,
-            anchor_copies=self.counters.anchor_copies,
-        )
-        self.kl_weight.update(out["kl"])
-        return out
-
-    def evaluate(self) -> tuple[dict, list, torch.Tensor]:
+    def evaluate(self) -> EvalResult:
+        """The current policy on the eval prompts (ODE, fixed noise)."""
         t = time.perf_counter()
         metrics, rows, videos = evaluate(self.sampler, self.reward, self.sigmas, self.cfg, self.device, self.autocast,
                                           acc=self.acc, even_only=self.sharded)
-        metrics["time_eval"] = time.perf_counter() - t
-        return metrics, rows, videos
+        return EvalResult(metrics, rows, videos, time_eval=time.perf_counter() - t)
 
     # --- the run ----------------------------------------------------------------------------
     def run(self, resume: bool, progress: Progress | None) -> dict[str, Any]:
@@ -225,14 +155,11 @@ class Trainer:
         for u in range(self.counters.update, cfg.updates):
             last = u == cfg.updates - 1
             pre_eval = u % cfg.eval_every == 0 and not last
-            line = {}
-            if pre_eval:  # the policy before update u (u = 0: the base model)
-                metrics, _, _ = self.evaluate()
-                line.update(metrics, eval_at=u)
+            line = self.evaluate().line(at=u) if pre_eval else {}  # the policy before update u (u = 0: the base)
             line = {**self.update(u), **line}
             if last:  # the final policy
                 final_eval = self.evaluate()
-                line.update(final_eval[0], eval_at=u + 1)
+                line.update(final_eval.line(at=u + 1))
             self.counters.update = u + 1
             self.counters.wall_time = start_wall + time.perf_counter() - t_attempt
             if main:
@@ -249,15 +176,15 @@ class Trainer:
                 raise interrupt.Interrupted(f"stopped after update {u + 1} of {cfg.updates} (checkpoint saved)")
         if final_eval is None:  # resumed after the last checkpoint: the same policy, the same noise
             final_eval = self.evaluate()
-        _, rows, videos = final_eval
+        rows, videos = final_eval.videos_rows, final_eval.videos
         # the exported policy of a sharded run: every rank all-gathers, before the process group ends
         gathered = export.gather_trainable(self.module) if self.sharded else None
         self.acc.end_training()
         last_line = lines[-1] if lines else {}
-        last_eval = next((r for r in reversed(lines) if "eval_at" in r), {})
+        last_eval = next((r for r in reversed(lines) if m.EVAL_AT in r), {})
         final = {
-            "metrics": {k: v for k, v in last_line.items() if not k.startswith("eval_")},
-            "eval": {k: v for k, v in last_eval.items() if k.startswith("eval_")},
+            "metrics": {k: v for k, v in last_line.items() if not k.startswith(m.EVAL_PREFIX)},
+            "eval": {k: v for k, v in last_eval.items() if k.startswith(m.EVAL_PREFIX)},
             "updates": self.counters.update, "optimizer_steps": self.counters.optimizer_steps,
             "wall_time": self.counters.wall_time, "config_id": config_id(cfg), "eval_videos": rows,
             "provenance": export.provenance(),
@@ -320,16 +247,3 @@ def train(
             (out / name).unlink(missing_ok=True)
     atomic_write_text(cfg_path, yaml.safe_dump(cfg.to_dict(), sort_keys=True))
     return trainer.run(resume, progress)
-
-
-# --- helpers -------------------------------------------------------------------------------
-def _nanmean(t: torch.Tensor) -> float:
-    t = t.double()
-    ok = torch.isfinite(t)
-    return float(t[ok].mean()) if ok.any() else math.nan
-
-
-def _sync(device: torch.device) -> float:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return time.perf_counter()

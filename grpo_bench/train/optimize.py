@@ -1,0 +1,108 @@
+"""The optimise phase of one GRPO update (docs/design.md §3–4): on diagnostic updates the measured
+per-step gradient norms (before any step, rho = 1); then ``inner_epochs`` × ``minibatches`` optimizer
+steps, each accumulating one forward+backward per (micro-batch, trained step), grad-norm clip; the
+moving anchor follows the optimizer steps. How a step is taken (FSDP2, DeepSpeed, plain) is the
+stepper's business (``steppers.py``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from grpo_bench.core.loss import per_step_grad_norms, step_terms
+from grpo_bench.train import metrics as m
+from grpo_bench.train.collect import RolloutBatch
+
+if TYPE_CHECKING:
+    from grpo_bench.train.trainer import Trainer
+
+
+@dataclass
+class StepGradNorms:
+    """The diagnostic of one update: measured |grad L_i| per step, before any optimizer step."""
+
+    per_step: list[float | None] | None  # [T] (None: a step not stored); None when not a diagnostic update
+    time_diag: float  # seconds
+
+    def metrics(self) -> dict[str, Any]:
+        return {} if self.per_step is None else {m.GRAD_NORM_PER_STEP: self.per_step}
+
+
+@dataclass
+class OptimizeStats:
+    """What one update's optimizer steps did, as means over the whole batch (every rank)."""
+
+    losses: dict[str, float]  # per (sample, trained step): policy_loss, kl and its named parts, ratio_mean, clip_frac
+    kl_weight: float  # the weight these steps used (an adaptive one moves after them)
+    grad_norm: float  # mean over the update's optimizer steps, before clipping
+    optimizer_steps: int  # run totals
+    anchor_copies: int
+    time_train: float = 0.0  # seconds
+
+    def metrics(self) -> dict[str, Any]:
+        return {**self.losses, m.KL_WEIGHT: self.kl_weight, m.GRAD_NORM: self.grad_norm,
+                m.OPTIMIZER_STEPS: self.optimizer_steps, m.ANCHOR_COPIES: self.anchor_copies}
+
+    def mean_over_ranks(self, acc: Any) -> OptimizeStats:
+        """The float statistics averaged over the processes (equal shards: the whole batch's means)."""
+        if acc.num_processes == 1:
+            return self
+        floats = {**self.losses, m.KL_WEIGHT: self.kl_weight, m.GRAD_NORM: self.grad_norm}
+        keys = sorted(k for k, v in floats.items() if isinstance(v, float))
+        vals = acc.reduce(torch.tensor([floats[k] for k in keys], device=acc.device, dtype=torch.float64), "mean")
+        mean = dict(zip(keys, vals.tolist()))
+        return replace(self, losses={k: mean.get(k, v) for k, v in self.losses.items()},
+                       kl_weight=mean.get(m.KL_WEIGHT, self.kl_weight), grad_norm=mean.get(m.GRAD_NORM, self.grad_norm))
+
+
+def measure_step_grad_norms(t: Trainer, batch: RolloutBatch, u: int) -> StepGradNorms:
+    """Per-step gradient norms on the updates ``diag_every`` picks (none when 0)."""
+    cfg, start = t.cfg, time.perf_counter()
+    per_step = None
+    if cfg.diag_every and u % cfg.diag_every == 0:
+        with t.autocast():
+            per_step = per_step_grad_norms(t.ctx, batch.rollout, batch.advantages, t.params, cfg.steps,
+                                           micro_batch=cfg.micro_batch)
+    return StepGradNorms(per_step, m.clock(t.device) - start)
+
+
+def optimize(t: Trainer, batch: RolloutBatch) -> OptimizeStats:
+    """inner_epochs × minibatches optimizer steps on one rollout; then the KL weight adapts to this
+    process's mean KL (before the statistics are averaged over the processes)."""
+    cfg, start = t.cfg, time.perf_counter()
+    ro, adv, steps = batch.rollout, batch.advantages, batch.train_steps.to(t.device)
+    B, K = steps.shape
+    w = t.kl_weight.value
+    sums: dict[str, float] = defaultdict(float)
+    n, grad_norms, copies = 0, [], 0
+    for _ in range(cfg.inner_epochs):
+        for mb in torch.arange(B, device=t.device).chunk(cfg.minibatches):
+            t.stepper.zero_grad()
+            pairs = len(mb) * K  # (j, i) pairs this optimizer step averages over
+            passes = [(rows, k) for rows in mb.split(cfg.micro_batch or len(mb)) for k in range(K)]
+            for p, (rows, k) in enumerate(passes):
+                with t.autocast():
+                    terms = step_terms(t.ctx, ro, adv, rows, steps[rows, k])
+                    loss = (terms.policy.sum() + w * terms.kl[m.KL].sum()) / pairs
+                t.stepper.backward(loss, last=p == len(passes) - 1)
+                sums[m.POLICY_LOSS] += float(terms.policy.detach().sum())
+                for name, val in terms.kl.items():
+                    sums[name] += float(val.detach().sum())
+                sums[m.RATIO_MEAN] += float(terms.ratio.sum())
+                sums[m.CLIP_FRAC] += float(((terms.ratio - 1).abs() > t.ctx.clip_range).sum())
+                n += len(rows)
+            grad_norms.append(t.stepper.step())  # averaged over ranks, clipped, stepped
+            t.counters.optimizer_steps += 1
+            copies += t.anchors.after_optimizer_step(t.counters.optimizer_steps)
+    t.counters.anchor_copies += copies
+    losses = {k: v / n for k, v in sums.items()}
+    stats = OptimizeStats(losses, kl_weight=w, grad_norm=sum(grad_norms) / len(grad_norms),
+                          optimizer_steps=t.counters.optimizer_steps, anchor_copies=t.counters.anchor_copies)
+    t.kl_weight.update(losses[m.KL])
+    stats = stats.mean_over_ranks(t.acc)
+    return replace(stats, time_train=m.clock(t.device) - start)
