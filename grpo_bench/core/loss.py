@@ -13,7 +13,8 @@ sums chunks × steps and divides by the number of (j, i) pairs (gradient accumul
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -54,6 +55,9 @@ class LossContext:
     clip_range: float
     logprob: str
     guidance: float
+    live_anchors: Mapping[str, Callable[..., Tensor]] = field(default_factory=dict)
+    """Anchor name -> velocity with the anchor's parameters, for anchors that change within an
+    update (``Anchors.live_names``): their mean is evaluated here, at loss time, under no_grad."""
 
 
 def step_terms(ctx: LossContext, ro: Rollout, adv: Tensor, rows: Tensor, steps: Tensor) -> StepTerms:
@@ -67,12 +71,13 @@ def step_terms(ctx: LossContext, ro: Rollout, adv: Tensor, rows: Tensor, steps: 
     logp = log_prob(x_next, mu, std, ctx.logprob)  # [b]
     logp_old = ro.logp_old[rows, slot]  # [b]
     policy, ratio = clipped_policy_loss(logp, logp_old, adv[rows], ctx.weight[steps], ctx.clip_range)
-    kl = ctx.kl(
-        KLInputs(
-            mu=mu, logp=logp, logp_old=logp_old, mu_old=ro.mu_old[rows, slot],
-            mu_ref={a: ref[rows, slot] for a, ref in ro.mu_ref.items()}, var=std.flatten() ** 2,
-        )
-    )
+    mu_ref = {a: ref[rows, slot] for a, ref in ro.mu_ref.items()}  # stored by the rollout
+    with torch.no_grad():
+        for a, velocity in ctx.live_anchors.items():
+            v_ref = guided_velocity(velocity, x, ctx.table.sigma[steps], cond, null, ctx.guidance)
+            mu_ref[a] = transition(ctx.table, steps, x, v_ref)[0]  # [b, C, F, H, W]
+    kl = ctx.kl(KLInputs(mu=mu, logp=logp, logp_old=logp_old, mu_old=ro.mu_old[rows, slot], mu_ref=mu_ref,
+                         var=std.flatten() ** 2))
     return StepTerms(policy, kl, ratio.detach())
 
 

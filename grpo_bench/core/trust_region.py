@@ -14,8 +14,13 @@ variant names its anchors and, per anchor, a registered update policy (``ANCHOR_
     none       -                                 -                     -
     fixed      pi_0                              initial (never)       analytic
     stepwise   pi_{k-1} (the rollout policy)     -                     sample: logp_old - logp (or analytic on mu_old)
+      (stepwise_ref: previous)  the policy before the last optimizer step   previous (previous, live)   analytic
     moving     pi_{k-N}                          moving (every)        analytic
     dual       beta_pos * moving + beta_vel * stepwise
+
+A *live* anchor (its policy's ``live = True``) changes between the optimizer steps of one update, so
+its mean is evaluated at loss time (one extra no-grad forward per trained step) instead of stored
+by the rollout.
 
 Plug-in KL variants and policies register with ``register_kl`` / ``register_anchor_policy``;
 their own parameters are set as ``kl.<key>`` / ``anchor.<key>`` (grpo_bench.params).
@@ -24,6 +29,7 @@ their own parameters are set as ``kl.<key>`` / ``anchor.<key>`` (grpo_bench.para
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+import math
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -70,10 +76,17 @@ class AnchorPolicy(ABC):
 
     name: str
     Params: type[PluginParams] = NoParams
+    live: ClassVar[bool] = False
+    """True: the snapshot changes within an update (before_step), so the loss evaluates the anchor's
+    mean itself; False: the rollout stores it once per update."""
 
     def __init__(self, cfg: Any = None, **params: Any) -> None:
         self.cfg = cfg
         self.params = plugin_params.parse(self.Params, params, "anchor", f"anchor policy {self.name!r}")
+
+    def before_step(self, snapshot: dict[str, Tensor], policy: dict[str, Tensor]) -> bool:
+        """Called before every optimizer step (after its backward); True if the snapshot changed."""
+        return False
 
     @abstractmethod
     def update(self, snapshot: dict[str, Tensor], policy: dict[str, Tensor], optimizer_steps: int) -> bool:
@@ -124,6 +137,22 @@ class EMA(AnchorPolicy):
         for n, p in policy.items():
             snapshot[n].lerp_(p.to(snapshot[n].dtype), 1.0 - self.params.tau)
         return True
+
+
+@register_anchor_policy("previous")
+class PreviousStep(AnchorPolicy):
+    """The policy as it was before the last optimizer step: copied just before each step is taken,
+    so the loss of step s compares pi_{theta_{s-1}} with pi_{theta_{s-2}} (live: evaluated at loss time)."""
+
+    live = True
+
+    def before_step(self, snapshot, policy):
+        for n, p in policy.items():
+            snapshot[n].copy_(p)
+        return True
+
+    def update(self, snapshot, policy, optimizer_steps):
+        return False
 
 
 def make_anchor_policy(name: str, cfg: Any = None, params: dict[str, Any] | None = None) -> AnchorPolicy:
@@ -199,9 +228,19 @@ class FixedKL(KLVariant):
 
 @register_kl("stepwise")
 class StepwiseKL(KLVariant):
-    """KL to the rollout policy pi_{k-1}: sample estimate mean(logp_old - logp) (docs/design.md §4)."""
+    """KL to the rollout policy pi_{k-1}: sample estimate mean(logp_old - logp) (docs/design.md §4).
+
+    With ``stepwise_ref: previous`` the reference is instead the policy before the last optimizer
+    step (a live ``previous`` anchor), analytic: a KL between consecutive iterates."""
+
+    def __init__(self, cfg: Any) -> None:
+        super().__init__(cfg)
+        if getattr(cfg, "stepwise_ref", "rollout") == "previous":
+            self.anchors = {"previous": "previous"}
 
     def __call__(self, inp: KLInputs) -> dict[str, Tensor]:
+        if "previous" in self.anchors:
+            return {KL: analytic_kl(inp.mu, inp.mu_ref["previous"], inp.var)}
         if self.cfg.stepwise_estimator == "analytic":
             return {KL: analytic_kl(inp.mu, inp.mu_old, inp.var)}
         return {KL: inp.logp_old - inp.logp}
@@ -226,6 +265,7 @@ class DualKL(KLVariant):
     def __init__(self, cfg: Any) -> None:
         super().__init__(cfg)
         self.position, self.velocity = MovingKL(cfg), StepwiseKL(cfg)
+        self.anchors = {**self.position.anchors, **self.velocity.anchors}
 
     def __call__(self, inp: KLInputs) -> dict[str, Tensor]:
         pos, vel = self.position(inp)[KL], self.velocity(inp)[KL]
@@ -281,6 +321,10 @@ class Anchors:
             policies = {name: NeverUpdate() for name in policies}
         self.policies = dict(policies)
         self.names = tuple(self.policies)
+        self.stored_names = tuple(a for a, p in self.policies.items() if not p.live)
+        """Anchors whose mean the rollout stores (fixed within an update)."""
+        self.live_names = tuple(a for a, p in self.policies.items() if p.live)
+        """Anchors the loss evaluates itself (they change between an update's optimizer steps)."""
         self._call = _Velocity(model, module)
         self._module, self._model = module, model
         self._params = {n: p for n, p in module.named_parameters() if p.requires_grad}
@@ -304,6 +348,16 @@ class Anchors:
         # and the policy's copied back (under no_grad: an anchor never needs a gradient).
         with dtensors.swapped(self._module, self._params, self.snapshots[name]):
             return self._model.velocity(x, sigma, cond)
+
+    @torch.no_grad()
+    def before_optimizer_step(self) -> bool:
+        """Let every anchor's policy see the parameters just before a step (local shards)."""
+        policy = {n: dtensors.local(p.detach()) for n, p in self._params.items()}
+        changed = False
+        for name, rule in self.policies.items():
+            snapshot = {n: dtensors.local(t) for n, t in self.snapshots[name].items()}
+            changed |= bool(rule.before_step(snapshot, policy))
+        return changed
 
     @torch.no_grad()
     def after_optimizer_step(self, optimizer_steps: int) -> bool:
@@ -331,6 +385,8 @@ class ConstantKLWeight:
     """A fixed KL weight (cfg.kl_weight)."""
 
     value: float
+    target: float = float("nan")
+    """No target: a constant weight does not follow the KL (logged as NaN)."""
 
     def update(self, kl: float) -> None:
         """Constant: the observed KL does not change the weight."""
@@ -351,6 +407,11 @@ class AdaptiveKLWeight:
     1.5*target multiplies the weight by min(kbar/target, max_factor) (raise it), kbar < 0.5*target
     by max(kbar/target, 1/max_factor) (lower it); inside the band it stays. Clamped to
     [beta_min, beta_max].
+
+    ``auto_target``: the target is not guessed but measured: at the end of the warm-up it becomes
+    the mean KL of the last `window` warm-up updates (the KL the run reaches while the weight sweeps
+    its range), so the feedback both raises and lowers the weight around a reachable level. A fixed
+    target far from the run's KL only ever pushes the weight to one of its bounds.
     """
 
     beta_min: float
@@ -359,6 +420,7 @@ class AdaptiveKLWeight:
     target: float
     window: int = 10
     max_factor: float = 2.0
+    auto_target: bool = False
     updates: int = 0
     """Updates seen so far (the weight `value` is the one for update number `updates`)."""
     value: float = field(init=False)
@@ -378,6 +440,10 @@ class AdaptiveKLWeight:
         while len(self.history) > self.window:
             self.history.popleft()
         self.updates += 1
+        if self.auto_target and self.updates == max(self.warmup, 1):
+            measured = sum(self.history) / len(self.history)
+            if math.isfinite(measured) and measured > 0:  # an exactly zero KL cannot be a target
+                self.target = measured
         if self.updates <= self.warmup:
             self.value = self._warmup_value(self.updates)
             return
@@ -390,14 +456,16 @@ class AdaptiveKLWeight:
         self.value = min(max(self.value * factor, self.beta_min), self.beta_max)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"updates": self.updates, "value": self.value, "history": list(self.history)}
+        return {"updates": self.updates, "value": self.value, "history": list(self.history), "target": self.target}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.updates, self.value = int(state["updates"]), float(state["value"])
         self.history = deque(state["history"])
+        self.target = float(state.get("target", self.target))  # checkpoints from before auto targets
 
 
 def make_kl_weight(cfg: Any) -> ConstantKLWeight | AdaptiveKLWeight:
     if cfg.kl_adaptive:
-        return AdaptiveKLWeight(cfg.kl_beta_min, cfg.kl_beta_max, cfg.kl_warmup, cfg.kl_target, cfg.kl_window)
+        return AdaptiveKLWeight(cfg.kl_beta_min, cfg.kl_beta_max, cfg.kl_warmup, cfg.kl_target, cfg.kl_window,
+                                auto_target=getattr(cfg, "kl_target_auto", False))
     return ConstantKLWeight(cfg.kl_weight)

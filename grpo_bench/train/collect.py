@@ -60,14 +60,14 @@ def collect(t: Trainer, u: int) -> RolloutBatch:
         ro = rollout(t.sampler, t.table, rows[mine], x0[mine], guidance=cfg.guidance,
                      stored=t.stored, logprob=t.method.config.logprob,
                      sde_gen=generator(distributed.rank_seed(cfg.seed, rank), "sde", u, dev),
-                     anchors={a: chunked(t.anchors.velocity(a), cfg.micro_batch) for a in t.anchors.names},
+                     anchors={a: chunked(t.anchors.velocity(a), cfg.micro_batch) for a in t.anchors.stored_names},
                      train_steps=steps[mine])
     t1 = m.clock(dev)
     with torch.no_grad():
         local = {k: v.detach().float().cpu() for k, v in t.reward(ro.videos, ro.prompts).items()}
     scores = distributed.gather_scores(local, t.acc)  # every rank: the whole batch
     r = composite(scores, reward_weights(t.reward, cfg.setting))  # [P*G]
-    adv, bad = group_advantages(r, G, cfg.adv_clip, cfg.on_bad_reward)
+    adv, bad = group_advantages(r, G, cfg.adv_clip, cfg.on_bad_reward, cfg.adv_norm)
     batch = RolloutBatch(rollout=ro, advantages=adv[mine].to(dev), train_steps=steps[mine], reward=_nanmean(r),
                          reward_std_in_group=group_std(r, G), bad_rewards=bad, adv_abs_mean=float(adv.abs().mean()),
                          reward_parts={k: _nanmean(scores[k]) for k in m.REWARD_PARTS if k in scores},

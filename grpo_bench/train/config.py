@@ -106,8 +106,11 @@ class RunConfig:
     """Gradient-norm clip."""
     inner_epochs: int = 1
     """Optimizer passes over each rollout batch."""
-    minibatches: int = 1
-    """Optimizer steps per pass (the batch is split; gradients accumulate within each)."""
+    minibatches: int = 2
+    """Optimizer steps per pass (the batch is split; gradients accumulate within each). The default 2
+    gives every rollout two optimizer steps (as DanceGRPO and FlowGRPO take): only from the second
+    on does the policy differ from the rollout policy, so that the PPO ratio moves, the clip can act
+    and the step-wise KL is non-zero. With 1, every method is group-baseline REINFORCE."""
     micro_batch: int = 0
     """Samples per training forward (0 = the whole minibatch); lower it to fit GPU memory."""
     adv_clip: float = 5.0
@@ -129,7 +132,7 @@ class RunConfig:
     kl_warmup: int = 50
     """Adaptive KL weight: linear warm-up length in updates."""
     kl_target: float = 1e-3
-    """Adaptive KL weight: target of the mean KL over the last kl_window updates."""
+    """Adaptive KL weight: target of the mean KL over the last kl_window updates (see kl_target_auto)."""
     kl_window: int = 10
     """Adaptive KL weight: feedback on the mean KL of the last N updates."""
     beta_pos: float = 1.0
@@ -190,6 +193,18 @@ class RunConfig:
     reward_base_path: str = ""
     """Second folder some rewards need ('' = default): VideoAlign's base Qwen2-VL-2B-Instruct,
     PickScore's processor (CLIP-ViT-H-14)."""
+    stepwise_ref: str = "rollout"
+    """Step-wise KL reference: 'rollout' = the rollout policy (the reference code's logp_old - logp,
+    zero on a rollout's first optimizer step), 'previous' = a parameter snapshot from before the last
+    optimizer step, evaluated at loss time (a true velocity term: KL between consecutive iterates)."""
+    kl_target_auto: bool = False
+    """Adaptive KL weight: at the end of the warm-up set kl_target to the mean KL measured over the
+    warm-up's last kl_window updates, so the controller holds the KL the run actually reaches (it
+    then raises the weight when the KL grows past 1.5x that and lowers it below 0.5x)."""
+    adv_norm: str = "group"
+    """Advantage scale: 'group' = each group's population std (SAGE-GRPO), 'group_unbiased' = each
+    group's unbiased std (DanceGRPO's torch.std), 'global' = the std of the whole batch's rewards,
+    centred per group (FlowGRPO's global_std)."""
     equalizer_proxy: str = "gaussian"
     """What the equalizer divides by: 'gaussian' = lambda/std at every step (SAGE-GRPO's reference
     proxy, right for the Gaussian log-prob), 'logprob' = the run's log-prob form's own sensitivity
@@ -228,6 +243,7 @@ HASHED_FIELDS = (
 
 ID_NEUTRAL: dict[str, Any] = {
     "params": {}, "param_dtype": "float32", "reward_path": "", "reward_base_path": "", "equalizer_proxy": "gaussian",
+    "stepwise_ref": "rollout", "kl_target_auto": False, "adv_norm": "group",
 }
 """Fields added since: the value for which a field is left out of a cell id. A new field must be
 added here with the value that reproduces the behaviour from before it existed."""
@@ -361,6 +377,8 @@ def validate(cfg: RunConfig, where: str = "") -> None:
         "stepwise_estimator": ("sample", "analytic"),
         "param_dtype": ("float32", "bf16"),
         "equalizer_proxy": ("gaussian", "logprob"),
+        "stepwise_ref": ("rollout", "previous"),
+        "adv_norm": ("group", "group_unbiased", "global"),
     }
     for key, allowed in choices.items():
         if getattr(cfg, key) not in allowed:

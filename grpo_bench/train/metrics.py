@@ -38,6 +38,7 @@ POLICY_LOSS = "policy_loss"
 RATIO_MEAN = "ratio_mean"
 CLIP_FRAC = "clip_frac"  # and KL, KL_MOVING, KL_STEPWISE (above)
 KL_WEIGHT = "kl_weight"
+KL_TARGET = "kl_target"  # the adaptive weight's target (measured at the end of the warm-up with kl_target_auto)
 GRAD_NORM = "grad_norm"
 OPTIMIZER_STEPS = "optimizer_steps"  # run totals
 ANCHOR_COPIES = "anchor_copies"

@@ -42,10 +42,12 @@ class OptimizeStats:
     grad_norm: float  # mean over the update's optimizer steps, before clipping
     optimizer_steps: int  # run totals
     anchor_copies: int
+    kl_target: float = float("nan")  # the adaptive weight's target after these steps (NaN: constant weight)
     time_train: float = 0.0  # seconds
 
     def metrics(self) -> dict[str, Any]:
-        return {**self.losses, m.KL_WEIGHT: self.kl_weight, m.GRAD_NORM: self.grad_norm,
+        target = {m.KL_TARGET: self.kl_target} if self.kl_target == self.kl_target else {}  # adaptive weights only
+        return {**self.losses, m.KL_WEIGHT: self.kl_weight, **target, m.GRAD_NORM: self.grad_norm,
                 m.OPTIMIZER_STEPS: self.optimizer_steps, m.ANCHOR_COPIES: self.anchor_copies}
 
     def mean_over_ranks(self, acc: Any) -> OptimizeStats:
@@ -72,8 +74,8 @@ def measure_step_grad_norms(t: Trainer, batch: RolloutBatch, u: int) -> StepGrad
 
 
 def optimize(t: Trainer, batch: RolloutBatch) -> OptimizeStats:
-    """inner_epochs × minibatches optimizer steps on one rollout; then the KL weight adapts to this
-    process's mean KL (before the statistics are averaged over the processes)."""
+    """inner_epochs × minibatches optimizer steps on one rollout; then the KL weight adapts to the
+    whole batch's mean KL (averaged over the processes first, so every rank's weight stays equal)."""
     cfg, start = t.cfg, time.perf_counter()
     ro, adv, steps = batch.rollout, batch.advantages, batch.train_steps.to(t.device)
     B, K = steps.shape
@@ -96,6 +98,7 @@ def optimize(t: Trainer, batch: RolloutBatch) -> OptimizeStats:
                 sums[m.RATIO_MEAN] += float(terms.ratio.sum())
                 sums[m.CLIP_FRAC] += float(((terms.ratio - 1).abs() > t.ctx.clip_range).sum())
                 n += len(rows)
+            t.anchors.before_optimizer_step()  # a 'previous' anchor keeps the parameters about to change
             grad_norms.append(t.stepper.step())  # averaged over ranks, clipped, stepped
             t.counters.optimizer_steps += 1
             copies += t.anchors.after_optimizer_step(t.counters.optimizer_steps)
@@ -103,6 +106,6 @@ def optimize(t: Trainer, batch: RolloutBatch) -> OptimizeStats:
     losses = {k: v / n for k, v in sums.items()}
     stats = OptimizeStats(losses, kl_weight=w, grad_norm=sum(grad_norms) / len(grad_norms),
                           optimizer_steps=t.counters.optimizer_steps, anchor_copies=t.counters.anchor_copies)
-    t.kl_weight.update(losses[m.KL])
     stats = stats.mean_over_ranks(t.acc)
-    return replace(stats, time_train=m.clock(t.device) - start)
+    t.kl_weight.update(stats.losses[m.KL])
+    return replace(stats, kl_target=t.kl_weight.target, time_train=m.clock(t.device) - start)

@@ -42,7 +42,7 @@ from grpo_bench.train.collect import collect
 from grpo_bench.train.config import RunConfig, config_id, resolve, validate
 from grpo_bench.train.evaluation import EvalResult, evaluate
 from grpo_bench.train.metrics import TIMES as TIMES  # re-exported: the time_* keys tests leave out
-from grpo_bench.train.microbatch import MicroBatched
+from grpo_bench.train.microbatch import MicroBatched, chunked
 from grpo_bench.train.optimize import measure_step_grad_norms, optimize
 from grpo_bench.train.prompts import load_prompt_set
 from grpo_bench.train.tracking import MetricsSink, hparams
@@ -103,6 +103,7 @@ class Trainer:
         self.ctx = LossContext(model, self.table, weight.to(self.device), self.kl, self.method.config.clip_range,
                                self.method.config.logprob, cfg.guidance)
         self.anchors = Anchors(self.kl.anchor_policies(), model, module)
+        self.ctx.live_anchors = {a: chunked(self.anchors.velocity(a), cfg.micro_batch) for a in self.anchors.live_names}
         self.kl_weight = make_kl_weight(cfg)
         self.counters = checkpoint.Counters()  # with the anchors, KL weight and optimizer: checkpoint.save
         self.train_prompts = prompt_set.train
