@@ -96,3 +96,32 @@ def test_advantages_are_normalised_per_group(values):
             assert float(g.std(unbiased=False)) == pytest.approx(1.0, rel=1e-3)
         elif float(raw.max() - raw.min()) == 0:
             assert torch.equal(g, torch.zeros(4, dtype=g.dtype))
+
+
+def _independent_advantages(rewards, g, norm):
+    """Plain-Python reference: per-group mean; std per group (population or n-1) or over the whole batch."""
+    import statistics
+
+    groups = [rewards[i:i + g] for i in range(0, len(rewards), g)]
+    batch_std = statistics.pstdev(rewards)
+    out = []
+    for grp in groups:
+        mean = sum(grp) / len(grp)
+        std = {"group": statistics.pstdev(grp), "group_unbiased": statistics.stdev(grp), "global": batch_std}[norm]
+        out += [(r - mean) / (std + 1e-6) for r in grp]
+    return out
+
+
+@pytest.mark.parametrize("norm", ["group", "group_unbiased", "global"])
+def test_advantage_norms_match_an_independent_computation(norm):
+    r = [0.3, 1.2, -0.4, 2.0, 5.0, 5.5, 4.0, 7.5]
+    adv, _ = group_advantages(torch.tensor(r), 4, clip=1e9, norm=norm)
+    torch.testing.assert_close(adv, torch.tensor(_independent_advantages(r, 4, norm)), rtol=1e-5, atol=1e-6)
+
+
+def test_global_norm_keeps_group_scale_differences():
+    """FlowGRPO's global std: a group with twice the spread gets twice the advantages (group std equalises them)."""
+    r = torch.tensor([0.0, 1.0, 0.0, 2.0])
+    glob, _ = group_advantages(r, 2, clip=1e9, norm="global")
+    grp, _ = group_advantages(r, 2, clip=1e9, norm="group")
+    assert glob[3] == pytest.approx(2 * glob[1], rel=1e-5) and grp[3] == pytest.approx(grp[1], rel=1e-5)

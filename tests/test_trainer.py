@@ -90,18 +90,40 @@ def test_same_seed_same_metrics_and_params_change(tmp_path):
 
 
 def test_kl_is_zero_at_the_anchor_and_positive_after_an_update(tmp_path):
-    run(tmp_path, kl="fixed", kl_weight=0.5, updates=3)
+    run(tmp_path, kl="fixed", kl_weight=0.5, updates=3, minibatches=1)  # one optimizer step per rollout
     rows = lines(tmp_path / "run")
     assert rows[0]["kl"] == 0.0 and rows[0]["ratio_mean"] == 1.0
     assert rows[1]["kl"] > 0 and rows[2]["kl"] > 0
 
 
 def test_moving_anchor_follows_optimizer_steps(tmp_path):
-    run(tmp_path, kl="moving", kl_weight=0.5, updates=5, anchor_every=2)
+    run(tmp_path, kl="moving", kl_weight=0.5, updates=5, anchor_every=2, minibatches=1)
     rows = lines(tmp_path / "run")
     assert [r["anchor_copies"] for r in rows] == [0, 1, 1, 2, 2]
     # just after a copy (updates 2 and 4 roll out with the fresh copy): KL exactly 0 at the first inner step
     assert rows[2]["kl"] == 0.0 and rows[4]["kl"] == 0.0 and rows[1]["kl"] > 0 and rows[3]["kl"] > 0
+
+
+@pytest.mark.parametrize("kl, ref, term", [("stepwise", "rollout", "kl"), ("stepwise", "previous", "kl"),
+                                           ("dual", "rollout", "kl_stepwise"), ("dual", "previous", "kl_stepwise")])
+def test_default_optimizer_steps_make_the_trust_region_act(tmp_path, kl, ref, term):
+    """Two optimizer steps per rollout (the default): the ratio moves, the clip acts, the step-wise KL is
+    non-zero in every update; with one step per rollout and the rollout reference all three are inert."""
+    run(tmp_path, kl=kl, stepwise_ref=ref, kl_weight=0.1, updates=3, clip_range=1e-4)
+    for r in lines(tmp_path / "run"):
+        assert r[term] != 0.0 and r["ratio_mean"] != 1.0 and r["clip_frac"] > 0 and r["optimizer_steps"] % 2 == 0
+    if ref == "rollout":
+        run(tmp_path, "one", kl=kl, stepwise_ref=ref, kl_weight=0.1, updates=2, minibatches=1)
+        assert all(r[term] == 0.0 and r["ratio_mean"] == 1.0 for r in lines(tmp_path / "one"))
+
+
+def test_auto_kl_target_is_logged_and_measured(tmp_path):
+    run(tmp_path, kl="fixed", kl_adaptive=True, kl_target_auto=True, kl_warmup=2, kl_window=2, kl_target=123.0,
+        updates=4)
+    rows = lines(tmp_path / "run")
+    assert rows[0]["kl_target"] == 123.0  # before the end of the warm-up: the configured guess
+    assert rows[1]["kl_target"] == pytest.approx((rows[0]["kl"] + rows[1]["kl"]) / 2)
+    assert rows[3]["kl_target"] == rows[1]["kl_target"]
 
 
 class Stop(Exception):

@@ -219,3 +219,67 @@ def test_ema_anchor_follows_the_closed_form():
         assert anchors.after_optimizer_step(k)
         for n in start:
             torch.testing.assert_close(anchors.snapshots["ema"][n], target[n] + tau**k * (start[n] - target[n]))
+
+
+@pytest.mark.parametrize("kl, ref, anchors", [
+    ("stepwise", "previous", {"previous": "previous"}), ("dual", "previous", {"moving": "every", "previous": "previous"}),
+    ("stepwise", "rollout", {}), ("dual", "rollout", {"moving": "every"}),
+])
+def test_stepwise_ref_chooses_the_velocity_anchor(kl, ref, anchors):
+    variant = make_kl(RunConfig(kl=kl, stepwise_ref=ref))
+    assert variant.anchors == anchors
+    live = {a for a, p in variant.anchor_policies().items() if p.live}
+    assert live == ({"previous"} if ref == "previous" else set())
+
+
+def test_previous_anchor_is_the_policy_before_the_last_optimizer_step():
+    """Loss of step s compares pi_{s-1} with pi_{s-2}: the anchor must be the parameters just before each step."""
+    model = TinyModel(seed=2)
+    anchors = Anchors({"previous": make_anchor_policy("previous")}, model, model.net)
+    assert anchors.live_names == ("previous",) and anchors.stored_names == ()
+    x, sigma = torch.randn(2, 3, 8, 16, 16), torch.tensor([0.4, 0.8])
+    cond = model.encode_prompts(["a red circle moving left", "a blue square moving up"])
+    history = []
+    for step in range(1, 4):
+        history.append(copy.deepcopy(model))  # the parameters this step starts from
+        anchors.before_optimizer_step()
+        with torch.no_grad():
+            for p in model.net.parameters():
+                p.add_(0.05 * step)  # "the optimizer step"
+        anchors.after_optimizer_step(step)
+        with torch.no_grad():
+            v_anchor = anchors.velocity("previous")(x, sigma, cond)
+            torch.testing.assert_close(v_anchor, history[-1].velocity(x, sigma, cond))
+            assert not torch.allclose(v_anchor, model.velocity(x, sigma, cond))
+
+
+def test_previous_stepwise_kl_is_analytic_on_the_anchor_mean():
+    inp = _inputs(4)
+    inp.mu_ref["previous"] = torch.randn_like(inp.mu)
+    kl = make_kl(RunConfig(kl="stepwise", stepwise_ref="previous"))(inp)["kl"]
+    torch.testing.assert_close(kl, _reference_kl(inp.mu, inp.mu_ref["previous"], inp.var))
+
+
+def test_auto_target_is_the_warmup_kl_and_the_weight_moves_both_ways():
+    w = AdaptiveKLWeight(beta_min=1e-3, beta_max=1e-1, warmup=3, target=1.0, window=3, auto_target=True)
+    for kl in (0.01, 0.02, 0.03):
+        w.update(kl)
+    assert w.target == pytest.approx(0.02) and w.value == pytest.approx(0.1)  # end of warm-up: beta_max
+    w.update(0.001)  # window mean (0.02 + 0.03 + 0.001) / 3 = 0.017: factor sqrt(0.85) (no dead band)
+    assert w.value == pytest.approx(0.1 * (0.051 / 3 / 0.02) ** 0.5)
+    w.update(0.001)
+    w.update(0.001)  # window mean 0.001: ratio 0.05, factor clamped to 1/2
+    expected = 0.1 * (0.051 / 3 / 0.02) ** 0.5 * (0.032 / 3 / 0.02) ** 0.5 * 0.5
+    assert w.value == pytest.approx(expected)
+    w.update(0.1)  # window mean 0.034: ratio 1.7, raise by sqrt(1.7)
+    assert w.value == pytest.approx(expected * (0.102 / 3 / 0.02) ** 0.5)
+    clone = AdaptiveKLWeight(beta_min=1e-3, beta_max=1e-1, warmup=3, target=1.0, window=3, auto_target=True)
+    clone.load_state_dict(w.state_dict())
+    assert clone.target == w.target and clone.value == w.value
+
+
+def test_auto_target_ignores_a_zero_warmup_kl():
+    w = AdaptiveKLWeight(beta_min=1e-3, beta_max=1e-1, warmup=2, target=0.5, window=2, auto_target=True)
+    w.update(0.0)
+    w.update(0.0)
+    assert w.target == 0.5  # a KL that never moved cannot be the target: the configured one stays

@@ -410,8 +410,10 @@ class AdaptiveKLWeight:
 
     ``auto_target``: the target is not guessed but measured: at the end of the warm-up it becomes
     the mean KL of the last `window` warm-up updates (the KL the run reaches while the weight sweeps
-    its range), so the feedback both raises and lowers the weight around a reachable level. A fixed
-    target far from the run's KL only ever pushes the weight to one of its bounds.
+    its range), and the feedback is proportional in log space without a dead band, factor =
+    clamp(sqrt(kbar/target), 1/max_factor, max_factor), so the weight rises and falls around a
+    reachable level every update. (A fixed target far from the run's KL only ever pushes the weight
+    to one of its bounds: measured on the stored main table, at the floor from update ~17.)
     """
 
     beta_min: float
@@ -449,7 +451,9 @@ class AdaptiveKLWeight:
             return
         ratio = sum(self.history) / len(self.history) / self.target
         factor = 1.0
-        if ratio > 1.5:
+        if self.auto_target:  # proportional in log space, no dead band: the weight tracks the target
+            factor = min(max(math.sqrt(ratio), 1.0 / self.max_factor), self.max_factor) if ratio > 0 else 0.5
+        elif ratio > 1.5:
             factor = min(ratio, self.max_factor)
         elif ratio < 0.5:
             factor = max(ratio, 1.0 / self.max_factor)

@@ -41,6 +41,26 @@ def with_grid_columns(df: pd.DataFrame) -> pd.DataFrame:
     return add_grid_columns(df.copy(), {c: i.get("config", {}) for c, i in infos.items()}, missing)
 
 
+def stratify(df: pd.DataFrame, strata: list[str] | None) -> pd.DataFrame:
+    """The table with each cell's ``setting`` label extended by its other stratum keys' values
+    ("A, reward=world_oracle") and those keys dropped from its row label: every part of a report
+    (baseline rows, bold, Holm families, power) works within one label."""
+    extra = [k for k in (strata or []) if k != "setting"]
+    if not extra:
+        return df
+    configs = {c: i.get("config", {}) for c, i in _cell_infos(df).items()}
+    out = df.copy()
+    for cell, cfg in configs.items():
+        rows = out["cell"] == cell
+        label = ", ".join(f"{k}={cfg.get(k)}" for k in extra)
+        out.loc[rows, "setting"] = out.loc[rows, "setting"].astype(str) + ", " + label
+        group = out.loc[rows, "group"].astype(str)
+        for k in extra:
+            group = group.map(lambda g, k=k: without_key(g, k))
+        out.loc[rows, "group"] = group.where(group != "", "base")
+    return out
+
+
 def varied_keys(df: pd.DataFrame) -> list[str]:
     """Grid keys the table varies (its columns beyond the fixed schema), e.g. noise_level, kl_weight."""
     return [c for c in df.columns if c not in COLUMNS]

@@ -94,6 +94,7 @@ def render_report(run_dir: str | Path, spec: ReportSpec | dict | None = None, ou
         spec = info.get("report") or ReportSpec().to_dict()
     elif isinstance(spec, ReportSpec):
         spec = spec.to_dict()
+    df = data.stratify(df, spec.get("strata"))
     base = Path(run_dir).parent if Path(run_dir).is_file() else Path(run_dir)
     out = Path(out) if out is not None else base / "report"
     out.mkdir(parents=True, exist_ok=True)

@@ -50,7 +50,7 @@ RESOURCE_KEYS = {"gpus_per_cell": int, "timeout_min": int, "cpus_per_cell": int,
 (default 1 on a GPU machine, none on SLURM unless set), the SLURM time limit and the SLURM cpus per task;
 GPU memory per device (``grpo-bench plan`` refuses cells predicted not to fit) and the accelerate
 config a multi-GPU cell is launched with (default multi_gpu; fsdp2 / deepspeed_zero2 shard)."""
-REPORT_KEYS = ("tables", "figures", "baseline", "smooth", "min_effect")
+REPORT_KEYS = ("tables", "figures", "baseline", "smooth", "min_effect", "strata")
 MAX_SEEDS = 1000
 MAX_SEED = 2**63 - 1
 """Seeds are stored as int64."""
@@ -75,6 +75,9 @@ class ReportSpec:
     min_effect: float | dict[str, float] | None = None
     """Smallest difference of interest for the power table: a number, or {column title: number,
     'default': number}; None keeps the defaults (oracle 0.05, judge 0.25)."""
+    strata: list[str] = field(default_factory=lambda: ["setting"])
+    """Config keys that split the report into separate families (each with its own baseline row,
+    bold, Holm family and power rows), e.g. [setting, reward] for a table with two reward tracks."""
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -213,6 +216,14 @@ def _report(data: Any, where: str) -> ReportSpec:
         out.smooth = spec["smooth"]
     if spec.get("min_effect") is not None:  # None: a stored spec without one
         out.min_effect = _min_effect(spec["min_effect"], where)
+    if "strata" in spec:
+        keys = spec["strata"]
+        if not isinstance(keys, list) or not keys:
+            raise UserError(f"{where}report.strata must be a non-empty list of config keys, e.g. [setting, reward]")
+        for i, key in enumerate(keys):
+            if key not in FIELDS:
+                raise unknown(f"report.strata[{i}] config key", key, FIELDS, where)
+        out.strata = [str(k) for k in keys]
     return out
 
 

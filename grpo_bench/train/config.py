@@ -199,8 +199,8 @@ class RunConfig:
     optimizer step, evaluated at loss time (a true velocity term: KL between consecutive iterates)."""
     kl_target_auto: bool = False
     """Adaptive KL weight: at the end of the warm-up set kl_target to the mean KL measured over the
-    warm-up's last kl_window updates, so the controller holds the KL the run actually reaches (it
-    then raises the weight when the KL grows past 1.5x that and lowers it below 0.5x)."""
+    warm-up's last kl_window updates, so the controller holds the KL the run actually reaches, with
+    proportional feedback every update (factor sqrt(mean KL / target), clamped to [1/2, 2])."""
     adv_norm: str = "group"
     """Advantage scale: 'group' = each group's population std (SAGE-GRPO), 'group_unbiased' = each
     group's unbiased std (DanceGRPO's torch.std), 'global' = the std of the whole batch's rewards,
