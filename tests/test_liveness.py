@@ -54,3 +54,15 @@ def test_a_kl_of_zero_is_not_a_finding_for_rows_without_a_trust_region():
     none = {"kl": "none", "metrics": {"ratio_mean": [1.0, 1.01] * 6, "clip_frac": [0.0, 0.2] * 6,
                                       "kl": [0.0] * UPDATES}}
     assert findings(_results({"dance_grpo kl=none": none})).empty
+
+
+def test_a_weight_pinned_at_its_ceiling_is_a_finding():
+    ceiling = {"kl": "fixed", "metrics": {
+        "ratio_mean": [1.0, 1.01] * 6, "clip_frac": [0.0, 0.2] * 6, "kl": [1e-4] * UPDATES,
+        "kl_weight": [0.01, 0.05] + [0.1] * 10,  # beta_max 0.1 from update 2 on
+    }}
+    df = _results({"flow_grpo kl=fixed": ceiling})
+    df["text"] = df["text"].map(lambda t: t if not isinstance(t, str) else t.replace(
+        '"kl_beta_min": 0.001', '"kl_beta_max": 0.1, "kl_beta_min": 0.001'))
+    found = findings(df)
+    assert list(found["finding"]) == ["2 of 2 cells stuck at its ceiling kl_beta_max from update 2 to the end"]

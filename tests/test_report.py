@@ -224,3 +224,24 @@ def test_header_says_when_the_last_run_trained_nothing():
     assert "trained no cell" in _last_run({"wall_s": 0.2, "jobs": 1, "ran": 0})
     text = _last_run({"wall_s": 90.0, "jobs": 2, "ran": 12})
     assert "1.5 min with 2 worker(s), training 12 cell(s)" in text
+
+
+def test_strata_split_every_family_by_their_keys():
+    """report.strata: [setting, kl] turns each (setting, kl) into its own family; row labels lose 'kl=…'."""
+    import json as _json
+
+    import pandas as _pd
+
+    from grpo_bench.report import data as _data
+
+    from pathlib import Path
+
+    df = _pd.read_parquet(Path(__file__).resolve().parents[1] / "reports" / "ablate_equalizer" / "results.parquet")
+    cells = df[df["kind"] == "cell"]
+    expected = {f"{r.setting}, kl={_json.loads(r.text)['config']['kl']}" for r in cells.itertuples()}
+    out = _data.stratify(df, ["setting", "kl"])
+    got = set(out.loc[out["kind"] == "cell", "setting"])
+    assert got == expected and len(got) > cells["setting"].nunique()
+    assert not out.loc[out["kind"] == "cell", "group"].str.contains("kl=").any()
+    assert (out["kind"] == df["kind"]).all() and len(out) == len(df)
+    assert _data.stratify(df, ["setting"]) is df  # the default changes nothing

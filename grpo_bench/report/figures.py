@@ -167,12 +167,18 @@ def kl_curves(ctx: Context) -> list[Section]:
         for (setting, grp), sub in frame.groupby(["setting", "group"], sort=False):
             style = "--" if multi and setting != frame["setting"].min() else "-"
             _plot_band(ax, sub, f"{grp} ({setting})" if multi else grp, colour[grp], style)
+        if ax is a1:  # the adaptive weight's target (measured at the end of its warm-up), dotted
+            target = data.curves(ctx.df, "kl_target")
+            target = target[target["kl"].astype(str) != "none"] if not target.empty else target
+            for (_, grp), sub in target.groupby(["setting", "group"], sort=False):
+                mean = sub.groupby("update")["value"].mean()
+                ax.plot(mean.index, mean.values, ":", color=colour[grp], linewidth=1)
         positive = frame["value"] > 0
         ax.set(xlabel="update", ylabel=ylabel, yscale="log" if positive.any() and positive.all() else "linear")
         ax.grid(alpha=0.3)
     _legend(a1, fontsize=6)
-    return [Section(title, "Left: measured KL penalty term per update; right: the KL weight (constant or adaptive "
-                    "schedule). Dashed = second setting; cells with kl=none have no KL term and are not drawn.",
+    return [Section(title, "Left: measured KL penalty term per update (dotted: the adaptive weight's target); right: the KL "
+                    "weight (constant or adaptive schedule). Dashed = second setting; cells with kl=none have no KL term and are not drawn.",
                     _save(ctx, fig, "kl_curves"))]
 
 

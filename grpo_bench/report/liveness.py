@@ -16,8 +16,8 @@ from grpo_bench.report.parts import TABLES, Context, Section
 from grpo_bench.report.tables import write_table
 
 FLOOR_SHARE = 0.25
-"""An adaptive weight is 'stuck at its floor' when it sits at kl_beta_min for at least this share of
-the run's last updates, without leaving it again."""
+"""An adaptive weight is 'stuck at its floor' (ceiling) when it sits at kl_beta_min (kl_beta_max) for at
+least this share of the run's last updates, without leaving it again."""
 
 
 def _dead(values: pd.Series) -> bool:
@@ -49,21 +49,23 @@ def findings(df: pd.DataFrame) -> pd.DataFrame:
         if _dead(metric("kl_stepwise")):
             add("step-wise KL", "identically 0 (its reference is the rollout policy)")
         adaptive = [c for c in ids if config[c].get("kl_adaptive") and str(config[c].get("kl")) not in ("none", "None")]
-        starts = [_floor_from(df, c, float(config[c].get("kl_beta_min", float("nan")))) for c in adaptive]
-        stuck = [s for s in starts if s is not None]
-        if stuck:
-            since = f"{min(stuck)}" if min(stuck) == max(stuck) else f"{min(stuck)}–{max(stuck)}"
-            add("adaptive KL weight", f"{len(stuck)} of {len(starts)} cells stuck at its floor kl_beta_min from "
-                                      f"update {since} to the end")
+        for bound, key in (("floor", "kl_beta_min"), ("ceiling", "kl_beta_max")):
+            starts = [_bound_from(df, c, float(config[c].get(key, float("nan"))), bound) for c in adaptive]
+            stuck = [s for s in starts if s is not None]
+            if stuck:
+                since = f"{min(stuck)}" if min(stuck) == max(stuck) else f"{min(stuck)}–{max(stuck)}"
+                add("adaptive KL weight", f"{len(stuck)} of {len(starts)} cells stuck at its {bound} {key} from "
+                                          f"update {since} to the end")
     return pd.DataFrame(out, columns=["setting", "group", "mechanism", "finding"])
 
 
-def _floor_from(df: pd.DataFrame, cell: str, floor: float) -> int | None:
-    """The update from which the cell's KL weight stays at ``floor`` to the end, when that tail is at
-    least FLOOR_SHARE of its updates; None otherwise."""
+def _bound_from(df: pd.DataFrame, cell: str, value: float, bound: str = "floor") -> int | None:
+    """The update from which the cell's KL weight stays at its ``bound`` ('floor' or 'ceiling', of the
+    given value) to the end, when that tail is at least FLOOR_SHARE of its updates; None otherwise."""
     rows = data.curves(df, "kl_weight")
     rows = rows[rows["cell"] == cell].sort_values("update")
-    at_floor = (rows["value"].astype(float) <= floor * (1 + 1e-9)).tolist()
+    weight = rows["value"].astype(float)
+    at_floor = (weight <= value * (1 + 1e-9) if bound == "floor" else weight >= value * (1 - 1e-9)).tolist()
     tail = 0  # updates at the floor, counted back from the last one
     for flag in reversed(at_floor):
         if not flag:
