@@ -35,7 +35,7 @@ from grpo_bench.train.config import config_id, from_dict, resolve
 EXAMPLE = Path(__file__).resolve().parents[1] / "docs" / "examples" / "tempered_grpo.py"
 NAMES = ((METHODS, "tempered_grpo"), (KERNELS, "tempered"), (KL_VARIANTS, "ema"))
 TINY = ["steps=4", "updates=2", "prompts_per_update=1", "group_size=2", "eval_samples=1", "diag_every=0",
-        "save_videos=false", "video_size=16", "checkpoint_every=5", "anchor_every=1"]
+        "save_videos=false", "video_size=16", "checkpoint_every=5", "anchor_every=1", "minibatches=1"]
 
 
 def _forget(entry: str, module: str) -> None:

@@ -156,17 +156,19 @@ def test_ablation_builds_kl_equalizer_and_sde_grids(tmp_path):
         ablation(base, None, None, ["euler"])
 
 
-@pytest.mark.parametrize("name", ["smoke", "main_table", "ablate_equalizer", "ablate_kl", "kl_weight"])
+@pytest.mark.parametrize("name", ["smoke", "main_table", "ablate_equalizer", "ablate_kl", "kl_weight",
+                                  "reference_recipes", "ablate_train_steps"])
 def test_shipped_suites_validate_and_expand(name):
     suite = load_suite(SUITES / f"{name}.yaml")
     cells = expand(suite)
     assert suite.name == name and len({c.id for c in cells}) == len(cells)
-    if name == "main_table":
+    if name == "main_table":  # the fair block: one trust region for all, both reward tracks, both settings
         assert len(suite.seeds) >= 3
-        groups = {(c.config.setting, c.group) for c in cells}
-        assert len(groups) == 2 * (4 + 4)  # 4 methods + sage with the other 4 KL variants, per setting
-        assert {c.config.kl for c in cells if c.config.method == "sage_grpo"} == {
-            "none", "fixed", "stepwise", "moving", "dual"}
+        strata = {(c.config.setting, c.config.reward) for c in cells}
+        assert strata == {(s, r) for s in "AB" for r in ("world_oracle", "world_judge")}
+        assert {c.config.method for c in cells} == {"dance_grpo", "flow_grpo", "cps", "sage_grpo"}
+        shared = {(c.config.kl, c.config.lr, c.config.max_train_steps, c.config.minibatches) for c in cells}
+        assert len(shared) == 1 and suite.report.strata == ["setting", "reward"]
     if name == "smoke":
         assert {c.config.method for c in cells} == {"dance_grpo", "flow_grpo", "cps", "sage_grpo"}
 
