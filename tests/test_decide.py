@@ -176,6 +176,15 @@ def test_noise_runs_to_max_seeds_and_a_killed_run_resumes_from_its_looks(tmp_pat
     assert {p.name for p in folder.iterdir() if (p / "cell.json").is_file()} == explicit
     report = (folder / "report" / "report.md").read_text()
     assert "O'Brien-Fleming" in report and "stopped at look 3 (4 seeds)" in report and "| sequential |" in report
+    # a comparison decided at an earlier look stays decided, with that look; the others are unchanged
+    from grpo_bench.report.sequential import evaluate_look
+
+    frame = pd.read_parquet(folder / "results.parquet")
+    fresh = evaluate_look(frame, {"method": "dance_grpo"}, None, 3, [2, 3, 4])
+    assert fresh == record["looks"][-1]["comparisons"] and fresh[0]["verdict"] == OPEN
+    kept = evaluate_look(frame, {"method": "dance_grpo"}, None, 3, [2, 3, 4],
+                         previous=[{**fresh[0], "verdict": EFFECT, "since": 1}])
+    assert (kept[0]["verdict"], kept[0]["since"]) == (EFFECT, 1) and kept[1:] == fresh[1:]
     # killed during look 3: the stored looks 1-2 are kept, look 2 is re-evaluated, nothing is retrained
     starts = (tmp_path / "log").read_text().count("start")
     record["looks"], record["stopped"] = record["looks"][:2], None

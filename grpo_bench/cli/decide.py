@@ -84,11 +84,15 @@ def stamp_results(suite_dir: Path, record: dict[str, Any]) -> None:
     atomic_write(path, lambda tmp: frame.to_parquet(tmp, index=False))
 
 
+def _seeds(n: int) -> str:
+    return f"{n} seed" + ("" if n == 1 else "s")
+
+
 def look_line(look: int, record: dict[str, Any], seeds: list[int], comparisons: list[dict]) -> str:
     n_open = sum(c["verdict"] == "open" for c in comparisons)
     effect = sum(c["verdict"] == "effect" for c in comparisons)
     level = record["levels"][look - 1]
-    return (f"look {look} of {len(record['planned'])}: {len(seeds)} seeds ({seeds[0]}..{seeds[-1]}), level "
+    return (f"look {look} of {len(record['planned'])}: {_seeds(len(seeds))} ({seeds[0]}..{seeds[-1]}), level "
             f"{level:.3g}: {len(comparisons) - n_open} of {len(comparisons)} comparisons decided "
             f"({effect} effect, {len(comparisons) - n_open - effect} precise), {n_open} open")
 
@@ -153,6 +157,6 @@ def run_until_decided(suite: Suite, out: Path, jobs: int | None, backend: str, d
     stamp_results(summary.suite_dir, record)
     report = render_report(summary.suite_dir, frame=results.load_results(summary.suite_dir))
     stop = record["stopped"]
-    console.print(f"{suite.name}: stopped at look {stop['look']} ({stop['n']} seeds, {stop['reason']}); boundary "
+    console.print(f"{suite.name}: stopped at look {stop['look']} ({_seeds(stop['n'])}, {stop['reason']}); boundary "
                   f"in {folder / DECIDE_FILE}; report: {report}", markup=False, highlight=False)
     return 0

@@ -94,14 +94,14 @@ def decide_look(differences: Mapping[Hashable, Sequence[float]], min_effect: Map
 def boundary_text(record: Mapping) -> str:
     """One paragraph for the report: the spending function, the levels used and why seeding stopped."""
     used = record.get("looks", [])
-    levels = ", ".join(f"{lk['level']:.2g} at {lk['n']} seeds" for lk in used) or "none yet"
+    levels = ", ".join(f"{lk['level']:.2g} at {lk['n']} seed{'s' if lk['n'] != 1 else ''}" for lk in used) or "none yet"
     planned = ", ".join(map(str, record.get("planned", [])))
     stop = record.get("stopped")
     if stop:
         why = {"decided": "every headline comparison was decided",
                "max_seeds": f"decide.max_seeds ({record['max_seeds']}) was reached with comparisons still open",
                "none": "there was no comparison to decide"}.get(stop["reason"], stop["reason"])
-        ending = f"Seeding stopped at look {stop['look']} ({stop['n']} seeds): {why}."
+        ending = f"Seeding stopped at look {stop['look']} ({stop['n']} seed{'s' if stop['n'] != 1 else ''}): {why}."
     else:
         ending = "Seeding has not stopped yet (rerun `grpo-bench run SUITE --until-decided` to continue)."
     return (f"Seeds were added by `run --until-decided` in blocks of {record['block']} up to {record['max_seeds']} "
