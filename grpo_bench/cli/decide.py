@@ -116,9 +116,9 @@ def run_until_decided(suite: Suite, out: Path, jobs: int | None, backend: str, d
     folder = out / suite.name
     record = load_record(folder, plan(suite))
     planned = record["planned"]
-    start = max(1, len(record["looks"]))  # the last stored look again: done cells, re-aggregated
+    start = min(max(1, len(record["looks"])), len(planned))  # the last stored look again: done cells, re-aggregated
     if dry_run:
-        levels = ", ".join(f"{n} seeds: {lv:.3g}" for n, lv in zip(planned, record["levels"]))
+        levels = ", ".join(f"{_seeds(n)}: {lv:.3g}" for n, lv in zip(planned, record["levels"]))
         console.print(f"{suite.name}: planned looks ({record['spending']}, alpha {record['alpha']:g}): {levels}; "
                       f"{len(record['looks'])} stored in {folder / DECIDE_FILE}", markup=False, highlight=False)
         execute(dataclasses.replace(suite, seeds=seeds_at(suite.seeds, planned[start - 1])), out, jobs, backend,
