@@ -214,3 +214,11 @@ def test_until_decided_without_a_decide_block_or_baseline_is_one_clear_error(tmp
     with pytest.raises(UserError, match="report.baseline"):
         _run(load_suite(write_suite(tmp_path / "b.yaml", data)), tmp_path / "runs")
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_failed_cell_stops_the_looks_without_deciding(tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_FAIL", "sage_grpo")
+    code, printed = _run(_suite(tmp_path, [0, 1], {"max_seeds": 4, "block": 1}), tmp_path / "runs")
+    assert code == 1 and "look 1: 2 cell(s) failed; nothing decided" in printed
+    assert not (tmp_path / "runs" / "dec" / DECIDE_FILE).exists()
+    assert (tmp_path / "runs" / "dec" / "report" / "report.md").is_file()

@@ -136,6 +136,11 @@ def run_until_decided(suite: Suite, out: Path, jobs: int | None, backend: str, d
                 console.print(f"look {look}: cells are being trained by another process; rerun when they finish: "
                               f"{resume_command()}", markup=False, highlight=False)
                 code = 1
+            if summary.count("failed") and not (summary.interrupted or summary.disk_full):
+                console.print(f"look {look}: {summary.count('failed')} cell(s) failed; nothing decided on partial "
+                              f"data; fix them and rerun: {resume_command()}", markup=False, highlight=False)
+                report = render_report(summary.suite_dir, frame=results.load_results(summary.suite_dir))
+                console.print(f"report: {report}", markup=False, highlight=False)
             return code  # not decided on partial data: the look is re-run on resume
         frame = results.load_results(summary.suite_dir)
         previous = record["looks"][-1]["comparisons"] if record["looks"] else []
