@@ -257,11 +257,12 @@ def run(
     overrides: list[str] | None = typer.Argument(None, help="key=value overrides of the suite's base config."),
 ) -> None:
     """Run every cell of a suite (resumable, parallel), aggregate results.parquet and render the report."""
+    from grpo_bench.cli.decide import decide_command
     from grpo_bench.cli.suite import run_command
 
     overrides = _suite_arguments(jobs, out, device, overrides)
-    raise typer.Exit(_interruptible(lambda: run_command(suite, jobs, backend, out, dry_run, resume, overrides,
-                                                        console, until_decided=until_decided)))
+    command = decide_command if until_decided else run_command
+    raise typer.Exit(_interruptible(lambda: command(suite, jobs, backend, out, dry_run, resume, overrides, console)))
 
 
 @app.command()

@@ -24,7 +24,8 @@ from grpo_bench.atomic import atomic_write, atomic_write_json
 from grpo_bench.errors import UserError
 from grpo_bench.suite import results
 from grpo_bench.suite.runner import TRAINER
-from grpo_bench.suite.spec import Suite
+from grpo_bench.suite.spec import Suite, load_suite
+from grpo_bench.train.config import parse_overrides
 
 DECIDE_FILE = "decide.json"
 PLAN_KEYS = ("spending", "alpha", "max_seeds", "block", "initial_seeds", "planned", "levels")
@@ -95,6 +96,13 @@ def look_line(look: int, record: dict[str, Any], seeds: list[int], comparisons: 
     return (f"look {look} of {len(record['planned'])}: {_seeds(len(seeds))} ({seeds[0]}..{seeds[-1]}), level "
             f"{level:.3g}: {len(comparisons) - n_open} of {len(comparisons)} comparisons decided "
             f"({effect} effect, {len(comparisons) - n_open - effect} precise), {n_open} open")
+
+
+def decide_command(path: Path, jobs: int | None, backend: str, out: Path, dry_run: bool, resume: bool,
+                   overrides: list[str], console: Console) -> int:
+    """``grpo-bench run SUITE --until-decided`` (the arguments of ``run``)."""
+    return run_until_decided(load_suite(path, parse_overrides(overrides)), out, jobs, backend, dry_run, resume,
+                             console)
 
 
 def run_until_decided(suite: Suite, out: Path, jobs: int | None, backend: str, dry_run: bool, resume: bool,

@@ -136,12 +136,8 @@ def write_index(suite: Suite, cells: list[Cell], out: Path) -> Path:
 
 
 def run_command(path: Path, jobs: int | None, backend: str, out: Path, dry_run: bool, resume: bool,
-                overrides: list[str], console: Console, until_decided: bool = False) -> int:
+                overrides: list[str], console: Console) -> int:
     suite = load_suite(path, parse_overrides(overrides))
-    if until_decided:
-        from grpo_bench.cli.decide import run_until_decided
-
-        return run_until_decided(suite, out, jobs, backend, dry_run, resume, console)
     summary = execute(suite, out, jobs, backend, dry_run, resume, console, suite_text=suite.text or None)
     return exit_code(summary)
 

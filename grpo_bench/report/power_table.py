@@ -16,6 +16,7 @@ construction), p-values are Holm-adjusted over the setting's whole family of com
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
@@ -104,6 +105,27 @@ def _verdict(r) -> str:
     return "open"
 
 
+def boundary_text(record: Mapping) -> str:
+    """One paragraph for the report: the spending function, the levels used and why seeding stopped."""
+    used = record.get("looks", [])
+    levels = ", ".join(f"{lk['level']:.2g} at {lk['n']} seed{'s' if lk['n'] != 1 else ''}" for lk in used) or "none yet"
+    planned = ", ".join(map(str, record.get("planned", [])))
+    stop = record.get("stopped")
+    if stop:
+        why = {"decided": "every headline comparison was decided",
+               "max_seeds": f"decide.max_seeds ({record['max_seeds']}) was reached with comparisons still open",
+               "none": "there was no comparison to decide"}.get(stop["reason"], stop["reason"])
+        ending = f"Seeding stopped at look {stop['look']} ({stop['n']} seed{'s' if stop['n'] != 1 else ''}): {why}."
+    else:
+        ending = "Seeding has not stopped yet (rerun `grpo-bench run SUITE --until-decided` to continue)."
+    return (f"Seeds were added by `run --until-decided` in blocks of {record['block']} up to {record['max_seeds']} "
+            f"(planned looks at {planned} seeds), overall α = {record['alpha']:g} spent with the {record['spending']} "
+            f"function; two-sided level per look: {levels}. A comparison is decided when its Holm-adjusted p "
+            f"is within the look's level (effect) or the interval at that level is narrower than ± min effect "
+            f"(precise). {ending} The `sequential` column gives each comparison's decision and look; the "
+            "fixed-level verdict beside it ignores the looks.")
+
+
 def sequential_verdicts(record: dict | None) -> dict[tuple[str, str, str], str]:
     """(setting, row, metric) -> 'effect at look 2' etc. from a stored ``--until-decided`` record."""
     looks = (record or {}).get("looks") or []
@@ -138,7 +160,5 @@ def power(ctx: Context) -> list[Section]:
            "MDE at 80% power, two-sided 5%; seeds needed for 80% power at the minimum effect (report spec "
            "`min_effect`); verdict: decided (Holm p < 0.05), equivalent (CI inside ± min effect) or open.")
     if record:
-        from grpo_bench.report.sequential import boundary_text
-
         how += " " + boundary_text(record)
     return [Section("Power — what these seeds can tell apart", how, md)]

@@ -91,27 +91,6 @@ def decide_look(differences: Mapping[Hashable, Sequence[float]], min_effect: Map
     return out
 
 
-def boundary_text(record: Mapping) -> str:
-    """One paragraph for the report: the spending function, the levels used and why seeding stopped."""
-    used = record.get("looks", [])
-    levels = ", ".join(f"{lk['level']:.2g} at {lk['n']} seed{'s' if lk['n'] != 1 else ''}" for lk in used) or "none yet"
-    planned = ", ".join(map(str, record.get("planned", [])))
-    stop = record.get("stopped")
-    if stop:
-        why = {"decided": "every headline comparison was decided",
-               "max_seeds": f"decide.max_seeds ({record['max_seeds']}) was reached with comparisons still open",
-               "none": "there was no comparison to decide"}.get(stop["reason"], stop["reason"])
-        ending = f"Seeding stopped at look {stop['look']} ({stop['n']} seed{'s' if stop['n'] != 1 else ''}): {why}."
-    else:
-        ending = "Seeding has not stopped yet (rerun `grpo-bench run SUITE --until-decided` to continue)."
-    return (f"Seeds were added by `run --until-decided` in blocks of {record['block']} up to {record['max_seeds']} "
-            f"(planned looks at {planned} seeds), overall α = {record['alpha']:g} spent with the {SPENDING} "
-            f"function; two-sided level per look: {levels}. A comparison is decided when its Holm-adjusted p "
-            f"is within the look's level (effect) or the interval at that level is narrower than ± min effect "
-            f"(precise). {ending} The `sequential` column gives each comparison's decision and look; the "
-            "fixed-level verdict beside it ignores the looks.")
-
-
 def evaluate_look(df, baseline: dict, min_effect_spec: object, look: int, planned: Sequence[int],
                   alpha: float = ALPHA, previous: Sequence[Mapping] = ()) -> list[dict]:
     """The power table's headline comparisons (``power_table.paired_differences``) decided at ``look``:
