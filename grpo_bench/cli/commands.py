@@ -248,14 +248,21 @@ def run(
     resume: bool = typer.Option(
         True, "--resume/--no-resume", metavar="", help="Skip DONE cells, continue partial ones."),
     device: str | None = typer.Option(None, "--device", help=_DEVICE_HELP),
+    until_decided: bool = typer.Option(
+        False, "--until-decided", metavar="",
+        help="After the suite's seeds, add seeds in blocks (the suite's decide block: max_seeds, block, alpha) "
+             "until every headline comparison of the power table is decided at its O'Brien-Fleming level, or "
+             "max_seeds is reached; one line per look, the boundary in <suite>/decide.json and the report. "
+             "Resumable: rerun to continue."),
     overrides: list[str] | None = typer.Argument(None, help="key=value overrides of the suite's base config."),
 ) -> None:
     """Run every cell of a suite (resumable, parallel), aggregate results.parquet and render the report."""
+    from grpo_bench.cli.decide import decide_command
     from grpo_bench.cli.suite import run_command
 
     overrides = _suite_arguments(jobs, out, device, overrides)
-    raise typer.Exit(_interruptible(lambda: run_command(suite, jobs, backend, out, dry_run, resume, overrides,
-                                                        console)))
+    command = decide_command if until_decided else run_command
+    raise typer.Exit(_interruptible(lambda: command(suite, jobs, backend, out, dry_run, resume, overrides, console)))
 
 
 @app.command()

@@ -44,8 +44,10 @@ def print_cells(suite: Suite, cells: list[Cell], out: Path, console: Console) ->
 
 
 def execute(suite: Suite, out: Path, jobs: int | None, backend: str, dry_run: bool, resume: bool,
-            console: Console, trainer: str = TRAINER, suite_text: str | None = None) -> RunSummary | None:
-    """Expand, run (or list with dry_run), aggregate and render; exit code 1 if a cell failed."""
+            console: Console, trainer: str = TRAINER, suite_text: str | None = None,
+            render: bool = True) -> RunSummary | None:
+    """Expand, run (or list with dry_run), aggregate and render (unless ``render`` is off: the report
+    of ``--until-decided`` is rendered once, after its last look); exit code 1 if a cell failed."""
     from grpo_bench.report.render import render_report
     from grpo_bench.suite.live import SuiteDisplay
 
@@ -86,10 +88,11 @@ def execute(suite: Suite, out: Path, jobs: int | None, backend: str, dry_run: bo
                       f"{summary.count('interrupted')} not finished); free space and resume with: {resume_command()}",
                       markup=False, highlight=False)
         return summary
-    report = render_report(summary.suite_dir, frame=results.load_results(summary.suite_dir))
     console.print(f"{suite.name}: {counts} in {summary.wall_s:.1f} s -> {summary.suite_dir / results.RESULTS}",
                   markup=False, highlight=False)
-    console.print(f"report: {report}", markup=False, highlight=False)
+    if render:
+        report = render_report(summary.suite_dir, frame=results.load_results(summary.suite_dir))
+        console.print(f"report: {report}", markup=False, highlight=False)
     return summary
 
 

@@ -16,6 +16,7 @@ construction), p-values are Holm-adjusted over the setting's whole family of com
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
@@ -42,12 +43,12 @@ def min_effects(spec_value: object) -> dict[str, float]:
     return {"default": float(spec_value)}
 
 
-def power_rows(df: pd.DataFrame, baseline: dict, effects: dict[str, float] | None = None) -> pd.DataFrame:
-    """Long frame: setting, row, baseline, metric, n, diff, ci, p, p_holm, sd, mde, needed, verdict."""
-    effects = effects or dict(MIN_EFFECT)
+def paired_differences(df: pd.DataFrame, baseline: dict) -> list[dict]:
+    """Every headline comparison with the baseline: {setting, row, baseline, metric, better, diffs},
+    diffs a Series of per-seed paired learning differences (index: seed; NaN where a metric is missing)."""
     gain = data.learning(df)
     if gain.empty or not baseline:
-        return pd.DataFrame()
+        return []
     cells = data.cells(df)
     out = []
     for setting in sorted(gain["setting"].unique()):
@@ -60,17 +61,25 @@ def power_rows(df: pd.DataFrame, baseline: dict, effects: dict[str, float] | Non
             other = here[here["group"] == group].set_index("seed")
             seeds = base.index.intersection(other.index)
             for title, metric, sign in HEADLINE:
-                if metric not in here:
-                    continue
-                d = (other.loc[seeds, metric] - base.loc[seeds, metric]).astype(float).dropna().to_numpy()
-                mean, half, n = mean_ci(d)
-                sd = float(d.std(ddof=1)) if n >= 2 else math.nan
-                p = paired_p(d)
-                min_effect = effects.get(title, effects.get("default", MIN_EFFECT["default"]))
-                out.append({"setting": setting, "row": group, "baseline": groups[0], "metric": title,
-                            "better": "higher" if sign > 0 else "lower", "n": n, "diff": mean, "ci": half,
-                            "p": p, "sd": sd, "mde": mde(sd, n), "min_effect": min_effect,
-                            "needed": seeds_needed(min_effect, sd)})
+                if metric in here:
+                    out.append({"setting": setting, "row": group, "baseline": groups[0], "metric": title,
+                                "better": "higher" if sign > 0 else "lower",
+                                "diffs": (other.loc[seeds, metric] - base.loc[seeds, metric]).astype(float)})
+    return out
+
+
+def power_rows(df: pd.DataFrame, baseline: dict, effects: dict[str, float] | None = None) -> pd.DataFrame:
+    """Long frame: setting, row, baseline, metric, n, diff, ci, p, p_holm, sd, mde, needed, verdict."""
+    effects = effects or dict(MIN_EFFECT)
+    out = []
+    for c in paired_differences(df, baseline):
+        d = c["diffs"].dropna().to_numpy()
+        mean, half, n = mean_ci(d)
+        sd = float(d.std(ddof=1)) if n >= 2 else math.nan
+        min_effect = min_effect_of(effects, c["metric"])
+        out.append({**{k: c[k] for k in ("setting", "row", "baseline", "metric", "better")}, "n": n, "diff": mean,
+                    "ci": half, "p": paired_p(d), "sd": sd, "mde": mde(sd, n), "min_effect": min_effect,
+                    "needed": seeds_needed(min_effect, sd)})
     table = pd.DataFrame(out)
     if table.empty:
         return table
@@ -79,6 +88,10 @@ def power_rows(df: pd.DataFrame, baseline: dict, effects: dict[str, float] | Non
         table.loc[idx, "p_holm"] = holm(table.loc[idx, "p"].to_numpy())
     table["verdict"] = [_verdict(r) for r in table.itertuples()]
     return table
+
+
+def min_effect_of(effects: dict[str, float], title: str) -> float:
+    return effects.get(title, effects.get("default", MIN_EFFECT["default"]))
 
 
 def _verdict(r) -> str:
@@ -92,25 +105,60 @@ def _verdict(r) -> str:
     return "open"
 
 
+def boundary_text(record: Mapping) -> str:
+    """One paragraph for the report: the spending function, the levels used and why seeding stopped."""
+    used = record.get("looks", [])
+    levels = ", ".join(f"{lk['level']:.2g} at {lk['n']} seed{'s' if lk['n'] != 1 else ''}" for lk in used) or "none yet"
+    planned = ", ".join(map(str, record.get("planned", [])))
+    stop = record.get("stopped")
+    if stop:
+        why = {"decided": "every headline comparison was decided",
+               "max_seeds": f"decide.max_seeds ({record['max_seeds']}) was reached with comparisons still open",
+               "none": "there was no comparison to decide"}.get(stop["reason"], stop["reason"])
+        ending = f"Seeding stopped at look {stop['look']} ({stop['n']} seed{'s' if stop['n'] != 1 else ''}): {why}."
+    else:
+        ending = "Seeding has not stopped yet (rerun `grpo-bench run SUITE --until-decided` to continue)."
+    return (f"Seeds were added by `run --until-decided` in blocks of {record['block']} up to {record['max_seeds']} "
+            f"(planned looks at {planned} seeds), overall α = {record['alpha']:g} spent with the {record['spending']} "
+            f"function; two-sided level per look: {levels}. A comparison is decided when its Holm-adjusted p "
+            f"is within the look's level (effect) or the interval at that level is narrower than ± min effect "
+            f"(precise). {ending} The `sequential` column gives each comparison's decision and look; the "
+            "fixed-level verdict beside it ignores the looks.")
+
+
+def sequential_verdicts(record: dict | None) -> dict[tuple[str, str, str], str]:
+    """(setting, row, metric) -> 'effect at look 2' etc. from a stored ``--until-decided`` record."""
+    looks = (record or {}).get("looks") or []
+    if not looks:
+        return {}
+    return {(c["setting"], c["row"], c["metric"]): c["verdict"] + (f" (look {c['since']})" if c.get("since") else "")
+            for c in looks[-1].get("comparisons", [])}
+
+
 @TABLES.register("power")
 def power(ctx: Context) -> list[Section]:
     table = power_rows(ctx.df, ctx.spec.get("baseline") or {}, min_effects(ctx.spec.get("min_effect")))
     if table.empty:
         return []
+    record = data.suite_info(ctx.df).get("decide")
+    sequential = sequential_verdicts(record)
+    if sequential:
+        table["sequential"] = [sequential.get((r.setting, r.row, r.metric), "–") for r in table.itertuples()]
     rows = []
     for r in table.itertuples():
         missing = r.needed is None or (isinstance(r.needed, float) and math.isnan(r.needed))
         needed = "—" if missing else str(int(r.needed))
         rows.append([r.setting, r.row, r.metric, str(r.n), _fmt(r.diff, r.ci, sign=True),
                      f"{r.p_holm:.3f}" if math.isfinite(r.p_holm) else "–", _fmt(r.sd, math.nan),
-                     _fmt(r.mde, math.nan), f"{r.min_effect:g}", needed, r.verdict])
-    md = write_table(ctx.out, "power", ["Setting", "Row", "Metric", "seeds", "Δ learning vs baseline",
-                                        "p (Holm)", "per-seed SD", "MDE", "min effect", "seeds needed", "verdict"],
-                     rows, table, "lllrrrrrrrl")
-    return [Section(
-        "Power — what these seeds can tell apart",
-        f"Learning = held-out eval after the last update minus at update 0, paired with the baseline "
-        f"({table['baseline'].iloc[0]}) by seed; 95% t-interval over seeds; Holm over each setting's family; "
-        "MDE at 80% power, two-sided 5%; seeds needed for 80% power at the minimum effect (report spec "
-        "`min_effect`); verdict: decided (Holm p < 0.05), equivalent (CI inside ± min effect) or open.",
-        md)]
+                     _fmt(r.mde, math.nan), f"{r.min_effect:g}", needed, r.verdict,
+                     *([r.sequential] if sequential else [])])
+    header = ["Setting", "Row", "Metric", "seeds", "Δ learning vs baseline", "p (Holm)", "per-seed SD", "MDE",
+              "min effect", "seeds needed", "verdict", *(["sequential"] if sequential else [])]
+    md = write_table(ctx.out, "power", header, rows, table, "lllrrrrrrrl" + ("l" if sequential else ""))
+    how = (f"Learning = held-out eval after the last update minus at update 0, paired with the baseline "
+           f"({table['baseline'].iloc[0]}) by seed; 95% t-interval over seeds; Holm over each setting's family; "
+           "MDE at 80% power, two-sided 5%; seeds needed for 80% power at the minimum effect (report spec "
+           "`min_effect`); verdict: decided (Holm p < 0.05), equivalent (CI inside ± min effect) or open.")
+    if record:
+        how += " " + boundary_text(record)
+    return [Section("Power — what these seeds can tell apart", how, md)]

@@ -11,6 +11,7 @@ A suite file::
     seeds: [0, 1, 2]              # every cell runs once per seed
     budget: {updates: 40, prompts_per_update: 2, gpus_per_cell: 1}      # equal compute for all
     report: {tables: [table2], figures: [reward_curves], baseline: {method: dance_grpo}}
+    decide: {max_seeds: 12, block: 3, alpha: 0.05}   # optional: ``run --until-decided`` adds seeds
 
 A cell's config is RunConfig defaults <- base <- budget <- command-line overrides <- its grid
 values <- its seed, then ``resolve``d (method defaults filled in). Its id is ``config_id`` of
@@ -39,7 +40,7 @@ from grpo_bench.preflight import folder_name, shown
 from grpo_bench.suite.fingerprint import asset_digests
 from grpo_bench.train.config import FIELDS, RunConfig, coerce, config_id, from_dict, resolve
 
-SUITE_KEYS = ("name", "description", "base", "grid", "union", "seeds", "budget", "report")
+SUITE_KEYS = ("name", "description", "base", "grid", "union", "seeds", "budget", "report", "decide")
 BUDGET_CONFIG_KEYS = (
     "updates", "prompts_per_update", "group_size", "steps", "video_size", "inner_epochs", "minibatches",
     "micro_batch", "eval_every", "eval_samples", "diag_every", "checkpoint_every", "save_videos",
@@ -51,6 +52,7 @@ RESOURCE_KEYS = {"gpus_per_cell": int, "timeout_min": int, "cpus_per_cell": int,
 GPU memory per device (``grpo-bench plan`` refuses cells predicted not to fit) and the accelerate
 config a multi-GPU cell is launched with (default multi_gpu; fsdp2 / deepspeed_zero2 shard)."""
 REPORT_KEYS = ("tables", "figures", "baseline", "smooth", "min_effect", "strata")
+DECIDE_KEYS = ("max_seeds", "block", "alpha")
 MAX_SEEDS = 1000
 MAX_SEED = 2**63 - 1
 """Seeds are stored as int64."""
@@ -83,6 +85,21 @@ class ReportSpec:
         return dataclasses.asdict(self)
 
 
+@dataclass(frozen=True)
+class DecideSpec:
+    """How ``grpo-bench run --until-decided`` adds seeds (docs/statistics.md, "Adding seeds in blocks")."""
+
+    max_seeds: int = 12
+    """Stop at this many seeds at the latest (the information fraction of a look is seeds / max_seeds)."""
+    block: int = 3
+    """Seeds added per look."""
+    alpha: float = 0.05
+    """Overall two-sided level, spent with O'Brien-Fleming over the planned looks."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
 @dataclass
 class Suite:
     """A validated suite."""
@@ -100,12 +117,15 @@ class Suite:
     overrides: dict[str, Any] = field(default_factory=dict)
     text: str = ""
     """The suite file as read (stored next to the results); empty for a generated suite."""
+    decide: DecideSpec | None = None
+    """The ``decide`` block (None: the suite has none; ``run --until-decided`` then refuses)."""
 
     def to_yaml(self) -> str:
         """The suite as a file (what ``run`` stores next to the results of a generated suite)."""
         data = {"name": self.name, "description": self.description, "base": {**self.base, **self.overrides},
                 "grid": self.grid, "union": self.union, "seeds": self.seeds,
-                "budget": {**self.budget, **self.resources}, "report": self.report.to_dict()}
+                "budget": {**self.budget, **self.resources}, "report": self.report.to_dict(),
+                "decide": self.decide.to_dict() if self.decide else {}}
         return yaml.safe_dump({k: v for k, v in data.items() if v not in ({}, [], "")}, sort_keys=False)
 
     def grids(self) -> list[dict[str, list[Any]]]:
@@ -244,6 +264,28 @@ def _min_effect(value: Any, where: str) -> float | dict[str, float]:
     return {str(k): positive(v, f"report.min_effect.{k}") for k, v in value.items()}
 
 
+def _decide(data: Any, seeds: list[int], where: str) -> DecideSpec:
+    spec = _mapping(data, where, "decide")
+    for key in spec:
+        if key not in DECIDE_KEYS:
+            raise unknown("decide key", key, DECIDE_KEYS, where)
+    out = DecideSpec()
+    for key in ("max_seeds", "block"):
+        value = spec.get(key, getattr(out, key))
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise UserError(f"{where}decide.{key} must be an integer >= 1, got {shown(value, 40)}")
+    max_seeds, block = spec.get("max_seeds", out.max_seeds), spec.get("block", out.block)
+    if not len(seeds) <= max_seeds <= MAX_SEEDS or max_seeds < 2:
+        raise UserError(f"{where}decide.max_seeds must be an integer in {max(2, len(seeds))}..{MAX_SEEDS} "
+                        f"(at least the {len(seeds)} listed seeds, and 2 for a paired test), got {max_seeds}")
+    if max(seeds) + (max_seeds - len(seeds)) > MAX_SEED:
+        raise UserError(f"{where}decide.max_seeds: added seeds continue after {max(seeds)} and would pass {MAX_SEED}")
+    alpha = spec.get("alpha", out.alpha)
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
+        raise UserError(f"{where}decide.alpha must be a number strictly between 0 and 1, got {shown(alpha, 40)}")
+    return DecideSpec(max_seeds=max_seeds, block=block, alpha=float(alpha))
+
+
 def parse_suite(data: Any, path: str = "<suite>", overrides: dict[str, Any] | None = None) -> Suite:
     """Validate a suite mapping (as loaded from YAML); ``overrides`` are typed command-line values."""
     where = f"{path}: "
@@ -301,7 +343,9 @@ def parse_suite(data: Any, path: str = "<suite>", overrides: dict[str, Any] | No
     description = data.get("description", "")
     if not isinstance(description, str):
         raise UserError(f"{where}description must be text, got {type(description).__name__}")
-    return Suite(name, path, base, grid, union, seeds, budget, resources, report, description, overrides)
+    decide = _decide(data["decide"], seeds, where) if data.get("decide") is not None else None
+    return Suite(name, path, base, grid, union, seeds, budget, resources, report, description, overrides,
+                 decide=decide)
 
 
 def load_suite(path: str | Path, overrides: dict[str, Any] | None = None) -> Suite:

@@ -1,0 +1,36 @@
+"""A fake trainer whose held-out learning is set by the test: every eval metric rises by
+DECIDE_EFFECT for sage_grpo (0 for other methods) plus DECIDE_NOISE x a standard normal drawn from
+(method, seed, metric). Workers import ``decide_support:effect_train`` by name, as suite_support's."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+from suite_support import fake_train
+
+from grpo_bench.atomic import atomic_write_text, read_jsonl
+from grpo_bench.train.config import RunConfig
+
+
+def gain(cfg: RunConfig, metric: str) -> float:
+    """The learning (last eval minus update-0 eval) of ``metric`` in this cell."""
+    h = hashlib.sha256(json.dumps([cfg.method, cfg.seed, metric]).encode()).hexdigest()
+    noise = np.random.default_rng(int(h[:12], 16)).normal()
+    effect = float(os.environ.get("DECIDE_EFFECT", "0")) if cfg.method == "sage_grpo" else 0.0
+    return effect + float(os.environ.get("DECIDE_NOISE", "0")) * float(noise)
+
+
+def effect_train(cfg: RunConfig, out_dir: Path, **kwargs):
+    final = fake_train(cfg, out_dir, **kwargs)
+    path = Path(out_dir) / "metrics.jsonl"
+    lines = read_jsonl(path)
+    for line in lines:
+        if "eval_at" in line:
+            for key in [k for k in line if k.startswith("eval_") and k != "eval_at"]:
+                line[key] = 0.5 + (gain(cfg, key) if line["eval_at"] == cfg.updates - 1 else 0.0)
+    atomic_write_text(path, "".join(json.dumps(line) + "\n" for line in lines))
+    return final
