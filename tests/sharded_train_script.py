@@ -31,7 +31,8 @@ def main(out: Path, mode: str) -> None:
     from grpo_bench.train.trainer import Trainer
 
     rank = int(os.environ["RANK"])  # set by the launcher (the Trainer builds the accelerate state)
-    cfg = resolve(RunConfig(model="tiny-wan", method="flow_grpo", kl="fixed", kl_weight=0.5, updates=2, minibatches=1, steps=3,
+    cfg = resolve(RunConfig(model="tiny-wan", method="flow_grpo", kl="fixed", kl_weight=0.5, updates=2,
+                            minibatches=1, steps=3,
                             prompts_per_update=2, group_size=2, frames=5, height=16, width=16, lora_rank=2,
                             device="cpu", eval_samples=1, eval_every=100, diag_every=1, checkpoint_every=1,
                             save_videos=False, lr=1e-3))

@@ -229,12 +229,11 @@ def test_header_says_when_the_last_run_trained_nothing():
 def test_strata_split_every_family_by_their_keys():
     """report.strata: [setting, kl] turns each (setting, kl) into its own family; row labels lose 'kl=…'."""
     import json as _json
+    from pathlib import Path
 
     import pandas as _pd
 
     from grpo_bench.report import data as _data
-
-    from pathlib import Path
 
     df = _pd.read_parquet(Path(__file__).resolve().parents[1] / "reports" / "ablate_equalizer" / "results.parquet")
     cells = df[df["kind"] == "cell"]

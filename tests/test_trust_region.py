@@ -222,7 +222,8 @@ def test_ema_anchor_follows_the_closed_form():
 
 
 @pytest.mark.parametrize("kl, ref, anchors", [
-    ("stepwise", "previous", {"previous": "previous"}), ("dual", "previous", {"moving": "every", "previous": "previous"}),
+    ("stepwise", "previous", {"previous": "previous"}),
+    ("dual", "previous", {"moving": "every", "previous": "previous"}),
     ("stepwise", "rollout", {}), ("dual", "rollout", {"moving": "every"}),
 ])
 def test_stepwise_ref_chooses_the_velocity_anchor(kl, ref, anchors):

@@ -28,8 +28,8 @@ their own parameters are set as ``kl.<key>`` / ``anchor.<key>`` (grpo_bench.para
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 import math
+from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field

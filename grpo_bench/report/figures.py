@@ -177,8 +177,9 @@ def kl_curves(ctx: Context) -> list[Section]:
         ax.set(xlabel="update", ylabel=ylabel, yscale="log" if positive.any() and positive.all() else "linear")
         ax.grid(alpha=0.3)
     _legend(a1, fontsize=6)
-    return [Section(title, "Left: measured KL penalty term per update (dotted: the adaptive weight's target); right: the KL "
-                    "weight (constant or adaptive schedule). Dashed = second setting; cells with kl=none have no KL term and are not drawn.",
+    return [Section(title, "Left: measured KL penalty term per update (dotted: the adaptive weight's target); "
+                    "right: the KL weight (constant or adaptive schedule). Dashed = second setting; cells with "
+                    "kl=none have no KL term and are not drawn.",
                     _save(ctx, fig, "kl_curves"))]
 
 
