@@ -6,8 +6,8 @@ per prompt group of G rollouts (rows p*G .. p*G+G-1). The std is the run's ``adv
 (``ADV_NORMS``): the group's population std ('group', SAGE-GRPO), its unbiased std ('group_unbiased',
 DanceGRPO's torch.std) or the population std of the whole batch ('global', FlowGRPO's global_std).
 A group whose rewards are all equal gets exactly zero advantages (not 1-ulp noise divided by 1e-6).
-A non-finite reward is a UserError unless ``on_bad_reward == 'zero'``: then that sample gets A = 0 and the group's statistics use
-its finite rewards only.
+A non-finite reward is a UserError unless ``on_bad_reward == 'zero'``: then that sample gets A = 0
+and the group's statistics use its finite rewards only.
 """
 
 from __future__ import annotations
