@@ -59,7 +59,8 @@ def test_kernel_parameters_reach_the_kernel_and_change_the_videos(tmp_path, monk
     ("args", "needles"),
     [
         (["kernel.scael=2"], ["has no parameter kernel.scael", "allowed: kernel.scale"]),
-        (["kernel.scale=9"], ["parameter kernel.scale", "less than or equal to 4", "got 9", "(parameters: kernel.scale)"]),
+        (["kernel.scale=9"],
+         ["parameter kernel.scale", "less than or equal to 4", "got 9", "(parameters: kernel.scale)"]),
         (["kernel.scale=abc"], ["parameter kernel.scale", "got 'abc'"]),
         (["steps=3"], ["takes only kernel parameters", "got 'steps'"]),
         (["kernel.scale"], ["is not of the form key=value"]),
