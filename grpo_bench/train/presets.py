@@ -13,23 +13,18 @@ from typing import Any
 from grpo_bench.errors import unknown
 
 PRESETS: dict[str, dict[str, Any]] = {
+    # What the world suites share: 16x16 videos, 10 sampler steps, lr 1e-4, and the two-stage KL weight
+    # (warm-up 0.001 -> 0.1 over 10 updates, then feedback on a target measured at the end of the warm-up;
+    # docs/design.md §4). A suite's base refines it, e.g. kl_target_auto: false, kl_target: 0.003.
     "world_calibrated": {
         "video_size": 16,
         "steps": 10,
-        # World-calibrated (sage_grpo, P=2, G=8, T=10, 20 updates): lr 1e-3 diverges (judge reward
-        # falls, oracle TA collapses), 1e-4 raises the judge reward by ~1.5 z in 16 updates. At lr 1e-4
-        # the KL to a moving anchor reaches 1e-3..3e-2 within an anchor period.
         "lr": 1.0e-4,
-        # Every KL term uses the same two-stage weight (warm-up, then feedback on the measured KL);
-        # methods differ only in their anchor (none, fixed, stepwise, moving, dual). Calibrated on the
-        # same runs: the policy-gradient norm is ~0.01 and a constant KL weight w adds a KL-gradient norm
-        # of ~0.45*w (w = 1 already stalls learning: eval judge reward -3.19 vs -2.31 without KL after
-        # 10 updates), so the weight spans 0.001 (KL negligible) to 0.1 (KL ~4x the policy gradient).
         "kl_adaptive": True,
         "kl_beta_min": 0.001,
         "kl_beta_max": 0.1,
         "kl_warmup": 10,
-        "kl_target": 0.003,
+        "kl_target_auto": True,
     },
 }
 """Preset name -> run-config values (any RunConfig key)."""
