@@ -40,7 +40,7 @@ def test_a_preset_gives_the_cells_of_its_values_copied_into_the_base(tmp_path, n
 def test_the_base_refines_the_preset(tmp_path):
     suite = load_suite(write_suite(tmp_path / "s.yaml", _suite(preset="world_calibrated", base={"lr": 3e-4})))
     assert suite.base["lr"] == 3e-4
-    assert suite.base["kl_target"] == PRESETS["world_calibrated"]["kl_target"]
+    assert suite.base["kl_beta_max"] == PRESETS["world_calibrated"]["kl_beta_max"]
 
 
 @pytest.mark.parametrize("bad", ["world", ["world_calibrated"], None])
