@@ -9,9 +9,10 @@ default" (methods/*.py); ``resolve`` fills them in so the stored config.yaml is 
 parameters (a kernel's, a KL variant's, an anchor policy's own) are dotted keys, ``kernel.gamma=0.3``,
 ``kl.tau=0.9``, ``anchor.tau=0.99``, kept in ``params`` (grpo_bench.params).
 
-Each field's type carries its constraints (``Annotated[int, Field(ge=1)]``, ``Literal[...]`` for
-choices, finite floats); pydantic converts YAML / command-line values to that type and checks them
-(``coerce``), and a failure becomes one line naming the file, the key and the allowed values or type.
+Each field's type carries its constraints (``Annotated[Int, Field(ge=1)]``, ``Literal[...]`` for
+choices, finite floats; the types are in train/fields.py); pydantic converts YAML / command-line
+values to that type and checks them (``coerce``), and a failure becomes one line naming the file,
+the key and the allowed values or type.
 What pydantic cannot see is checked by hand in ``validate``: registered names (methods, KL variants,
 rewards, models, trackers), the device, the prompt set, and the rules across fields.
 
@@ -24,96 +25,39 @@ changing a default (or setting the field) changes the ids it affects.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import json
-import types
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import annotated_types
-from pydantic import BeforeValidator, Field, TypeAdapter, ValidationError
-from pydantic.fields import FieldInfo
+from pydantic import Field
 
 from grpo_bench import params as plugin_params
 from grpo_bench import safe_yaml
 from grpo_bench.errors import UserError, unknown
 from grpo_bench.preflight import shown
+from grpo_bench.train.fields import (
+    AtLeast1,
+    FieldRules,
+    Float,
+    Int,
+    MaybeBool,
+    MaybeFloat,
+    MaybeInt,
+    MaybeInts,
+    MaybeName,
+    Name,
+    Names,
+    NonNegative,
+    Positive,
+    upto,
+)
 
 METHOD_OPTIONS = (
     "noise_level", "logprob", "score_term", "train_fraction", "max_train_steps", "shared_noise",
     "clip_range", "kl", "equalizer", "window",
 )
-
-
-# --- value types: how a YAML / key=value value becomes a field's value ---------------------------
-# pydantic's lax mode does the conversions ('yes'/'on'/'true' -> True, '1e-4' -> 1e-4, 1000.0 -> 1000);
-# these validators add the few this project's files rely on and pydantic leaves out.
-def _not_a_bool(value: Any) -> Any:
-    """YAML's ``true`` is no number and no name."""
-    if isinstance(value, bool):
-        raise ValueError("a bool")
-    return value
-
-
-def _whole_number(value: Any) -> Any:
-    """Ints may be written as floats, ``updates: 1e3`` (YAML reads 1e3 as text); whole numbers only."""
-    _not_a_bool(value)
-    if isinstance(value, str):
-        try:
-            number = float(value)
-        except ValueError:
-            return value  # pydantic names the type
-        return int(number) if number.is_integer() else value
-    return value
-
-
-def _name(value: Any) -> Any:
-    """Names may be written as numbers (``setting: 1`` is '1')."""
-    _not_a_bool(value)
-    return str(value) if isinstance(value, (int, float)) else value
-
-
-def _list(value: Any) -> Any:
-    """On the command line a list is ``a,b`` or ``[a, b]``."""
-    if not isinstance(value, str):
-        return value
-    if not value.strip().startswith("["):
-        return value.split(",")
-    try:
-        return safe_yaml.load_text(value, "list")
-    except UserError:
-        raise ValueError("not a list") from None
-
-
-def _null(*words: str) -> BeforeValidator:
-    """'null' (and for non-text fields 'none') given for an optional field means None (its default)."""
-    return BeforeValidator(lambda v: None if isinstance(v, str) and v.lower() in words else v)
-
-
-Int = Annotated[int, BeforeValidator(_whole_number)]
-Float = Annotated[float, BeforeValidator(_not_a_bool), Field(allow_inf_nan=False)]
-"""Finite: inf passes every range check and fails an hour later."""
-Name = Annotated[str, BeforeValidator(_name)]
-Positive = Annotated[Float, Field(gt=0)]
-AtLeast1 = Annotated[Int, Field(ge=1)]
-NonNegative = Annotated[Int, Field(ge=0)]
-# Optional method options: None = the method's default. 'none' stays a real value of text fields (kl: none).
-MaybeFloat = Annotated[Float | None, _null("null", "none")]
-MaybeInt = Annotated[Int | None, _null("null", "none")]
-MaybeBool = Annotated[bool | None, _null("null", "none")]
-MaybeName = Annotated[Name | None, _null("null")]
-MaybeInts = Annotated[Annotated[list[Int], BeforeValidator(_list)] | None, _null("null", "none")]
-Names = Annotated[list[Name], BeforeValidator(_list)]
-
-
-# A field's Field(json_schema_extra=...) may word its bound errors: {"range": "0..2**63-1"} replaces
-# either bound, {"below": "why"} explains the lower one.
-def _upto(most: int) -> FieldInfo:
-    """Values past ``most`` are typos (``updates: 1e12``) that would only hang or exhaust memory."""
-    return Field(le=most)
 
 
 # --- the components ------------------------------------------------------------------------------
@@ -182,17 +126,17 @@ class MethodOptions:
 class Sampling:
     """The rollout sampler and batch."""
 
-    steps: Annotated[AtLeast1, _upto(1000)] = 10
+    steps: Annotated[AtLeast1, upto(1000)] = 10
     """Sampler steps T."""
     shift: Positive = 3.0
     """Schedule shift."""
     guidance: Positive = 1.0
     """Classifier-free guidance scale (1 = off; >1 doubles the batch in one call)."""
-    prompts_per_update: Annotated[AtLeast1, _upto(4096)] = 2
+    prompts_per_update: Annotated[AtLeast1, upto(4096)] = 2
     """P: prompt groups per update (world default sized for ~10 min per 200 updates on 2 cores)."""
-    group_size: Annotated[Int, Field(ge=2, json_schema_extra={"below": "GRPO needs a group"}), _upto(4096)] = 8
+    group_size: Annotated[Int, Field(ge=2, json_schema_extra={"below": "GRPO needs a group"}), upto(4096)] = 8
     """G: rollouts per prompt (>= 2)."""
-    video_size: Annotated[Int, _upto(512)] = 16
+    video_size: Annotated[Int, upto(512)] = 16
     """World video height/width (16 or 24)."""
 
 
@@ -200,7 +144,7 @@ class Sampling:
 class Optimisation:
     """The policy update: optimizer, batching, advantages."""
 
-    updates: Annotated[AtLeast1, _upto(10_000_000)] = 200
+    updates: Annotated[AtLeast1, upto(10_000_000)] = 200
     """Number of rollout+train iterations."""
     lr: Positive = 3e-5
     """AdamW learning rate. World-calibrated on the judge reward (sage_grpo, P=2, G=8, T=10): 3e-5
@@ -209,7 +153,7 @@ class Optimisation:
     """AdamW weight decay."""
     max_grad_norm: Positive = 1.0
     """Gradient-norm clip."""
-    inner_epochs: Annotated[AtLeast1, _upto(1000)] = 1
+    inner_epochs: Annotated[AtLeast1, upto(1000)] = 1
     """Optimizer passes over each rollout batch."""
     minibatches: AtLeast1 = 2
     """Optimizer steps per pass (the batch is split; gradients accumulate within each). The default 2
@@ -272,7 +216,7 @@ class Evaluation:
 
     eval_every: AtLeast1 = 25
     """Oracle/judge evaluation on the eval prompts every K updates (and at 0 and the last)."""
-    eval_samples: Annotated[AtLeast1, _upto(1024)] = 4
+    eval_samples: Annotated[AtLeast1, upto(1024)] = 4
     """Videos per eval prompt (fixed noise)."""
     diag_every: NonNegative = 50
     """Measured per-step gradient norms every D updates (0 = never)."""
@@ -292,7 +236,7 @@ class System:
     """'auto', 'cpu', 'cuda' or 'cuda:N'."""
     mixed_precision: Literal["no", "bf16", "fp16"] = "no"
     """accelerate mixed precision: no, bf16, fp16."""
-    threads: Annotated[NonNegative, _upto(1024)] = 0
+    threads: Annotated[NonNegative, upto(1024)] = 0
     """torch intra-op threads (0 = leave as is)."""
 
 
@@ -311,10 +255,10 @@ class RealModels:
     param_dtype: Literal["float32", "bf16"] = "float32"
     """Full fine-tuning: dtype the trained weights are stored in, 'float32' (master weights; the forward
     autocasts under mixed_precision) or 'bf16' (bf16 parameters and AdamW state, the paper's FSDP2 recipe)."""
-    frames: Annotated[Int, _upto(1024)] = 8
+    frames: Annotated[Int, upto(1024)] = 8
     """Frames per video (real models: latent frames follow the VAE)."""
-    height: Annotated[Int, _upto(4096)] = 16
-    width: Annotated[Int, _upto(4096)] = 16
+    height: Annotated[Int, upto(4096)] = 16
+    width: Annotated[Int, upto(4096)] = 16
 
 
 COMPONENTS: dict[str, type] = {
@@ -370,84 +314,11 @@ ID_NEUTRAL: dict[str, Any] = {
 added here with the value that reproduces the behaviour from before it existed."""
 
 
-# --- per-field validation (pydantic) ----------------------------------------------------------------
-@functools.cache
-def _hint(name: str) -> Any:
-    return typing.get_type_hints(RunConfig, include_extras=True)[name]
-
-
-@functools.cache
-def _adapter(name: str) -> TypeAdapter:
-    return TypeAdapter(_hint(name))
-
-
-def _bare(tp: Any) -> Any:
-    """A type without its ``Annotated`` metadata."""
-    while typing.get_origin(tp) is Annotated:
-        tp = tp.__origin__
-    return tp
-
-
-def _declared(name: str) -> tuple[Any, bool, dict[str, Any]]:
-    """(the field's value type, whether it may be null, the notes of its ``Field(json_schema_extra=...)``)."""
-    hint, notes = _hint(name), {}
-    for meta in getattr(hint, "__metadata__", ()):
-        if isinstance(meta, FieldInfo) and isinstance(meta.json_schema_extra, dict):
-            notes.update(meta.json_schema_extra)
-    tp = _bare(hint)
-    args = typing.get_args(tp)
-    if typing.get_origin(tp) in (typing.Union, types.UnionType) and type(None) in args:
-        return _bare(next(a for a in args if a is not type(None))), True, notes
-    return tp, False, notes
-
-
-def _type_name(tp: Any) -> str:
-    if typing.get_origin(tp) is list:
-        (inner,) = typing.get_args(tp)
-        return f"list[{_type_name(_bare(inner))}]"
-    return getattr(tp, "__name__", str(tp))
-
-
-def allowed_values(name: str) -> tuple[Any, ...] | None:
-    """The choices of a ``Literal`` field (None for other fields)."""
-    tp = _declared(name)[0]
-    return typing.get_args(tp) if typing.get_origin(tp) is Literal else None
-
-
-def _error(name: str, value: Any, exc: ValidationError, where: str) -> UserError:
-    """One line for the first rule ``value`` breaks: a choice, a bound, finiteness, else the type."""
-    tp, optional, notes = _declared(name)
-    choices = allowed_values(name)
-    if choices is not None and value is not None:
-        if isinstance(value, bool):  # mixed_precision: no
-            return UserError(f"{unknown(name, value, choices, where)} (YAML reads an unquoted yes/no/on/off as "
-                             f"{str(value).lower()}: quote it)")
-        return unknown(name, value, choices, where)
-    is_float = tp is float
-    for err in exc.errors():
-        ctx = err.get("ctx") or {}
-        rule = {
-            "greater_than_equal": f">= {ctx.get('ge')}",
-            "greater_than": f"{'a finite number ' if is_float else ''}> {ctx.get('gt')}",
-            "less_than_equal": f"<= {ctx.get('le')}",
-            "finite_number": "a finite number",
-        }.get(err["type"])
-        if rule is not None:
-            if "range" in notes and err["type"] in ("greater_than_equal", "less_than_equal"):
-                rule = f"in {notes['range']}"
-            why = f" ({notes['below']})" if "below" in notes and err["type"] == "greater_than_equal" else ""
-            return UserError(f"{where}config key {name!r} must be {rule}{why}, got {shown(err.get('input', value))}")
-    if value is None:
-        return UserError(f"{where}config key {name!r} cannot be null")
-    return UserError(f"{where}config key {name!r} expects {_type_name(tp)}{' or null' if optional else ''}, "
-                     f"got {shown(value)}")
-
-
-def _checked(name: str, value: Any, where: str) -> Any:
-    try:
-        return _adapter(name).validate_python(value)
-    except ValidationError as exc:
-        raise _error(name, value, exc, where) from None
+RULES = FieldRules(RunConfig)
+"""Every field's declared type and constraints, checked with pydantic (train/fields.py)."""
+allowed_values = RULES.choices
+UPPER_BOUNDS = RULES.upper_bounds()
+"""The declared upper bounds (``upto``), by key."""
 
 
 def coerce(name: str, value: Any, where: str = "") -> Any:
@@ -467,14 +338,8 @@ def coerce(name: str, value: Any, where: str = "") -> Any:
         return dict(value)
     if name not in FIELDS:
         raise unknown("config key", name, FIELDS, where)
-    return _checked(name, value, where)
+    return RULES.check(name, value, where)
 
-
-UPPER_BOUNDS = {
-    name: rule.le for name in FIELDS if name != "params" for meta in typing.get_args(_hint(name))[1:]
-    if isinstance(meta, FieldInfo) for rule in meta.metadata if isinstance(rule, annotated_types.Le)
-}
-"""The declared upper bounds (``_upto``), by key."""
 
 
 def parse_overrides(items: list[str], where: str = "command line: ") -> dict[str, Any]:
@@ -520,7 +385,7 @@ def validate(cfg: RunConfig, where: str = "") -> None:
 
     for name in FIELDS:
         if name != "params":
-            _checked(name, getattr(cfg, name), where)
+            RULES.check(name, getattr(cfg, name), where)
     METHODS.get(cfg.method, where=where)
     if cfg.setting not in SETTINGS:
         raise unknown("setting", cfg.setting, SETTINGS, where)
