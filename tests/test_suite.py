@@ -103,6 +103,10 @@ def test_runner_only_budget_keys_never_change_a_cell_id(tmp_path):
         ({"union": [{"kl": ["dual", "moving_kl"]}]},
          ["union[0].kl[1]: unknown KL variant 'moving_kl'", "allowed: " + ", ".join(sorted(KL_VARIANTS.names()))]),
         ({"grid": {"setting": ["A", "C"]}}, ["grid.setting[1]: unknown setting 'C'", "allowed: A, B"]),
+        # a value's own range is checked where it is written, before any cell is built
+        ({"union": [{"method": ["cps"], "group_size": [4, 1]}]},
+         ["union[0].group_size[1]: config key 'group_size' must be >= 2 (GRPO needs a group), got 1"]),
+        ({"base": {"adv_norm": "glob"}}, ["base.adv_norm: unknown adv_norm 'glob'", "allowed: global, group"]),
         ({"union": [{"method": ["sage_grpo"], "kl": ["dual"]}]}, ["are the same run", "remove one"]),
         ({"seeds": 3}, ["seeds must be a non-empty list"]),
         ({"seeds": [0, 0]}, ["lists a seed twice"]),
@@ -123,8 +127,9 @@ def test_malformed_suites_name_file_key_path_and_allowed_values(tmp_path, change
 
 
 def test_invalid_cell_combination_names_the_cell(tmp_path):
-    data = _suite(union=[{"method": ["cps"], "group_size": [1]}])
-    with pytest.raises(UserError, match=r"cell \(method=cps, group_size=1, seed=0\).*group_size"):
+    data = _suite(union=[{"method": ["cps"], "minibatches": [1000]}])  # more optimizer steps than rollouts
+    cell = r"cell \(method=cps, minibatches=1000, seed=0\)"
+    with pytest.raises(UserError, match=cell + r".*'minibatches' \(1000\) exceeds"):
         expand(load_suite(write_suite(tmp_path / "bad.yaml", data)))
 
 

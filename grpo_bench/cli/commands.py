@@ -167,10 +167,13 @@ def sample(
     seed: int = typer.Option(0, "--seed", help="Seed of the initial noise and the kernel noise."),
     out: Path = typer.Option(Path("sample.gif"), "--out", help="Animated GIF to write; a PNG strip goes next to it."),
     json_path: Path | None = typer.Option(None, "--json", help="Also write the per-video scores as JSON."),
+    kernel_params: list[str] | None = typer.Argument(
+        None, metavar="[kernel.NAME=VALUE]...", help="The kernel's own parameters, e.g. kernel.power=2 "
+        "(`grpo-bench methods` lists each kernel's; parsed as train's key=value)."),
 ) -> None:
     """Sample videos for one prompt: animated GIF, PNG strip, and oracle and judge scores per video."""
     from grpo_bench import preflight
-    from grpo_bench.cli.sample import run_sample
+    from grpo_bench.cli.sample import kernel_overrides, run_sample
 
     _bounded("--steps", steps, 1, MAX_SAMPLER_STEPS)
     _bounded("--n", n, 1, MAX_SAMPLE_VIDEOS)
@@ -183,6 +186,7 @@ def sample(
     run_sample(
         prompt=prompt, n=n, steps=steps, shift=shift, kernel=kernel, noise_level=noise_level, guidance=guidance,
         checkpoint=checkpoint, seed=seed, out=out, json_path=json_path, console=console,
+        kernel_params=kernel_overrides(kernel_params or []),
     )
 
 

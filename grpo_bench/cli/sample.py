@@ -117,6 +117,20 @@ def judge_scores(videos: Tensor, prompts: list[str]) -> tuple[dict[str, Tensor] 
         return judge(videos, prompts), None
 
 
+def kernel_overrides(items: list[str], where: str = "command line: ") -> dict[str, Any]:
+    """``["kernel.power=2"]`` -> ``{"power": 2}``, parsed as train's ``key=value`` overrides; any key that
+    is not ``kernel.<name>`` is a UserError (the kernel's own ``Params`` then validate names and values)."""
+    from grpo_bench.params import component
+    from grpo_bench.train.config import parse_overrides
+
+    parsed = parse_overrides(items, where)
+    for key in parsed:
+        if not key.startswith("kernel.") or key == "kernel.":
+            raise UserError(f"{where}`sample` takes only kernel parameters as key=value (kernel.<name>=value), "
+                            f"got {key!r}; sampler options are flags (--steps, --noise-level, ...)")
+    return component(parsed, "kernel")
+
+
 def run_sample(
     prompt: str,
     n: int = 4,
@@ -130,8 +144,11 @@ def run_sample(
     out: Path = Path("sample.gif"),
     json_path: Path | None = None,
     console: Console | None = None,
+    kernel_params: dict[str, Any] | None = None,
 ) -> dict:
-    """Sample ``n`` videos of ``prompt``; write ``out`` (GIF) and ``out``.png; print and return the scores."""
+    """Sample ``n`` videos of ``prompt``; write ``out`` (GIF) and ``out``.png; print and return the scores.
+
+    ``kernel_params``: the kernel's own parameters, keys without the ``kernel.`` prefix."""
     from grpo_bench.core.sampling import sample
     from grpo_bench.core.schedule import sigmas
     from grpo_bench.core.sde import make_kernel
@@ -146,7 +163,10 @@ def run_sample(
     out = Path(out)
     if out.suffix.lower() != ".gif":
         raise UserError(f"--out must name a .gif file, got {out}")
-    k = make_kernel(kernel, noise_level)
+    try:
+        k = make_kernel(kernel, noise_level, params=kernel_params)
+    except UserError as exc:  # the kernel names the bad key and its allowed keys
+        raise UserError(f"command line: {exc}") from None
     sig = sigmas(steps, shift)
     model, source = load_policy(checkpoint) if checkpoint is not None else (load("world"), "shipped world base")
     g = torch.Generator().manual_seed(seed)
@@ -194,6 +214,7 @@ def run_sample(
     result = {
         "prompt": prompt, "n": n, "steps": steps, "shift": shift, "kernel": kernel, "noise_level": noise_level,
         "guidance": guidance, "seed": seed, "checkpoint": source,
+        "kernel_params": {f"kernel.{k2}": v for k2, v in k.params.model_dump().items()},
         "gif": str(out), "png": str(strip), "videos": rows, "note": note,
     }
     if json_path is not None:

@@ -40,7 +40,7 @@ from grpo_bench.preflight import folder_name, shown
 from grpo_bench.suite.fingerprint import asset_digests
 from grpo_bench.train.config import FIELDS, RunConfig, coerce, config_id, from_dict, resolve
 
-SUITE_KEYS = ("name", "description", "base", "grid", "union", "seeds", "budget", "report", "decide")
+SUITE_KEYS = ("name", "description", "preset", "base", "grid", "union", "seeds", "budget", "report", "decide")
 BUDGET_CONFIG_KEYS = (
     "updates", "prompts_per_update", "group_size", "steps", "video_size", "inner_epochs", "minibatches",
     "micro_batch", "eval_every", "eval_samples", "diag_every", "checkpoint_every", "save_videos",
@@ -298,6 +298,10 @@ def parse_suite(data: Any, path: str = "<suite>", overrides: dict[str, Any] | No
         raise UserError(f"{where}name must be a folder-safe string (letters, digits, _ . -), got {shown(name, 60)}")
     folder_name(name, where)
     base = _config_values(data.get("base", {}), where, "base")
+    if "preset" in data:  # named calibrated values (grpo_bench/train/presets.py); base refines them
+        from grpo_bench.train.presets import preset
+
+        base = {**_config_values(preset(data["preset"], f"{where}preset: "), where, "preset"), **base}
     grid = _grid(data["grid"], where, "grid") if "grid" in data else {}
     union_raw = data.get("union", [])
     if not isinstance(union_raw, list):

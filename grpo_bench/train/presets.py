@@ -1,0 +1,37 @@
+"""Named config presets: calibrated values that several suites share, kept in one place.
+
+A suite names one with the top-level key ``preset: world_calibrated``; its values come first and the
+suite's ``base`` refines them (defaults ← preset ← base ← budget ← overrides ← grid ← seed). A cell's
+id hashes its resolved config, not where a value came from, so moving values from a suite's base
+into a preset keeps every id; changing a preset's value changes the ids of the cells that use it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from grpo_bench.errors import unknown
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # What the world suites share: 16x16 videos, 10 sampler steps, lr 1e-4, and the two-stage KL weight
+    # (warm-up 0.001 -> 0.1 over 10 updates, then feedback on a target measured at the end of the warm-up;
+    # docs/design.md §4). A suite's base refines it, e.g. kl_target_auto: false, kl_target: 0.003.
+    "world_calibrated": {
+        "video_size": 16,
+        "steps": 10,
+        "lr": 1.0e-4,
+        "kl_adaptive": True,
+        "kl_beta_min": 0.001,
+        "kl_beta_max": 0.1,
+        "kl_warmup": 10,
+        "kl_target_auto": True,
+    },
+}
+"""Preset name -> run-config values (any RunConfig key)."""
+
+
+def preset(name: Any, where: str = "") -> dict[str, Any]:
+    """The values of a named preset; an unknown name is one line listing the presets."""
+    if not isinstance(name, str) or name not in PRESETS:
+        raise unknown("preset", name, PRESETS, where)
+    return dict(PRESETS[name])
