@@ -17,10 +17,6 @@ from grpo_bench.suite.spec import expand, load_suite
 from grpo_bench.train.trainer import train
 
 ROOT = Path(__file__).resolve().parents[1]
-LEGACY = {"ablate_equalizer", "kl_weight"}
-"""Suites pinned to one optimizer step per rollout so that their stored reports stay their cells (the
-report's 'mechanisms that did not act' table lists what is inert there); re-run them with
-minibatches: 2 to take them off this list."""
 TRUST_KEYS = ("method", "kl", "stepwise_ref", "stepwise_estimator", "minibatches", "inner_epochs", "anchor_every",
               "clip_range")
 
@@ -28,8 +24,6 @@ TRUST_KEYS = ("method", "kl", "stepwise_ref", "stepwise_estimator", "minibatches
 def _trust_region_cells() -> dict[tuple, dict]:
     out: dict[tuple, dict] = {}
     for path in sorted((ROOT / "suites").glob("*.yaml")):
-        if path.stem in LEGACY:
-            continue
         for cell in expand(load_suite(path)):
             cfg = cell.config.to_dict()
             if cfg["model"] != "world" or cfg["kl"] == "none":
