@@ -109,6 +109,7 @@ def run_until_decided(suite: Suite, out: Path, jobs: int | None, backend: str, d
                       console: Console, trainer: str = TRAINER) -> int:
     """Run looks until decided or at max_seeds; exit code as ``run`` (130 interrupted, 1 failed cells)."""
     from grpo_bench.cli.suite import execute, exit_code, resume_command
+    from grpo_bench.report import data
     from grpo_bench.report.render import render_report
     from grpo_bench.report.sequential import OPEN, evaluate_look
 
@@ -150,7 +151,7 @@ def run_until_decided(suite: Suite, out: Path, jobs: int | None, backend: str, d
                 report = render_report(summary.suite_dir, frame=results.load_results(summary.suite_dir))
                 console.print(f"report: {report}", markup=False, highlight=False)
             return code  # not decided on partial data: the look is re-run on resume
-        frame = results.load_results(summary.suite_dir)
+        frame = data.stratify(data.with_grid_columns(results.load_results(summary.suite_dir)), suite.report.strata)
         previous = record["looks"][-1]["comparisons"] if record["looks"] else []
         comparisons = evaluate_look(frame, suite.report.baseline, suite.report.min_effect, look, planned,
                                     record["alpha"], previous)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -17,10 +18,14 @@ ORACLE = {"vq": "oracle_vq", "mq": "oracle_mq", "ta": "oracle_ta"}
 
 
 def oracle_overall(frame: pd.DataFrame, prefix: str = "") -> pd.Series:
-    """The setting-weighted oracle score w_vq*VQ + w_mq*MQ + w_ta*TA (the held-out 'true' reward)."""
+    """The setting-weighted oracle score w_vq*VQ + w_mq*MQ + w_ta*TA (the held-out 'true' reward).
+
+    A stratified label ("A, reward=world_oracle", ``stratify``) weighs by its setting, the part before
+    the first comma."""
     out = pd.Series(0.0, index=frame.index)
+    setting = frame["setting"].astype(str).str.split(",").str[0]
     for dim, col in ORACLE.items():
-        weight = frame["setting"].map(lambda s, d=dim: SETTINGS[s][d] if s in SETTINGS else np.nan)
+        weight = setting.map(lambda s, d=dim: SETTINGS[s][d] if s in SETTINGS else np.nan)
         out = out + weight * frame[prefix + col].astype(float)
     return out
 
@@ -106,7 +111,8 @@ def finals(df: pd.DataFrame) -> pd.DataFrame:
     wide.insert(4, "method", wide["cell"].map(info["method"]))
     wide.insert(5, "equalizer", wide["cell"].map(info["equalizer"]))
     for key in varied_keys(df):  # every grid key as a column of its own (noise_level, kl_weight, ...)
-        wide[key] = wide["cell"].map(info[key])
+        if key not in wide:  # a metric of the same name (grid key 'reward' vs metric 'reward') keeps its column
+            wide[key] = wide["cell"].map(info[key])
     if all(f"eval_{c}" in wide for c in ORACLE.values()):
         wide["eval_oracle_overall"] = oracle_overall(wide, "eval_")
     return wide
@@ -130,6 +136,11 @@ def eval_curves(df: pd.DataFrame) -> pd.DataFrame:
     return wide
 
 
+def _number(value: Any) -> float:
+    """A float, NaN for a missing value (pandas NA: a metric one reward track logs and another does not)."""
+    return math.nan if pd.isna(value) else float(value)
+
+
 def learning(df: pd.DataFrame) -> pd.DataFrame:
     """One row per cell: every eval metric at its last evaluation minus the same at update 0."""
     ev = eval_curves(df)
@@ -143,7 +154,7 @@ def learning(df: pd.DataFrame) -> pd.DataFrame:
         if start["update"] != 0 or end["update"] == 0:
             continue  # no update-0 baseline, or nothing learned yet: not a learning measurement
         row = {k: start[k] for k in KEYS}
-        row.update({m: float(end[m]) - float(start[m]) for m in metrics})
+        row.update({m: _number(end[m]) - _number(start[m]) for m in metrics})  # NaN where a metric is absent
         out.append(row)
     return pd.DataFrame(out)
 

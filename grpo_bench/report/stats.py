@@ -7,6 +7,7 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+import pandas as pd
 from scipy import stats
 
 LEVEL = 0.95
@@ -18,7 +19,9 @@ def mean_ci(values: Sequence[float], level: float = LEVEL) -> tuple[float, float
     half = t_{(1+level)/2, n-1} * s / sqrt(n), with s the sample standard deviation (ddof = 1):
     seeds are few (3), so the normal quantile would understate the interval.
     """
-    x = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=float)
+    # None / pandas NA: a metric a cell did not log (e.g. one reward track's sub-scores)
+    x = np.asarray([float(v) for v in values if v is not None and v is not pd.NA], dtype=float)
+    x = x[np.isfinite(x)]
     n = len(x)
     if n == 0:
         return math.nan, math.nan, 0

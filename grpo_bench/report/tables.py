@@ -79,7 +79,8 @@ def table2_stats(df: pd.DataFrame) -> pd.DataFrame:
     finals = data.finals(df)
     sources = [(data.learning(df), TABLE2), (finals, DIAGNOSTICS)]
     order = data.group_order(df)
-    keys = [k for k in data.varied_keys(df) if k in finals]  # each row's grid values, as columns
+    metrics = set(df.loc[df["kind"] == "final", "metric"])
+    keys = [k for k in data.varied_keys(df) if k in finals and k not in metrics]  # each row's grid values
     grid = {(s, g): {k: part[k].iloc[0] for k in keys} for (s, g), part in finals.groupby(["setting", "group"])}
     out = []
     settings = sorted(set().union(*(set(f["setting"]) for f, _ in sources if not f.empty)))
