@@ -90,13 +90,16 @@ def test_judge_is_hackable_by_pixel_gradient_ascent(judge):
 def test_pretrain_judge_smoke_writes_a_loadable_card(tmp_path):
     out = tmp_path / "judge.safetensors"
     result = CliRunner().invoke(app, [
-        "pretrain", "judge", "--steps", "3", "--base-videos", "8", "--heldout-videos", "8", "--out", str(out),
+        "pretrain", "judge", "--steps", "3", "--base-videos", "8", "--heldout-videos", "8", "--ode-videos", "8",
+        "--check-per-prompt", "1", "--out", str(out),
     ])
     assert result.exit_code == 0, result.output
     card = json.loads(out.with_suffix(".json").read_text())
     assert card["steps"] == 3 and card["seed"] == 0 and card["wall_time_s"] > 0
     assert card["command"].startswith("grpo-bench pretrain judge --steps 3") and str(out) in card["command"]
     assert set(card["spearman_heldout_base"]) == set(DIMENSIONS)
+    assert card["check"]["videos"] == {"train": 40, "heldout": 32}  # judge_check: 1 per train prompt, 4 per held-out
+    assert set(card["check"]["spearman_train"]) == set(card["check"]["spearman_heldout"]) == set(DIMENSIONS)
     reward = rewards.load("world_judge", path=out)
     texts = prompts("eval")[:2]
     scores = reward(render(texts, 0, size=16), texts)
@@ -147,3 +150,29 @@ def test_pretrain_judge_rejects_a_bad_rank_weight_before_any_work(tmp_path, valu
                            "--out", str(out)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "rank_weight" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert not out.exists()
+
+
+def test_an_old_judge_widens_to_frame_statistics_exactly(tmp_path):
+    """start_from: a judge without frame statistics, widened, computes the same outputs (new inputs start at
+    zero weight); the reverse (dropping features a judge was trained with) is refused."""
+    from grpo_bench.rewards.judge_train import start_from
+    from grpo_bench.rewards.world_judge import JudgeConfig, WorldJudge, save_judge
+
+    torch.manual_seed(0)
+    old = WorldJudge(JudgeConfig(width=8))
+    for p in old.parameters():  # FiLM starts at zero: give every weight a value so the check means something
+        p.data.normal_(0, 0.3)
+    save_judge(old, tmp_path / "old.safetensors")
+    new = start_from(str(tmp_path / "old.safetensors"), WorldJudge(JudgeConfig(width=8, frame_stats=True))).eval()
+    texts = prompts("train")[:4]
+    videos = render(texts, 1, size=16)
+    with torch.no_grad():
+        a, b = old.eval()(videos, old.condition(texts), True), new(videos, new.condition(texts), True)
+    assert torch.allclose(a, b, atol=1e-6)
+    assert new.temporal_dim == 8 + 8 and new.trunk[0].weight.shape[1] == old.trunk[0].weight.shape[1] + 16
+    with torch.no_grad():  # the new inputs carry signal: a non-zero column changes the output
+        new.trunk[0].weight[:, -1] = 1.0
+        assert not torch.allclose(new(videos, new.condition(texts)), a[:, :3])
+    save_judge(new, tmp_path / "new.safetensors")
+    with pytest.raises(UserError, match="init"):
+        start_from(str(tmp_path / "new.safetensors"), WorldJudge(JudgeConfig(width=8)))

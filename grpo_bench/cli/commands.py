@@ -148,13 +148,18 @@ def pretrain_judge(
         8, "--check-per-prompt", help="Fresh ODE samples per training prompt for the card's check (0: skip)."
     ),
     init: Path | None = typer.Option(None, "--init", help="Judge weights to fine-tune from (default: random init)."),
+    lr: float = typer.Option(2e-3, "--lr", help="Peak AdamW learning rate (cosine decay after a 50-step warm-up)."),
+    ode_share: float = typer.Option(
+        0.375, "--ode-share", help="Share of each batch drawn from the clean ODE samples (at most 0.75)."
+    ),
 ) -> None:
     """Train the world judge (the VideoAlign stand-in) to regress the oracle; write weights + card."""
     from grpo_bench.rewards.judge_train import JudgeTrainConfig, train_judge
 
     cfg = JudgeTrainConfig(steps=steps, seed=seed, size=size, base_videos=base_videos, heldout_videos=heldout_videos,
                            base_checkpoint=str(base_checkpoint or ""), rank_weight=rank_weight,
-                           ode_videos=ode_videos, check_per_prompt=check_per_prompt, init=str(init or ""))
+                           ode_videos=ode_videos, check_per_prompt=check_per_prompt, init=str(init or ""),
+                           lr=lr, ode_share=ode_share)
     train_judge(cfg, out, console=console)
 
 

@@ -95,7 +95,8 @@ def check_judge(score: Scorer, per_train_prompt: int = 8, per_heldout_prompt: in
 
     texts = {"train": [p for p in world_prompts("train") for _ in range(per_train_prompt)],
              "heldout": [p for p in world_prompts("eval") for _ in range(per_heldout_prompt)]}
-    videos = {split: ode_samples(t, seed + i, size, checkpoint=checkpoint) for i, (split, t) in enumerate(texts.items())}
+    videos = {split: ode_samples(t, seed + i, size, checkpoint=checkpoint)
+              for i, (split, t) in enumerate(texts.items())}
     videos["train_speckle"] = speckle(videos["train"], SPECKLE_STRENGTH, seed)
     videos["train_shuffle"] = shuffle_frames(videos["train"], 1.0, seed)
     texts["train_speckle"] = texts["train_shuffle"] = texts["train"]

@@ -1,22 +1,26 @@
 """Training of the world judge (``grpo-bench pretrain judge``): regress the oracle's VQ/MQ/TA.
 
-Training videos mix three sources, each scored by the exact oracle on the fly:
+Training videos mix four sources, each scored by the exact oracle on the fly:
 
-* rendered videos, clean or with one or two corruptions (``world/corrupt.py``) of random strength, or
-  partially re-noised (x = (1-s) x0 + s z, what an unfinished sampler leaves);
+* rendered videos, clean, damaged (one or two corruptions of ``world/corrupt.py`` of random strength, or
+  shuffled frames) or partially re-noised (x = (1-s) x0 + s z, what an unfinished sampler leaves);
 * base-model samples (``grpo_bench.models.load("world")``) drawn with the harness's own kernels (ODE and
-  the SDE kernels RL rolls out with), sampled once before training;
-* either of the above paired with a prompt that differs in one word, so TA must read the prompt.
+  the SDE kernels RL rolls out with at several noise levels), from the base model and from copies with
+  Gaussian noise on their weights (``PERTURB_SCALES``: stand-ins for where RL moves the model), a quarter
+  of the groups damaged as above; sampled once before training;
+* clean 10-step ODE base-model samples (the evaluation sampler), a fixed share of every batch;
+* any of the above paired with a prompt that differs in one word, so TA must read the prompt.
 
-The loss is a regression on the oracle's scores and sub-scores plus a pairwise ranking loss on TA
-among the base-model videos of each batch (``ranking_loss``): on those, TA's fine order is what the
-regression learns worst. Measured at 300 steps on the same data: TA Spearman 0.49 without attention
-pooling or ranking, 0.55 with pooling, 0.68 with both; the shipped judge (2400 steps) reaches 0.83.
+The loss is a regression on the oracle's scores and sub-scores plus pairwise ranking losses on VQ, MQ
+and TA among the clean ODE samples of each batch (``ranking_loss``): those crowd into narrow bands of
+every score, where the regression (dominated by the large errors of damaged videos) barely shapes the
+order, and GRPO only sees differences inside a group. ``--init`` fine-tunes an earlier judge; a judge
+without frame statistics (``JudgeConfig.frame_stats``) is widened exactly (``start_from``).
 
-After training the raw heads are z-normalised over base-model samples (as VideoAlign's are) and the
-judge is scored by Spearman correlation with the oracle on held-out base-model samples (other seeds).
-The weights go to a safetensors file and a JSON card with the command, seed, steps, wall time and
-the measured correlations.
+After training the raw heads are z-normalised over held-out base-model samples (as VideoAlign's are) and
+the judge is checked on fresh samples (``judge_check``): Spearman with the oracle on 10-step ODE samples
+of training and held-out prompts, and how often speckle and shuffled frames lower its score. The weights
+go to a safetensors file and a JSON card with the command, seed, steps, wall time and those numbers.
 """
 
 from __future__ import annotations
@@ -55,7 +59,7 @@ BASE_SAMPLERS = (("ode", 0.0, 20), ("ode", 0.0, 10), ("sage", 0.5, 10), ("flow",
 PERTURB_SCALES = (0.0, 0.05, 0.1, 0.2)
 RANK_MARGINS = (0.05, 0.05, 0.02)  # (log vq, log mq, ta): pairs closer than this are not ranked
 AUX_WEIGHT = 0.5
-SCORE_WEIGHTS = torch.tensor([1.0, 1.0, 2.0])  # (vq, mq, ta): TA's fine ordering is the hardest to learn
+SCORE_WEIGHTS = torch.tensor([1.0, 2.0, 2.0])  # (vq, mq, ta): MQ's and TA's fine orderings are the hardest to learn
 LOG_FLOOR = -7.0  # log-score targets are floored here (a score of ~0.001: pure noise)
 LOG_TARGETS = ("vq", "mq", "bg", "edge", "palette", "velocity", "size", "constancy", "flicker")
 
@@ -96,6 +100,8 @@ class JudgeTrainConfig:
     """Draw the mixed base-model samples also from noise-perturbed copies of the base model (PERTURB_SCALES)."""
     check_per_prompt: int = 8
     """Fresh 10-step ODE samples per training prompt for the card's check (``judge_check``; 4x per held-out prompt)."""
+    frame_stats: bool = True
+    """Give the judge frame-statistics features (JudgeConfig.frame_stats)."""
     init: str = ""
     """Judge weights to start from (empty: random initialisation); the card records their card and sha256."""
     threads: int = 1
@@ -116,6 +122,8 @@ def _check(cfg: JudgeTrainConfig) -> None:
         raise UserError(f"judge option 'base_share' must be in [0, 1], got {cfg.base_share!r}")
     if not 0 <= cfg.ode_share <= cfg.base_share:
         raise UserError(f"judge option 'ode_share' must be in [0, base_share={cfg.base_share}], got {cfg.ode_share!r}")
+    if not cfg.lr > 0:
+        raise UserError(f"judge option 'lr' (--lr) must be a number > 0, got {cfg.lr!r}")
     if cfg.check_per_prompt < 0:
         raise UserError(f"judge option 'check_per_prompt' must be >= 0, got {cfg.check_per_prompt!r}")
     if cfg.ode_videos < 0:
@@ -338,14 +346,9 @@ def train_judge(cfg: JudgeTrainConfig, out: Path | None = None, command: str = "
                                    samplers=(("ode", 0.0, 10),))
     t_data = time.time() - t0
 
-    net = WorldJudge(JudgeConfig(width=cfg.width, size=cfg.size))
+    net = WorldJudge(JudgeConfig(width=cfg.width, size=cfg.size, frame_stats=cfg.frame_stats))
     if cfg.init:
-        from grpo_bench.rewards.world_judge import load_judge
-
-        start = load_judge(cfg.init)
-        if start.cfg != net.cfg:
-            raise UserError(f"judge option 'init': {cfg.init} has config {start.cfg}, this run needs {net.cfg}")
-        net.load_state_dict(start.state_dict())
+        net = start_from(cfg.init, net)
     opt = torch.optim.AdamW(net.parameters(), lr=cfg.lr, weight_decay=1e-4)
     warm = min(50, cfg.steps)
     sched = torch.optim.lr_scheduler.LambdaLR(
@@ -426,8 +429,29 @@ def train_judge(cfg: JudgeTrainConfig, out: Path | None = None, command: str = "
     card["wall_time_s"] = round(time.time() - t0, 1)
     save_judge(net, out, extra={"card": card_path(out).name})
     write_card(out, card)
-    log(json.dumps({k: card.get(k) for k in ("wall_time_s", "spearman_heldout_base", "spearman_heldout_rendered", "check")}))
+    shown = ("wall_time_s", "spearman_heldout_base", "spearman_heldout_rendered", "check")
+    log(json.dumps({k: card.get(k) for k in shown}))
     return card
+
+
+def start_from(init: str, net: WorldJudge) -> WorldJudge:
+    """``net`` with the weights of the judge at ``init``. A judge without frame statistics can start one with
+    them: the trunk's new input columns start at zero, so the widened judge computes exactly the old one."""
+    from dataclasses import replace
+
+    from grpo_bench.rewards.world_judge import load_judge
+
+    start = load_judge(init)
+    if replace(start.cfg, frame_stats=net.cfg.frame_stats) != net.cfg or (start.cfg.frame_stats and
+                                                                          not net.cfg.frame_stats):
+        raise UserError(f"judge option 'init': {init} has config {start.cfg}, this run needs {net.cfg}")
+    state = start.state_dict()
+    key = "trunk.0.weight"
+    grown = torch.zeros_like(net.state_dict()[key])
+    grown[:, : state[key].shape[1]] = state[key]
+    state[key] = grown
+    net.load_state_dict(state)
+    return net
 
 
 def _command(cfg: JudgeTrainConfig, out: Path) -> str:
@@ -438,6 +462,10 @@ def _command(cfg: JudgeTrainConfig, out: Path) -> str:
         cmd += f" --base-checkpoint {cfg.base_checkpoint}"
     if cfg.rank_weight != JudgeTrainConfig.rank_weight:
         cmd += f" --rank-weight {cfg.rank_weight:g}"
+    if cfg.lr != JudgeTrainConfig.lr:
+        cmd += f" --lr {cfg.lr:g}"
+    if cfg.ode_share != JudgeTrainConfig.ode_share:
+        cmd += f" --ode-share {cfg.ode_share:g}"
     if cfg.ode_videos != JudgeTrainConfig.ode_videos:
         cmd += f" --ode-videos {cfg.ode_videos}"
     if cfg.check_per_prompt != JudgeTrainConfig.check_per_prompt:
