@@ -145,8 +145,9 @@ class WorldJudge(nn.Module):
     @staticmethod
     def _temporal(h: Tensor, logits: Tensor) -> Tensor:
         """Tensor[B, w + heads]: the std over frames of the per-frame spatial means of h [B, w, F, H, W]
-        (the object's size and colour constancy), and the RMS deviation of each head's per-frame attention centroid (softmax of
-        logits [B, heads, F, H, W] over pixels) from its least-squares constant-velocity path."""
+        (the object's size and colour constancy), and the RMS deviation of each head's per-frame attention
+        centroid (softmax of logits [B, heads, F, H, W] over pixels) from its least-squares constant-velocity
+        path."""
         per_frame = h.mean((3, 4))  # [B, w, F]
         b, k, f, hh, ww = logits.shape
         weights = logits.flatten(3).softmax(-1).reshape(b, k, f, hh, ww)
