@@ -185,3 +185,16 @@ def test_an_old_judge_widens_to_frame_statistics_exactly(tmp_path):
     save_judge(new, tmp_path / "new.safetensors")
     with pytest.raises(UserError, match="init"):
         start_from(str(tmp_path / "new.safetensors"), WorldJudge(JudgeConfig(width=8)))
+
+
+@pytest.mark.parametrize(("flag", "value", "key"), [("--ode-share", "0.9", "ode_share"), ("--lr", "0", "lr"),
+                                                    ("--init", "missing.safetensors", "init")])
+def test_pretrain_judge_rejects_bad_new_options_before_any_work(tmp_path, flag, value, key):
+    import subprocess
+    import sys
+
+    out = tmp_path / "judge.safetensors"
+    proc = subprocess.run([sys.executable, "-m", "grpo_bench.cli", "pretrain", "judge", flag, value, "--out", str(out)],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 2 and key in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert not out.exists()
