@@ -35,9 +35,12 @@ def test_shipped_weights_and_card(judge):
     card = json.loads(DEFAULT_WEIGHTS.with_suffix(".json").read_text())
     for key in ("command", "seed", "steps", "wall_time_s", "spearman_heldout_base"):
         assert key in card
-    assert card["command"].startswith("grpo-bench pretrain judge")
-    rho = card["spearman_heldout_base"]  # 512 held-out base-model samples
-    assert min(rho.values()) >= 0.8, rho
+    # a fine-tuned judge's command first restores the judge it started from (card["init"] has its card)
+    assert card["command"].split(" && ")[-1].startswith("grpo-bench pretrain judge")
+    if "init" in card:
+        assert card["command"].split(" && ")[-1].endswith(f"--init {card['init']['file']}")
+    rho = card["spearman_heldout_base"]  # 512 held-out base-model samples, every sampler
+    assert min(rho.values()) >= 0.75, rho
     assert DEFAULT_WEIGHTS.stat().st_size <= 10 * 2**20
     n = sum(p.numel() for p in judge.parameters())
     assert 100_000 <= n <= 1_000_000
@@ -51,12 +54,18 @@ def test_spearman_with_oracle_on_heldout_base_samples(judge, heldout):
     assert rho["vq"] >= 0.9 and rho["mq"] >= 0.85 and rho["ta"] >= 0.7, rho
 
 
-def test_card_spearman_meets_the_target_on_512_heldout_base_samples():
-    """The card's numbers: Spearman with the oracle >= 0.8 on each of vq, mq, ta, measured at build time
-    on 512 base-model samples from chunks (noise seeds) the judge never trained on."""
+def test_card_check_meets_the_targets_on_fresh_ode_samples():
+    """The card's judge_check, measured at build time on fresh 10-step ODE base samples (a seed no training
+    video used): Spearman with the oracle >= 0.70 on every dimension for training and held-out prompts, and
+    speckled / frame-shuffled videos scored lower than their clean originals in >= 80% of pairs. (On 512
+    held-out samples of every sampler, noisier and so easier to rank: >= 0.75.)"""
     card = json.loads(DEFAULT_WEIGHTS.with_suffix(".json").read_text())
+    check = card["check"]
+    assert check["videos"] == {"train": 320, "heldout": 256} and check["passes"] is True
+    assert min(check["spearman_train"].values()) >= 0.70 and min(check["spearman_heldout"].values()) >= 0.70
+    assert check["speckle_pairs"] >= 0.8 and check["shuffle_pairs"] >= 0.8
     assert card["heldout_base_videos"] == 512
-    assert min(card["spearman_heldout_base"].values()) >= 0.8, card["spearman_heldout_base"]
+    assert min(card["spearman_heldout_base"].values()) >= 0.75, card["spearman_heldout_base"]
 
 
 def test_outputs_are_z_scores_over_base_samples(judge, heldout):
@@ -90,13 +99,16 @@ def test_judge_is_hackable_by_pixel_gradient_ascent(judge):
 def test_pretrain_judge_smoke_writes_a_loadable_card(tmp_path):
     out = tmp_path / "judge.safetensors"
     result = CliRunner().invoke(app, [
-        "pretrain", "judge", "--steps", "3", "--base-videos", "8", "--heldout-videos", "8", "--out", str(out),
+        "pretrain", "judge", "--steps", "3", "--base-videos", "8", "--heldout-videos", "8", "--ode-videos", "8",
+        "--check-per-prompt", "1", "--out", str(out),
     ])
     assert result.exit_code == 0, result.output
     card = json.loads(out.with_suffix(".json").read_text())
     assert card["steps"] == 3 and card["seed"] == 0 and card["wall_time_s"] > 0
     assert card["command"].startswith("grpo-bench pretrain judge --steps 3") and str(out) in card["command"]
     assert set(card["spearman_heldout_base"]) == set(DIMENSIONS)
+    assert card["check"]["videos"] == {"train": 40, "heldout": 32}  # judge_check: 1 per train prompt, 4 per held-out
+    assert set(card["check"]["spearman_train"]) == set(card["check"]["spearman_heldout"]) == set(DIMENSIONS)
     reward = rewards.load("world_judge", path=out)
     texts = prompts("eval")[:2]
     scores = reward(render(texts, 0, size=16), texts)
@@ -146,4 +158,43 @@ def test_pretrain_judge_rejects_a_bad_rank_weight_before_any_work(tmp_path, valu
     proc = subprocess.run([sys.executable, "-m", "grpo_bench.cli", "pretrain", "judge", "--rank-weight", value,
                            "--out", str(out)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "rank_weight" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert not out.exists()
+
+
+def test_an_old_judge_widens_to_frame_statistics_exactly(tmp_path):
+    """start_from: a judge without frame statistics, widened, computes the same outputs (new inputs start at
+    zero weight); the reverse (dropping features a judge was trained with) is refused."""
+    from grpo_bench.rewards.judge_train import start_from
+    from grpo_bench.rewards.world_judge import JudgeConfig, WorldJudge, save_judge
+
+    torch.manual_seed(0)
+    old = WorldJudge(JudgeConfig(width=8))
+    for p in old.parameters():  # FiLM starts at zero: give every weight a value so the check means something
+        p.data.normal_(0, 0.3)
+    save_judge(old, tmp_path / "old.safetensors")
+    new = start_from(str(tmp_path / "old.safetensors"), WorldJudge(JudgeConfig(width=8, frame_stats=True))).eval()
+    texts = prompts("train")[:4]
+    videos = render(texts, 1, size=16)
+    with torch.no_grad():
+        a, b = old.eval()(videos, old.condition(texts), True), new(videos, new.condition(texts), True)
+    assert torch.allclose(a, b, atol=1e-6)
+    assert new.temporal_dim == 8 + 8 and new.trunk[0].weight.shape[1] == old.trunk[0].weight.shape[1] + 16
+    with torch.no_grad():  # the new inputs carry signal: a non-zero column changes the output
+        new.trunk[0].weight[:, -1] = 1.0
+        assert not torch.allclose(new(videos, new.condition(texts)), a[:, :3])
+    save_judge(new, tmp_path / "new.safetensors")
+    with pytest.raises(UserError, match="init"):
+        start_from(str(tmp_path / "new.safetensors"), WorldJudge(JudgeConfig(width=8)))
+
+
+@pytest.mark.parametrize(("flag", "value", "key"), [("--ode-share", "0.9", "ode_share"), ("--lr", "0", "lr"),
+                                                    ("--init", "missing.safetensors", "init")])
+def test_pretrain_judge_rejects_bad_new_options_before_any_work(tmp_path, flag, value, key):
+    import subprocess
+    import sys
+
+    out = tmp_path / "judge.safetensors"
+    proc = subprocess.run([sys.executable, "-m", "grpo_bench.cli", "pretrain", "judge", flag, value, "--out", str(out)],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 2 and key in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert not out.exists()

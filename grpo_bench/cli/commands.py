@@ -139,14 +139,27 @@ def pretrain_judge(
         None, "--base-checkpoint", help="Base-model weights to sample from (default: the shipped ones)."
     ),
     rank_weight: float = typer.Option(
-        1.0, "--rank-weight", help="Weight of the pairwise TA ranking loss on base-model videos (0: off)."
+        1.0, "--rank-weight", help="Weight of the pairwise VQ/MQ/TA ranking losses on clean ODE samples (0: off)."
+    ),
+    ode_videos: int = typer.Option(
+        2048, "--ode-videos", help="Clean 10-step ODE base-model samples to train on (ranked within each batch)."
+    ),
+    check_per_prompt: int = typer.Option(
+        8, "--check-per-prompt", help="Fresh ODE samples per training prompt for the card's check (0: skip)."
+    ),
+    init: Path | None = typer.Option(None, "--init", help="Judge weights to fine-tune from (default: random init)."),
+    lr: float = typer.Option(2e-3, "--lr", help="Peak AdamW learning rate (cosine decay after a 50-step warm-up)."),
+    ode_share: float = typer.Option(
+        0.375, "--ode-share", help="Share of each batch drawn from the clean ODE samples (at most 0.75)."
     ),
 ) -> None:
     """Train the world judge (the VideoAlign stand-in) to regress the oracle; write weights + card."""
     from grpo_bench.rewards.judge_train import JudgeTrainConfig, train_judge
 
     cfg = JudgeTrainConfig(steps=steps, seed=seed, size=size, base_videos=base_videos, heldout_videos=heldout_videos,
-                           base_checkpoint=str(base_checkpoint or ""), rank_weight=rank_weight)
+                           base_checkpoint=str(base_checkpoint or ""), rank_weight=rank_weight,
+                           ode_videos=ode_videos, check_per_prompt=check_per_prompt, init=str(init or ""),
+                           lr=lr, ode_share=ode_share)
     train_judge(cfg, out, console=console)
 
 

@@ -1,22 +1,26 @@
 """Training of the world judge (``grpo-bench pretrain judge``): regress the oracle's VQ/MQ/TA.
 
-Training videos mix three sources, each scored by the exact oracle on the fly:
+Training videos mix four sources, each scored by the exact oracle on the fly:
 
-* rendered videos, clean or with one or two corruptions (``world/corrupt.py``) of random strength, or
-  partially re-noised (x = (1-s) x0 + s z, what an unfinished sampler leaves);
+* rendered videos, clean, damaged (one or two corruptions of ``world/corrupt.py`` of random strength, or
+  shuffled frames) or partially re-noised (x = (1-s) x0 + s z, what an unfinished sampler leaves);
 * base-model samples (``grpo_bench.models.load("world")``) drawn with the harness's own kernels (ODE and
-  the SDE kernels RL rolls out with), sampled once before training;
-* either of the above paired with a prompt that differs in one word, so TA must read the prompt.
+  the SDE kernels RL rolls out with at several noise levels), from the base model and from copies with
+  Gaussian noise on their weights (``PERTURB_SCALES``: stand-ins for where RL moves the model), a quarter
+  of the groups damaged as above; sampled once before training;
+* clean 10-step ODE base-model samples (the evaluation sampler), a fixed share of every batch;
+* any of the above paired with a prompt that differs in one word, so TA must read the prompt.
 
-The loss is a regression on the oracle's scores and sub-scores plus a pairwise ranking loss on TA
-among the base-model videos of each batch (``ranking_loss``): on those, TA's fine order is what the
-regression learns worst. Measured at 300 steps on the same data: TA Spearman 0.49 without attention
-pooling or ranking, 0.55 with pooling, 0.68 with both; the shipped judge (2400 steps) reaches 0.83.
+The loss is a regression on the oracle's scores and sub-scores plus pairwise ranking losses on VQ, MQ
+and TA among the clean ODE samples of each batch (``ranking_loss``): those crowd into narrow bands of
+every score, where the regression (dominated by the large errors of damaged videos) barely shapes the
+order, and GRPO only sees differences inside a group. ``--init`` fine-tunes an earlier judge; a judge
+without frame statistics (``JudgeConfig.frame_stats``) is widened exactly (``start_from``).
 
-After training the raw heads are z-normalised over base-model samples (as VideoAlign's are) and the
-judge is scored by Spearman correlation with the oracle on held-out base-model samples (other seeds).
-The weights go to a safetensors file and a JSON card with the command, seed, steps, wall time and
-the measured correlations.
+After training the raw heads are z-normalised over held-out base-model samples (as VideoAlign's are) and
+the judge is checked on fresh samples (``judge_check``): Spearman with the oracle on 10-step ODE samples
+of training and held-out prompts, and how often speckle and shuffled frames lower its score. The weights
+go to a safetensors file and a JSON card with the command, seed, steps, wall time and those numbers.
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ from grpo_bench.rewards.world_judge import (
     WorldJudge,
     save_judge,
 )
-from grpo_bench.world.corrupt import CORRUPTIONS
+from grpo_bench.world.corrupt import CORRUPTIONS, shuffle_frames
 from grpo_bench.world.generator import SIZES, direction_vectors, render
 from grpo_bench.world.oracle import fit, oracle
 from grpo_bench.world.vocab import COLORS, MOTIONS, SHAPES, parse, prompt_text
@@ -50,8 +54,12 @@ from grpo_bench.world.vocab import prompts as all_prompts
 # (kernel, noise level, steps) of the base-model samples: the evaluation sampler and RL's rollout kernels.
 BASE_SAMPLERS = (("ode", 0.0, 20), ("ode", 0.0, 10), ("sage", 0.5, 10), ("flow", 0.7, 10), ("dance", 0.3, 10),
                  ("cps", 0.7, 10), ("sage", 1.0, 10))
+# Relative std of Gaussian noise added to every base-model weight tensor: stand-ins for the models RL makes.
+# Measured on 32 10-step ODE samples: oracle MQ 0.34 (0), 0.32 (0.05), 0.28 (0.1), 0.18 (0.2).
+PERTURB_SCALES = (0.0, 0.05, 0.1, 0.2)
+RANK_MARGINS = (0.05, 0.05, 0.02)  # (log vq, log mq, ta): pairs closer than this are not ranked
 AUX_WEIGHT = 0.5
-SCORE_WEIGHTS = torch.tensor([1.0, 1.0, 2.0])  # (vq, mq, ta): TA's fine ordering is the hardest to learn
+SCORE_WEIGHTS = torch.tensor([1.0, 2.0, 2.0])  # (vq, mq, ta): MQ's and TA's fine orderings are the hardest to learn
 LOG_FLOOR = -7.0  # log-score targets are floored here (a score of ~0.001: pure noise)
 LOG_TARGETS = ("vq", "mq", "bg", "edge", "palette", "velocity", "size", "constancy", "flicker")
 
@@ -83,7 +91,19 @@ class JudgeTrainConfig:
     base_share: float = 0.75
     """Share of each batch drawn from the base-model samples (the rest: rendered and corrupted videos)."""
     rank_weight: float = 1.0
-    """Weight of the pairwise ranking loss on TA among the base-model videos of each batch (0: off)."""
+    """Weight of the pairwise ranking losses on VQ, MQ and TA among the clean ODE samples of each batch (0: off)."""
+    ode_videos: int = 2048
+    """Clean 10-step ODE base-model samples (the evaluation sampler) to train on, besides ``base_videos``."""
+    ode_share: float = 0.375
+    """Share of each batch drawn from the clean ODE samples (part of ``base_share``); the ranking losses use them."""
+    perturb: bool = True
+    """Draw the mixed base-model samples also from noise-perturbed copies of the base model (PERTURB_SCALES)."""
+    check_per_prompt: int = 8
+    """Fresh 10-step ODE samples per training prompt for the card's check (``judge_check``; 4x per held-out prompt)."""
+    frame_stats: bool = True
+    """Give the judge frame-statistics features (JudgeConfig.frame_stats)."""
+    init: str = ""
+    """Judge weights to start from (empty: random initialisation); the card records their card and sha256."""
     threads: int = 1
     """CPU threads for torch (1 is fastest on a shared 2-core machine; 0 keeps torch's default)."""
 
@@ -100,13 +120,41 @@ def _check(cfg: JudgeTrainConfig) -> None:
         raise UserError(f"judge option 'rank_weight' (--rank-weight) must be a number >= 0, got {cfg.rank_weight!r}")
     if not 0 <= cfg.base_share <= 1:
         raise UserError(f"judge option 'base_share' must be in [0, 1], got {cfg.base_share!r}")
+    if not 0 <= cfg.ode_share <= cfg.base_share:
+        raise UserError(f"judge option 'ode_share' must be in [0, base_share={cfg.base_share}], got {cfg.ode_share!r}")
+    if not cfg.lr > 0:
+        raise UserError(f"judge option 'lr' (--lr) must be a number > 0, got {cfg.lr!r}")
+    if cfg.check_per_prompt < 0:
+        raise UserError(f"judge option 'check_per_prompt' must be >= 0, got {cfg.check_per_prompt!r}")
+    if cfg.ode_videos < 0:
+        raise UserError(f"judge option 'ode_videos' must be >= 0, got {cfg.ode_videos!r}")
+    if cfg.init and not Path(cfg.init).is_file():
+        raise UserError(f"judge option 'init' (--init): weights file {cfg.init} not found")
     if not 0 <= cfg.mismatch <= 1:
         raise UserError(f"judge option 'mismatch' must be in [0, 1], got {cfg.mismatch!r}")
 
 
 # --- data ----------------------------------------------------------------------------------------
-def sample_base(n: int, size: int, seed: int, checkpoint: str = "", chunk: int = 64) -> tuple[Tensor, list[str]]:
-    """n base-model videos Tensor[n, 3, 8, size, size] over all prompts, cycling through BASE_SAMPLERS."""
+def perturbed(model, scale: float, seed: int):
+    """A copy of the base model with Gaussian noise of std ``scale`` x (each weight tensor's std) added to
+    every weight tensor: a cheap stand-in for the models RL moves to (0: the model itself)."""
+    import copy
+
+    if scale == 0:
+        return model
+    out = copy.deepcopy(model)
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in out.net.parameters():
+            if p.numel() > 1:
+                p.add_(scale * p.std() * torch.randn(p.shape, generator=g))
+    return out
+
+
+def sample_base(n: int, size: int, seed: int, checkpoint: str = "", chunk: int = 64,
+                samplers: tuple = BASE_SAMPLERS, perturb: tuple[float, ...] = (0.0,)) -> tuple[Tensor, list[str]]:
+    """n base-model videos Tensor[n, 3, 8, size, size] over all prompts; chunk k uses ``samplers[k % len]`` and
+    the model perturbed by ``perturb[(k // len(samplers)) % len(perturb)]`` (see ``perturbed``)."""
     from grpo_bench.core.sampling import sample
     from grpo_bench.core.schedule import sigmas
     from grpo_bench.core.sde import make_kernel
@@ -115,13 +163,15 @@ def sample_base(n: int, size: int, seed: int, checkpoint: str = "", chunk: int =
     kw = {"size": size}
     if checkpoint:
         kw["path"] = checkpoint
-    model = load("world", **kw)
+    base = load("world", **kw)
+    models = {scale: perturbed(base, scale, seed * 7 + i) for i, scale in enumerate(perturb)}
     rng = random.Random(seed)
     texts = all_prompts("all")
     videos, prompts = [], []
     for k, start in enumerate(range(0, n, chunk)):
         m = min(chunk, n - start)
-        kernel_name, level, steps = BASE_SAMPLERS[k % len(BASE_SAMPLERS)]
+        kernel_name, level, steps = samplers[k % len(samplers)]
+        model = models[perturb[(k // len(samplers)) % len(perturb)]]
         batch_prompts = [rng.choice(texts) for _ in range(m)]
         g = torch.Generator().manual_seed(seed * 100_003 + k)
         noise = torch.randn(m, *model.latent_shape, generator=g)
@@ -166,12 +216,22 @@ def mirror(videos: Tensor, prompts: list[str], rng: random.Random) -> tuple[Tens
     return videos, prompts
 
 
+def damage(v: Tensor, rng: random.Random) -> Tensor:
+    """One or two corruptions of random kind and strength (``world/corrupt.py``), or a frame shuffle."""
+    names = CORRUPTIONS.names()
+    for _ in range(1 if rng.random() < 0.75 else 2):
+        if rng.random() < 0.2:
+            v = shuffle_frames(v, rng.random(), rng.randrange(2**31))
+        else:
+            v = CORRUPTIONS.get(rng.choice(names))(v, rng.random() ** 1.5, rng.randrange(2**31))
+    return v
+
+
 def synthetic_batch(n: int, size: int, rng: random.Random) -> tuple[Tensor, list[str]]:
-    """n rendered videos: clean, corrupted once or twice (random strength), or partially re-noised."""
+    """n rendered videos: clean, damaged (``damage``) or partially re-noised, in groups of 8."""
     texts = all_prompts("all")
     prompts = [rng.choice(texts) for _ in range(n)]
     videos = render(prompts, rng.randrange(2**31), size=size)
-    names = CORRUPTIONS.names()
     out = []
     for lo in range(0, n, 8):  # corruptions act on groups of 8 (one kind and strength per group)
         v = videos[lo:lo + 8]
@@ -179,8 +239,7 @@ def synthetic_batch(n: int, size: int, rng: random.Random) -> tuple[Tensor, list
         if kind < 0.15:
             pass  # clean
         elif kind < 0.75:
-            for _ in range(1 if kind < 0.6 else 2):
-                v = CORRUPTIONS.get(rng.choice(names))(v, rng.random() ** 1.5, rng.randrange(2**31))
+            v = damage(v, rng)
         else:
             s = rng.random() * 0.6
             g = torch.Generator().manual_seed(rng.randrange(2**31))
@@ -273,39 +332,55 @@ def train_judge(cfg: JudgeTrainConfig, out: Path | None = None, command: str = "
     rng = random.Random(cfg.seed)
     log = console.print if console is not None else (lambda *a, **k: None)
 
-    base_v, base_p, held_v, held_p = None, None, None, None
+    base_v, base_p, held_v, held_p, ode_v, ode_p = None, None, None, None, None, None
     if cfg.base_videos or cfg.heldout_videos:
         log(f"sampling {cfg.base_videos} + {cfg.heldout_videos} base-model videos ...")
-        total = cfg.base_videos + cfg.heldout_videos
-        videos, prompts = sample_base(total, cfg.size, cfg.seed, cfg.base_checkpoint)
-        # Held-out samples come from their own chunks (other noise seeds), never seen in training.
-        base_v, base_p = videos[:cfg.base_videos], prompts[:cfg.base_videos]
-        held_v, held_p = videos[cfg.base_videos:], prompts[cfg.base_videos:]
+        perturb = PERTURB_SCALES if cfg.perturb else (0.0,)
+        base_v, base_p = sample_base(cfg.base_videos, cfg.size, cfg.seed, cfg.base_checkpoint, perturb=perturb)
+        # Held-out samples: another seed, never seen in training, from the base model itself (they set
+        # the z-normalisation, so 0 stays a typical base-model video).
+        held_v, held_p = sample_base(cfg.heldout_videos, cfg.size, cfg.seed + 20_000, cfg.base_checkpoint)
+    if cfg.ode_videos:
+        log(f"sampling {cfg.ode_videos} clean 10-step ODE base-model videos ...")
+        ode_v, ode_p = sample_base(cfg.ode_videos, cfg.size, cfg.seed + 10_000, cfg.base_checkpoint,
+                                   samplers=(("ode", 0.0, 10),))
     t_data = time.time() - t0
 
-    net = WorldJudge(JudgeConfig(width=cfg.width, size=cfg.size))
+    net = WorldJudge(JudgeConfig(width=cfg.width, size=cfg.size, frame_stats=cfg.frame_stats))
+    if cfg.init:
+        net = start_from(cfg.init, net)
     opt = torch.optim.AdamW(net.parameters(), lr=cfg.lr, weight_decay=1e-4)
     warm = min(50, cfg.steps)
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt,
         lambda s: min(1.0, (s + 1) / warm) * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * min(1.0, s / cfg.steps)))),
     )
-    n_base = round(cfg.batch * cfg.base_share) if base_v is not None and len(base_p) else 0
+    n_ode = round(cfg.batch * cfg.ode_share) if ode_v is not None else 0
+    n_base = round(cfg.batch * cfg.base_share) - n_ode if base_v is not None and len(base_p) else 0
+    n_base = max(0, n_base)
     losses = []
     net.train()
     for step in range(cfg.steps):
-        v, p = synthetic_batch(cfg.batch - n_base, cfg.size, rng)
-        if n_base:
-            idx = [rng.randrange(len(base_p)) for _ in range(n_base)]
-            bv, bp = mirror(base_v[idx], [base_p[i] for i in idx], rng)
+        v, p = synthetic_batch(cfg.batch - n_base - n_ode, cfg.size, rng)
+        for pool_v, pool_p, n, damaged in ((base_v, base_p, n_base, True), (ode_v, ode_p, n_ode, False)):
+            if not n:
+                continue
+            idx = [rng.randrange(len(pool_p)) for _ in range(n)]
+            bv, bp = mirror(pool_v[idx], [pool_p[i] for i in idx], rng)
+            if damaged and rng.random() < 0.25:  # what RL's drift adds: speckle, jitter, shuffled frames, ...
+                k = min(8, n)
+                bv = torch.cat([damage(bv[:k], rng), bv[k:]])
             v = torch.cat([v, bv])
             p = p + bp
         p = _mismatch(p, cfg.mismatch, rng)
         y = targets(v, p)
         pred = net(v, net.condition(p), auxiliary=True)
         loss = judge_loss(pred, y)
-        if n_base and cfg.rank_weight:  # the base-model rows are the last n_base of the batch
-            loss = loss + cfg.rank_weight * ranking_loss(pred[-n_base:, 2], y[-n_base:, 2])
+        # The clean ODE rows are the last n_ode of the batch (the base rows when there are none).
+        n_rank = n_ode or n_base
+        if n_rank and cfg.rank_weight:
+            for d, margin in enumerate(RANK_MARGINS):
+                loss = loss + cfg.rank_weight * ranking_loss(pred[-n_rank:, d], y[-n_rank:, d], margin=margin)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
@@ -344,11 +419,39 @@ def train_judge(cfg: JudgeTrainConfig, out: Path | None = None, command: str = "
         "spearman_heldout_rendered": correlations(net, *held_synth),
         "heldout_base_videos": len(held_p) if held_p is not None else 0,
     }
+    if cfg.init:
+        card["init"] = _init_record(cfg.init)
+    if cfg.check_per_prompt and cfg.base_videos + cfg.heldout_videos + cfg.ode_videos:
+        from grpo_bench.rewards.judge_check import check_judge
+
+        card["check"] = check_judge(net.score, cfg.check_per_prompt, 4 * cfg.check_per_prompt, cfg.size,
+                                    checkpoint=cfg.base_checkpoint)
     card["wall_time_s"] = round(time.time() - t0, 1)
     save_judge(net, out, extra={"card": card_path(out).name})
     write_card(out, card)
-    log(json.dumps({k: card[k] for k in ("wall_time_s", "spearman_heldout_base", "spearman_heldout_rendered")}))
+    shown = ("wall_time_s", "spearman_heldout_base", "spearman_heldout_rendered", "check")
+    log(json.dumps({k: card.get(k) for k in shown}))
     return card
+
+
+def start_from(init: str, net: WorldJudge) -> WorldJudge:
+    """``net`` with the weights of the judge at ``init``. A judge without frame statistics can start one with
+    them: the trunk's new input columns start at zero, so the widened judge computes exactly the old one."""
+    from dataclasses import replace
+
+    from grpo_bench.rewards.world_judge import load_judge
+
+    start = load_judge(init)
+    if replace(start.cfg, frame_stats=net.cfg.frame_stats) != net.cfg or (start.cfg.frame_stats and
+                                                                          not net.cfg.frame_stats):
+        raise UserError(f"judge option 'init': {init} has config {start.cfg}, this run needs {net.cfg}")
+    state = start.state_dict()
+    key = "trunk.0.weight"
+    grown = torch.zeros_like(net.state_dict()[key])
+    grown[:, : state[key].shape[1]] = state[key]
+    state[key] = grown
+    net.load_state_dict(state)
+    return net
 
 
 def _command(cfg: JudgeTrainConfig, out: Path) -> str:
@@ -359,7 +462,27 @@ def _command(cfg: JudgeTrainConfig, out: Path) -> str:
         cmd += f" --base-checkpoint {cfg.base_checkpoint}"
     if cfg.rank_weight != JudgeTrainConfig.rank_weight:
         cmd += f" --rank-weight {cfg.rank_weight:g}"
+    if cfg.lr != JudgeTrainConfig.lr:
+        cmd += f" --lr {cfg.lr:g}"
+    if cfg.ode_share != JudgeTrainConfig.ode_share:
+        cmd += f" --ode-share {cfg.ode_share:g}"
+    if cfg.ode_videos != JudgeTrainConfig.ode_videos:
+        cmd += f" --ode-videos {cfg.ode_videos}"
+    if cfg.check_per_prompt != JudgeTrainConfig.check_per_prompt:
+        cmd += f" --check-per-prompt {cfg.check_per_prompt}"
+    if cfg.init:
+        cmd += f" --init {cfg.init}"
     return cmd if Path(out).resolve() == DEFAULT_WEIGHTS.resolve() else f"{cmd} --out {out}"
+
+
+def _init_record(init: str) -> dict:
+    """What a fine-tuning run started from: the file's name, sha256 and its own card (when it has one)."""
+    import hashlib
+
+    path = Path(init)
+    card = card_path(path)
+    return {"file": path.name, "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+            "card": json.loads(card.read_text()) if card.is_file() else None}
 
 
 def card_path(weights: Path) -> Path:

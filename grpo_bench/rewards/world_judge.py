@@ -52,6 +52,11 @@ class JudgeConfig:
     pool_heads: int = 8
     """Attention-pooling heads over pixels: each reads a softmax-weighted mean of the raw video and of the
     video minus the prompted colour, which keeps absolute colour (GroupNorm in the conv path removes it)."""
+    frame_stats: bool = False
+    """Also read how the first level's features change over frames (the std over time of their per-frame
+    spatial means) and how far each attention head's per-frame centroid strays from a
+    constant-velocity path. MQ among clean base-model samples is ranked by exactly these (size and colour
+    constancy, path straightness), which global pooling averages away. False in judges built before it."""
 
 
 class _Block(nn.Module):
@@ -89,7 +94,8 @@ class WorldJudge(nn.Module):
         ])
         # Per-pixel attention logits from the first level's features (where the object is, per head).
         self.attend = nn.Conv3d(w, self.cfg.pool_heads, 1)
-        self.trunk = nn.Sequential(nn.Linear(2 * 4 * w + cd + 6 * self.cfg.pool_heads, 128), nn.SiLU())
+        self.trunk = nn.Sequential(nn.Linear(2 * 4 * w + cd + 6 * self.cfg.pool_heads + self.temporal_dim, 128),
+                                   nn.SiLU())
         self.head = nn.Linear(128, len(DIMENSIONS) + len(AUXILIARY))
         # What the video shows, whatever the prompt: colour, shape and direction logits. TA reads the
         # log-probabilities of the prompted words, which is easier to learn than matching through FiLM alone.
@@ -98,6 +104,11 @@ class WorldJudge(nn.Module):
         # z-normalisation over base-model samples: score = (raw - mean) / std.
         self.register_buffer("mean", torch.zeros(len(DIMENSIONS)))
         self.register_buffer("std", torch.ones(len(DIMENSIONS)))
+
+    @property
+    def temporal_dim(self) -> int:
+        """Width of the frame-statistics features (0 without ``frame_stats``)."""
+        return self.cfg.width + self.cfg.pool_heads if self.cfg.frame_stats else 0
 
     def condition(self, prompts: list[str]) -> Tensor:
         """LongTensor[B, 3] of (colour, shape, motion) indices (UserError on words outside the vocabulary)."""
@@ -109,13 +120,17 @@ class WorldJudge(nn.Module):
         cond = cond.to(videos.device)
         c = sum(emb(cond[:, i]) for i, emb in enumerate(self.embed))  # [B, cond_dim]
         x = self._features(videos.float(), cond)  # [B, 11, F, H, W]
-        h = self.blocks[0](x, c)  # [B, w, F, H, W]
-        attention = self.attend(h).flatten(2).softmax(-1)  # [B, heads, F*H*W]
+        h = first = self.blocks[0](x, c)  # [B, w, F, H, W]
+        logits_px = self.attend(h)  # [B, heads, F, H, W]
+        attention = logits_px.flatten(2).softmax(-1)  # [B, heads, F*H*W]
         pixels = torch.cat([x[:, :3], x[:, -3:]], 1).flatten(2)  # [B, 6, F*H*W] video, video - prompted colour
         read = torch.einsum("bkn,bcn->bkc", attention, pixels).flatten(1)  # [B, heads * 6]
         for block in self.blocks[1:]:
             h = block(h, c)
-        pooled = torch.cat([h.mean((2, 3, 4)), h.amax((2, 3, 4)), c, read], dim=1)
+        parts = [h.mean((2, 3, 4)), h.amax((2, 3, 4)), c, read]
+        if self.cfg.frame_stats:
+            parts.append(self._temporal(first, logits_px))
+        pooled = torch.cat(parts, dim=1)
         hidden = self.trunk(pooled)
         out = self.head(hidden)
         logits = self.classes(hidden)
@@ -126,6 +141,25 @@ class WorldJudge(nn.Module):
         ta = out[:, 2:3] + self.agree(agree)
         out = torch.cat([out[:, :2], ta, out[:, 3:]], 1)
         return torch.cat([out, logits], 1) if auxiliary else out[:, : len(DIMENSIONS)]
+
+    @staticmethod
+    def _temporal(h: Tensor, logits: Tensor) -> Tensor:
+        """Tensor[B, w + heads]: the std over frames of the per-frame spatial means of h [B, w, F, H, W]
+        (the object's size and colour constancy), and the RMS deviation of each head's per-frame attention
+        centroid (softmax of logits [B, heads, F, H, W] over pixels) from its least-squares constant-velocity
+        path."""
+        per_frame = h.mean((3, 4))  # [B, w, F]
+        b, k, f, hh, ww = logits.shape
+        weights = logits.flatten(3).softmax(-1).reshape(b, k, f, hh, ww)
+        ys = torch.linspace(-1, 1, hh, device=h.device, dtype=h.dtype)
+        xs = torch.linspace(-1, 1, ww, device=h.device, dtype=h.dtype)
+        pos = torch.stack([(weights.sum(3) * xs).sum(-1), (weights.sum(4) * ys).sum(-1)], -1)  # [B, k, F, 2]
+        t = torch.arange(f, device=h.device, dtype=h.dtype)
+        tc = (t - t.mean())[None, None, :, None]
+        slope = (tc * pos).sum(2, keepdim=True) / (tc**2).sum()
+        resid = pos - pos.mean(2, keepdim=True) - slope * tc
+        path = (resid**2).sum(-1).mean(-1).add(1e-8).sqrt()  # [B, k]
+        return torch.cat([per_frame.std(2), path], 1)
 
     @staticmethod
     def _features(x: Tensor, cond: Tensor) -> Tensor:

@@ -161,3 +161,20 @@ def speckle(videos: Tensor, strength: float, seed: int = 0) -> Tensor:
 def corrupt(name: str, videos: Tensor, strength: float, seed: int = 0) -> Tensor:
     """Apply the registered corruption ``name``."""
     return CORRUPTIONS.get(name)(videos, strength, seed)
+
+
+def shuffle_frames(videos: Tensor, strength: float, seed: int = 0) -> Tensor:
+    """Temporal jitter: round(strength * F) randomly chosen frames of each video trade places (a cyclic shift
+    among them, so any two or more chosen frames really move). Not in CORRUPTIONS: MQ's velocity fit does not
+    fall monotonically with the number of moved frames; the judge trains on it and ``judge_check`` tests it."""
+    s = _check(strength)
+    b, _, f, _, _ = videos.shape
+    k = round(s * f)
+    out = videos.clone()
+    if k < 2:
+        return out
+    g = torch.Generator().manual_seed(int(seed))
+    for i in range(b):
+        chosen = torch.randperm(f, generator=g)[:k]
+        out[i, :, chosen] = videos[i, :, chosen.roll(1)]
+    return out
