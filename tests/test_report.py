@@ -244,3 +244,25 @@ def test_strata_split_every_family_by_their_keys():
     assert not out.loc[out["kind"] == "cell", "group"].str.contains("kl=").any()
     assert (out["kind"] == df["kind"]).all() and len(out) == len(df)
     assert _data.stratify(df, ["setting"]) is df  # the default changes nothing
+
+
+def test_the_oracle_track_has_no_judge_column():
+    """A cell trained on the oracle logs the oracle composite as its 'reward': the report must not call it a judge."""
+    import json as _json
+    from pathlib import Path
+
+    import pandas as _pd
+
+    from grpo_bench.report import data as _data
+
+    df = _pd.read_parquet(Path(__file__).resolve().parents[1] / "reports" / "ablate_equalizer" / "results.parquet")
+    first = df.loc[df["kind"] == "cell", "cell"].iloc[0]
+    row = (df["kind"] == "cell") & (df["cell"] == first)
+    info = _json.loads(df.loc[row, "text"].iloc[0])
+    info["config"]["reward"] = "world_oracle"
+    df.loc[row, "text"] = _json.dumps(info)
+    gain = _data.learning(df).set_index("cell")
+    assert math.isnan(gain.loc[first, "eval_reward"]) and gain.drop(first)["eval_reward"].notna().all()
+    vids = _data.videos(df)
+    assert vids.loc[vids["cell"] == first, "judge_reward"].isna().all()
+    assert vids.loc[vids["cell"] != first, "judge_reward"].notna().all()

@@ -124,6 +124,18 @@ def curves(df: pd.DataFrame, metric: str) -> pd.DataFrame:
     return rows[KEYS + ["method", "kl", "equalizer", *extra, "update", "value"]].dropna(subset=["value"])
 
 
+ORACLE_REWARD = "world_oracle"
+"""A run trained on the oracle itself: its logged 'eval_reward' / 'judge_reward' is the oracle composite,
+not a judge's score, so the report leaves its Judge columns empty (nothing is judged there)."""
+
+
+def _without_judge_where_oracle_trains(wide: pd.DataFrame, column: str, df: pd.DataFrame) -> pd.DataFrame:
+    cells = {c for c, i in _cell_infos(df).items() if i.get("config", {}).get("reward") == ORACLE_REWARD}
+    if column in wide and cells:
+        wide.loc[wide["cell"].isin(cells), column] = np.nan
+    return wide
+
+
 def eval_curves(df: pd.DataFrame) -> pd.DataFrame:
     """Eval updates only: judge reward and oracle overall on the eval prompts, one row per (cell, update)."""
     rows = df[(df["kind"] == "update") & df["metric"].str.startswith("eval_")]
@@ -133,7 +145,7 @@ def eval_curves(df: pd.DataFrame) -> pd.DataFrame:
         wide["update"] = wide["eval_at"].fillna(wide["update"]).astype(int)
     if all(f"eval_{c}" in wide for c in ORACLE.values()):
         wide["eval_oracle_overall"] = oracle_overall(wide, "eval_")
-    return wide
+    return _without_judge_where_oracle_trains(wide, "eval_reward", df)
 
 
 def _number(value: Any) -> float:
@@ -167,7 +179,7 @@ def videos(df: pd.DataFrame) -> pd.DataFrame:
     wide.columns.name = None
     if all(c in wide for c in ORACLE.values()):
         wide["oracle_overall"] = oracle_overall(wide)
-    return wide
+    return _without_judge_where_oracle_trains(wide, "judge_reward", df)
 
 
 def grads(df: pd.DataFrame) -> pd.DataFrame:

@@ -135,7 +135,8 @@ def table2(ctx: Context) -> list[Section]:
         "Table 2 — learning on held-out prompts (change from update 0)",
         "Mean ± 95% t-interval over seeds of each cell's held-out evaluation (ODE, fixed noise) after the last "
         "update minus the same at update 0: o* = the exact oracle (Manifold: lower is better), Judge = the learned "
-        "training reward on the same videos. Bold = best in its setting. Rollout reward = the judge on the last "
+        "training reward on the same videos (– on the world_oracle track, which trains on the oracle itself). "
+        "Bold = best in its family. Rollout reward = the judge on the last "
         "update's training rollouts: a diagnostic of the sampler, never a headline.",
         md)]
     sections += _paired(ctx)
