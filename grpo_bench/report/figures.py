@@ -4,6 +4,7 @@ strip of sample frames per method. Bands are 95% t-intervals over seeds at each 
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import matplotlib
@@ -41,9 +42,10 @@ def _plot_band(ax, frame: pd.DataFrame, label: str, colour, style: str = "-", x:
 def _save(ctx: Context, fig, name: str) -> str:
     folder = ctx.out / "figures"
     folder.mkdir(parents=True, exist_ok=True)
-    fig.savefig(folder / f"{name}.png", dpi=110, bbox_inches="tight")
+    file = re.sub(r"[^A-Za-z0-9_.=-]+", "_", name)  # a stratified setting label has spaces and commas
+    fig.savefig(folder / f"{file}.png", dpi=110, bbox_inches="tight")
     plt.close(fig)
-    return f"![{name}](figures/{name}.png)\n"
+    return f"![{name}](figures/{file}.png)\n"
 
 
 def _settings_axes(settings: list[str], width: float = 5.0, height: float = 3.4):
@@ -60,9 +62,11 @@ def _smoothed(curve: pd.DataFrame, window: int) -> pd.DataFrame:
 
 
 def _legend(ax, **kw) -> None:
-    """A legend when the axes drew labelled lines (a panel left empty gets none, and no warning)."""
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(**kw)
+    """A legend of the axes' labelled lines, outside the data (right of the figure); a panel left empty
+    gets none, and no warning."""
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        ax.figure.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False, **kw)
 
 
 def _missing(title: str, why: str) -> list[Section]:
@@ -197,16 +201,31 @@ def drift(ctx: Context) -> list[Section]:
     fig, axes = _settings_axes(sorted(ev["setting"].unique()))
     for setting, ax in axes.items():
         part = ev[ev["setting"] == setting]
+        # The judge is z-scored (changes of ~1) and the oracle a [0, 1] score (changes of ~0.05): each gets
+        # its own axis, the oracle on the right, so that neither looks flat beside the other.
+        right = ax.twinx() if part["eval_reward"].notna().any() else ax
         for grp in [g for g in groups if g in set(part["group"])]:
             sub = part[part["group"] == grp]
-            _plot_band(ax, sub, f"{grp} judge", colour[grp], "-", y="eval_reward")
-            _plot_band(ax, sub, f"{grp} oracle", colour[grp], ":", y="eval_oracle_overall")
+            if sub["eval_reward"].notna().any():
+                _plot_band(ax, sub, f"{grp} judge", colour[grp], "-", y="eval_reward")
+            _plot_band(right, sub, f"{grp} oracle", colour[grp], ":", y="eval_oracle_overall")
         ax.axhline(0, color="k", lw=0.6)
-        ax.set(title=f"Setting {setting}", xlabel="update", ylabel="change since update 0")
+        ax.set(title=f"Setting {setting}", xlabel="update",
+               ylabel="judge change (z units)" if right is not ax else "oracle change since update 0")
+        if right is not ax:
+            right.set_ylabel("oracle change (dotted)")
         ax.grid(alpha=0.3)
-    _legend(next(iter(axes.values())), fontsize=6, ncol=2)
-    return [Section(title, "Solid = learned judge, dotted = exact oracle, both on held-out prompts and relative to the "
-                    "start; a judge line rising while its oracle line falls is reward hacking.",
+    fig.subplots_adjust(wspace=0.55)  # room for each panel's right-hand (oracle) axis
+    handles = {}
+    for a in fig.axes:
+        for h, label in zip(*a.get_legend_handles_labels()):
+            handles.setdefault(label, h)
+    if handles:
+        fig.legend(list(handles.values()), list(handles), loc="center left", bbox_to_anchor=(1.0, 0.5),
+                   frameon=False, fontsize=6, ncol=2)
+    return [Section(title, "Solid = learned judge (left axis, z units), dotted = exact oracle (right axis), both on "
+                    "held-out prompts and relative to the start; a judge line rising while its oracle line falls is "
+                    "reward hacking. On the world_oracle track only the oracle is drawn (it is the reward there).",
                     _save(ctx, fig, "drift"))]
 
 
