@@ -9,16 +9,14 @@ import torch
 from tiny_world import TinyModel
 from torch import nn
 
+from grpo_bench.core.kl_weight import AdaptiveKLWeight, ConstantKLWeight, make_kl_weight
 from grpo_bench.core.trust_region import (
     KL_VARIANTS,
-    AdaptiveKLWeight,
     Anchors,
-    ConstantKLWeight,
     KLInputs,
     analytic_kl,
     make_anchor_policy,
     make_kl,
-    make_kl_weight,
 )
 from grpo_bench.train.config import RunConfig
 
