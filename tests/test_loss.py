@@ -124,4 +124,5 @@ def test_global_norm_keeps_group_scale_differences():
     r = torch.tensor([0.0, 1.0, 0.0, 2.0])
     glob, _ = group_advantages(r, 2, clip=1e9, norm="global")
     grp, _ = group_advantages(r, 2, clip=1e9, norm="group")
-    assert glob[3] == pytest.approx(2 * glob[1], rel=1e-5) and grp[3] == pytest.approx(grp[1], rel=1e-5)
+    assert float(glob[3]) == pytest.approx(2 * float(glob[1]), rel=1e-5)
+    assert float(grp[3]) == pytest.approx(float(grp[1]), rel=1e-5)
