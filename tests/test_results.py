@@ -102,3 +102,27 @@ def test_rows_are_deterministic(tmp_path, cfg):
     a = results.cell_rows(cdir, _meta(cfg), 1.0)
     b = results.cell_rows(cdir, _meta(cfg), 2.0)  # the runner's time loses to the trainer's
     pd.testing.assert_frame_equal(a.drop(columns=["text"]), b.drop(columns=["text"]))
+
+
+def test_base_strips_are_the_same_base_model_for_every_method_of_a_seed(tmp_path):
+    """Each cell stores its eval at update 0 (the base model); every method of a seed starts from the same
+    weights, prompts and eval noise, so their base strips are equal pixel for pixel, and they are the
+    strips the report draws as its top row."""
+    from grpo_bench.report import data
+    from grpo_bench.train.config import from_dict
+    from grpo_bench.train.trainer import train
+
+    strips = {}
+    for method in ("flow_grpo", "sage_grpo"):
+        cfg = resolve(from_dict({"method": method, "updates": 2, "prompts_per_update": 1, "group_size": 2,
+                                 "eval_samples": 1, "diag_every": 0, "reward": "world_oracle", "device": "cpu",
+                                 "lr": 1e-2}))
+        train(cfg, tmp_path / method)
+        rows = results.cell_rows(tmp_path / method, _meta(cfg), wall_time=1.0)
+        assert (rows["kind"] == "strip").sum() == 2 * results.STRIP_PROMPTS  # final and base
+        strips[method] = data.strips(rows, base=True)[("A", f"{method} kl={cfg.kl}")]
+        final = data.strips(rows)[("A", f"{method} kl={cfg.kl}")]
+        assert [p for p, _ in final] == [p for p, _ in strips[method]]
+        assert any(not np.array_equal(a, f) for (_, a), (_, f) in zip(strips[method], final))  # training showed
+    for (pa, a), (pb, b) in zip(strips["flow_grpo"], strips["sage_grpo"]):
+        assert pa == pb and np.array_equal(a, b)

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from grpo_bench.rewards.base import SETTINGS
-from grpo_bench.suite.results import COLUMNS, add_grid_columns, grid_keys, strip_pixels
+from grpo_bench.suite.results import BASE_STRIP, COLUMNS, add_grid_columns, grid_keys, strip_pixels
 
 KEYS = ["cell", "group", "setting", "seed"]
 ORACLE = {"vq": "oracle_vq", "mq": "oracle_mq", "ta": "oracle_ta"}
@@ -187,9 +187,12 @@ def grads(df: pd.DataFrame) -> pd.DataFrame:
     return rows[KEYS + ["method", "equalizer", "update", "array"]]
 
 
-def strips(df: pd.DataFrame) -> dict[tuple[str, str], list[tuple[str, np.ndarray]]]:
-    """(setting, group) -> [(prompt, uint8 [frames, H, W, 3])] for the lowest seed of the group."""
+def strips(df: pd.DataFrame, base: bool = False) -> dict[tuple[str, str], list[tuple[str, np.ndarray]]]:
+    """(setting, group) -> [(prompt, uint8 [frames, H, W, 3])] for the lowest seed of the group: the final
+    policy's eval videos, or with ``base`` the same cell's base model (its eval at update 0)."""
     rows = df[df["kind"] == "strip"]
+    is_base = rows["metric"].astype(str) == BASE_STRIP
+    rows = rows[is_base] if base else rows[~is_base]
     out: dict[tuple[str, str], list[tuple[str, np.ndarray]]] = {}
     for (setting, group), part in rows.groupby(["setting", "group"], sort=False):
         seed = part["seed"].min()

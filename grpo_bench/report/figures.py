@@ -236,10 +236,19 @@ def strips(ctx: Context) -> list[Section]:
     if not st:
         return _missing(title, "no stored eval videos")
     fin = data.finals(ctx.df)
+    base = data.strips(ctx.df, base=True)
     sections = []
     for setting in sorted({s for s, _ in st}):
         groups = [g for g in data.group_order(ctx.df) if (setting, g) in st]
-        rows = []
+        # Every cell of a seed starts from the same base model, prompts and eval noise: one base row
+        # (the first row's cell at update 0) shows what training changed.
+        first_base = base.get((setting, groups[0]))
+        rows, labels = [], []
+        if first_base:
+            videos = [_with_gaps(list(arr), 1) for _, arr in first_base]
+            rows.append(_with_gaps(videos, 4))
+            labels.append("base model\n(update 0)")
+        labels += [f"{g}\n{_score(fin, setting, g)}" for g in groups]
         for g in groups:
             # frames of one video 1 px apart, videos 4 px apart, all on white
             videos = [_with_gaps(list(arr), 1) for _, arr in st[(setting, g)]]  # each [H, K*W + K-1, 3]
@@ -250,8 +259,7 @@ def strips(ctx: Context) -> list[Section]:
         h = rows[0].shape[0]
         fig, ax = plt.subplots(figsize=(min(18, width / 16 + 3), len(rows) * h / 16 + 1.0))
         ax.imshow(image, interpolation="nearest")
-        ax.set_yticks([h * i + (h - 3) / 2 for i in range(len(groups))],
-                      [f"{g}\n{_score(fin, setting, g)}" for g in groups], fontsize=7)
+        ax.set_yticks([h * i + (h - 3) / 2 for i in range(len(labels))], labels, fontsize=7)
         prompts = [p for p, _ in st[(setting, groups[0])]]
         block = st[(setting, groups[0])][0][1]
         k, w = block.shape[0], block.shape[2]
@@ -266,7 +274,8 @@ def strips(ctx: Context) -> list[Section]:
         sections.append(Section(f"{title}, Setting {setting}",
                                 "Each row one method (lowest seed) with its final oracle score (mean over its eval "
                                 "videos); blocks = eval prompts named above them, frames left to right in time; same "
-                                "column = same prompt and noise.",
+                                "column = same prompt and noise. The top row, where stored, is the base model the "
+                                "methods started from (its eval at update 0; runs before 0.2.0 did not store it).",
                                 _save(ctx, fig, f"strips_{setting}")))
     return sections
 

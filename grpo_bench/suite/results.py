@@ -139,9 +139,20 @@ def _num(v: Any) -> float:
     return math.nan if v is None else float(v)
 
 
+BASE_STRIP = "base"
+"""``metric`` of the strip rows of the base model (the cell's eval at update 0, ``samples/base_eval.pt``);
+the final policy's strip rows have no metric."""
+
+
 def _strip_rows(cell_dir: Path, videos: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """First sample of the first STRIP_PROMPTS prompts: STRIP_FRAMES frames each, as uint8."""
-    path = cell_dir / "samples" / "final_eval.pt"
+    """First sample of the first STRIP_PROMPTS prompts: STRIP_FRAMES frames each, as uint8; of the final
+    policy and, where stored, of the base model (same prompts and noise)."""
+    rows = _strip_rows_of(cell_dir / "samples" / "final_eval.pt", videos)
+    base = _strip_rows_of(cell_dir / "samples" / "base_eval.pt", videos)
+    return rows + [{**r, "metric": BASE_STRIP} for r in base]
+
+
+def _strip_rows_of(path: Path, videos: list[dict[str, Any]]) -> list[dict[str, Any]]:
     if not path.is_file() or not videos:
         return []
     import torch

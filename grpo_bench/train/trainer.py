@@ -157,7 +157,12 @@ class Trainer:
         for u in range(self.counters.update, cfg.updates):
             last = u == cfg.updates - 1
             pre_eval = u % cfg.eval_every == 0 and not last
-            line = self.evaluate().line(at=u) if pre_eval else {}  # the policy before update u (u = 0: the base)
+            line = {}
+            if pre_eval:  # the policy before update u (u = 0: the base model)
+                before = self.evaluate()
+                line = before.line(at=u)
+                if u == 0 and main and cfg.save_videos:  # the base row of the report's sample strips
+                    _save_videos(before.videos, out / "samples" / "base_eval.pt")
             line = {**self.update(u), **line}
             if last:  # the final policy
                 final_eval = self.evaluate()
@@ -194,16 +199,21 @@ class Trainer:
         if not main:
             return final
         if cfg.save_videos:
-            import io
-
-            buf = io.BytesIO()
-            torch.save(videos.clamp(-1, 1).half(), buf)
-            atomic_write_bytes(out / "samples" / "final_eval.pt", buf.getvalue())
+            _save_videos(videos, out / "samples" / "final_eval.pt")
             export.write_eval_videos(videos, out, world=export.world_net(self.model) is not None)
         export.export_policy(self.model, self.module, cfg, out, final, gathered)
         atomic_write_json(out / "final.json", final)
         atomic_write_text(out / "DONE", "done\n")
         return final
+
+
+def _save_videos(videos: torch.Tensor, path: Path) -> None:
+    """Eval videos Tensor[N, 3, F, H, W] as float16 in [-1, 1] (a tensor file: loaded with weights_only)."""
+    import io
+
+    buf = io.BytesIO()
+    torch.save(videos.clamp(-1, 1).half(), buf)
+    atomic_write_bytes(path, buf.getvalue())
 
 
 def train(
