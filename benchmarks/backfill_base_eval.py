@@ -20,7 +20,7 @@ import torch
 import yaml
 
 from grpo_bench.train.config import from_dict
-from grpo_bench.train.trainer import Trainer, _save_videos
+from grpo_bench.train.trainer import Trainer, save_eval_videos
 
 
 def backfill(cell: Path) -> bool | None:
@@ -35,7 +35,7 @@ def backfill(cell: Path) -> bool | None:
     keys = [k for k in line if k.startswith("eval_") and isinstance(line[k], float)]
     if any(line[k] != logged.get(k) for k in keys):
         return False
-    _save_videos(ev.videos, cell / "samples" / "base_eval.pt")
+    save_eval_videos(ev.videos, cell / "samples" / "base_eval.pt")
     (cell / "rows.parquet").unlink(missing_ok=True)
     return True
 

@@ -162,7 +162,7 @@ class Trainer:
                 before = self.evaluate()
                 line = before.line(at=u)
                 if u == 0 and main and cfg.save_videos:  # the base row of the report's sample strips
-                    _save_videos(before.videos, out / "samples" / "base_eval.pt")
+                    save_eval_videos(before.videos, out / "samples" / "base_eval.pt")
             line = {**self.update(u), **line}
             if last:  # the final policy
                 final_eval = self.evaluate()
@@ -199,7 +199,7 @@ class Trainer:
         if not main:
             return final
         if cfg.save_videos:
-            _save_videos(videos, out / "samples" / "final_eval.pt")
+            save_eval_videos(videos, out / "samples" / "final_eval.pt")
             export.write_eval_videos(videos, out, world=export.world_net(self.model) is not None)
         export.export_policy(self.model, self.module, cfg, out, final, gathered)
         atomic_write_json(out / "final.json", final)
@@ -207,7 +207,7 @@ class Trainer:
         return final
 
 
-def _save_videos(videos: torch.Tensor, path: Path) -> None:
+def save_eval_videos(videos: torch.Tensor, path: Path) -> None:
     """Eval videos Tensor[N, 3, F, H, W] as float16 in [-1, 1] (a tensor file: loaded with weights_only)."""
     import io
 
