@@ -25,7 +25,8 @@ import torch
 import yaml
 
 from grpo_bench.atomic import append_line, atomic_write_bytes, atomic_write_json, atomic_write_text, read_jsonl
-from grpo_bench.train.config import RunConfig, config_id
+from grpo_bench.train.config import RunConfig
+from grpo_bench.train.identity import cell_id
 
 EVAL_PROMPTS = ["a red circle moving left", "a blue square moving up"]
 
@@ -61,7 +62,7 @@ def fake_line(cfg: RunConfig, u: int) -> dict[str, Any]:
 
 def fake_train(cfg: RunConfig, out_dir: Path, *, resume: bool = True, progress=None, model=None, reward=None):
     out = Path(out_dir)
-    cid = config_id(cfg)
+    cid = cell_id(cfg)
     _log("start", out.name)
     if cfg.method in os.environ.get("FAKE_FAIL", "").split(","):
         raise RuntimeError(f"fake failure of {cfg.method}")
@@ -95,7 +96,7 @@ def fake_train(cfg: RunConfig, out_dir: Path, *, resume: bool = True, progress=N
     lines = read_jsonl(out / "metrics.jsonl")
     final = {"metrics": {k: v for k, v in lines[-1].items() if not k.startswith("eval_")},
              "eval": {k: v for k, v in lines[-1].items() if k.startswith("eval_")},
-             "wall_time": 1.5 * cfg.updates, "config_id": cid, "eval_videos": rows}
+             "wall_time": 1.5 * cfg.updates, "cell_id": cid, "eval_videos": rows}
     atomic_write_json(out / "final.json", final)
     atomic_write_text(out / "DONE", "done\n")
     _log("finish", out.name)

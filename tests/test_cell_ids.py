@@ -1,48 +1,89 @@
-"""Cell ids are stable: the shipped suites keep their ids, and adding a config field with a default
-does not change the id of an existing cell, while changing a default does (docs/design.md §7)."""
+"""Cell ids name the science of a run (train/identity.py, docs/design.md §7): the shipped suites keep their
+ids, no execution field (device, threads, precision, cadences ...) ever re-keys a cell, adding a science
+field with a default keeps every id while changing a default does not, and one id names a run everywhere."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import typing
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from grpo_bench.suite.spec import expand, load_suite
-from grpo_bench.train import config as config_mod
-from grpo_bench.train.config import FIELDS, HASHED_FIELDS, ID_NEUTRAL, RunConfig, config_id, resolve
+from grpo_bench.train import identity
+from grpo_bench.train.config import EXECUTION_FIELDS, FIELDS, ID_NEUTRAL, RULES, RunConfig, resolve
+from grpo_bench.train.identity import cell_id
 
 ROOT = Path(__file__).resolve().parents[1]
-# {suite: [cell ids in expansion order]} (tests/golden/suite_cell_ids.json). Produced before the plug-in
-# API changed any code (commit 2a65c82); hunyuan15_main_table still carries those ids. Regenerated for a
-# suite only when its content, a default it uses or the shipped world weights it loads changed on purpose
-# (0.2: two optimizer steps per rollout by default, the retrained judge, the redesigned main table and KL
-# ablation). "<suite>@0.1" keeps the ids of a stored report measured with 0.1.
+SUITES = sorted(p.stem for p in (ROOT / "suites").glob("*.yaml"))
+# {suite: [cell ids in expansion order]} (tests/golden/suite_cell_ids.json), of the id scheme of 0.3 (science
+# fields only). Regenerated for a suite only when its content, a default it uses or the shipped world weights
+# it loads changed on purpose. "<suite>@0.1" / "<suite>@0.2" keep the ids of stored reports measured then.
 GOLDEN = json.loads((ROOT / "tests" / "golden" / "suite_cell_ids.json").read_text())
-STORED_WITH = {"ablate_equalizer": "ablate_equalizer@0.1", "kl_weight": "kl_weight@0.1"}
-"""Stored reports not re-run since 0.1: their cells are the 0.1 suite's."""
+STORED_WITH = {"ablate_equalizer": "ablate_equalizer@0.1", "kl_weight": "kl_weight@0.1", "main_table": "main_table@0.2",
+               "ablate_kl": "ablate_kl@0.2", "reference_recipes": "reference_recipes@0.2",
+               "ablate_train_steps": "ablate_train_steps@0.2"}
+"""Stored reports and the release whose ids their cells carry (their results stay readable)."""
 
 
-@pytest.mark.parametrize("suite", ["main_table", "ablate_kl", "ablate_equalizer", "kl_weight", "smoke",
-                                   "reference_recipes", "ablate_train_steps"])
+@pytest.mark.parametrize("suite", SUITES)
 def test_shipped_suites_keep_their_cell_ids(suite):
     assert [c.id for c in expand(load_suite(ROOT / "suites" / f"{suite}.yaml"))] == GOLDEN[suite]
 
 
-@pytest.mark.parametrize("report", ["main_table", "ablate_kl", "ablate_equalizer", "kl_weight", "reference_recipes",
-                                    "ablate_train_steps"])
+@pytest.mark.parametrize("report", sorted(p.name for p in (ROOT / "reports").iterdir()
+                                          if (p / "results.parquet").is_file()))
 def test_stored_reports_cells_are_the_golden_cells(report):
-    """The rendered reports' results carry the ids the runner gave their cells; they are still the suite's."""
+    """The rendered reports' results carry the ids the runner gave their cells: the suite's (or a release's)."""
     cells = set(pd.read_parquet(ROOT / "reports" / report / "results.parquet")["cell"]) - {""}
     assert cells and cells <= set(GOLDEN[STORED_WITH.get(report, report)])
 
 
-def test_every_field_is_hashed_or_declares_an_id_neutral_value():
-    """A field added to RunConfig must say which value reproduces the configs from before it."""
-    assert set(FIELDS) == set(HASHED_FIELDS) | set(ID_NEUTRAL)
-    assert not set(HASHED_FIELDS) & set(ID_NEUTRAL)
+def _another_value(name: str, value: typing.Any) -> typing.Any:
+    """A valid value of field ``name`` other than ``value`` (from its declared type)."""
+    choices = RULES.choices(name)
+    if choices:
+        return next(c for c in choices if c != value)
+    tp = RULES.declared(name)[0]
+    if tp is bool:
+        return not value
+    if tp is int:
+        return value + 1
+    if name == "device":
+        return "cpu" if value != "cpu" else "auto"
+    if name == "trackers":
+        return [] if value else ["tensorboard"]
+    raise AssertionError(f"no other value known for execution field {name!r}: add it here")
+
+
+@pytest.mark.parametrize("suite", SUITES)
+def test_no_execution_field_changes_a_shipped_suites_ids(suite, monkeypatch):
+    """Moving a suite to another device, thread count, precision or cadence keeps every id."""
+    monkeypatch.setattr("grpo_bench.train.tracking.check_trackers", lambda names, where="": None)
+    path = ROOT / "suites" / f"{suite}.yaml"
+    cells = expand(load_suite(path))
+    before = [c.id for c in cells]
+    first = cells[0].config
+    for name in sorted(EXECUTION_FIELDS):
+        override = {name: _another_value(name, getattr(first, name))}
+        assert [c.id for c in expand(load_suite(path, override))] == before, name
+
+
+def test_a_science_field_changes_the_id_and_an_execution_field_does_not():
+    cfg = resolve(RunConfig(method="flow_grpo"))
+    same = dataclasses.replace(cfg, device="cpu", threads=3, mixed_precision="bf16", micro_batch=4, eval_every=7,
+                               diag_every=0, checkpoint_every=3, save_videos=False, trackers=["tensorboard"])
+    assert cell_id(same) == cell_id(cfg) == cell_id(cfg.to_dict())  # a stored config.yaml gives the same id
+    for name, value in {"lr": cfg.lr * 2, "seed": 1, "updates": cfg.updates + 1, "eval_samples": 8}.items():
+        assert cell_id(dataclasses.replace(cfg, **{name: value})) != cell_id(cfg), name
+
+
+def test_every_science_field_added_later_declares_an_id_neutral_default():
+    """A field in ID_NEUTRAL must default to its neutral value, or adding it re-keyed every cell."""
+    assert not set(EXECUTION_FIELDS) & set(ID_NEUTRAL)
     for name, neutral in ID_NEUTRAL.items():
         field = FIELDS[name]
         default = field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default
@@ -51,13 +92,11 @@ def test_every_field_is_hashed_or_declares_an_id_neutral_value():
 
 def test_adding_a_field_keeps_ids_and_changing_a_default_does_not(monkeypatch):
     cfg = resolve(RunConfig(method="flow_grpo"))
-    before = config_id(cfg)
+    before = cell_id(cfg)
     # a field added later with its id-neutral default: same id; set to something else: another id
     monkeypatch.setitem(ID_NEUTRAL, "new_option", 0.5)
-    assert config_id({**cfg.to_dict(), "new_option": 0.5}) == before
-    assert config_id({**cfg.to_dict(), "new_option": 0.7}) != before
-    # changing a default (of a hashed field, or of a new field away from its neutral value) changes the id
-    assert config_id(dataclasses.replace(cfg, lr=cfg.lr * 2)) != before
-    assert config_id({**cfg.to_dict(), "params": {"kernel.x": 1}}) != before
-    monkeypatch.setattr(config_mod, "ID_NEUTRAL", {})  # without the declaration, the new field would count
-    assert config_id({**cfg.to_dict(), "new_option": 0.5}) != config_id(cfg.to_dict())
+    assert cell_id({**cfg.to_dict(), "new_option": 0.5}) == before
+    assert cell_id({**cfg.to_dict(), "new_option": 0.7}) != before
+    assert cell_id({**cfg.to_dict(), "params": {"kernel.x": 1}}) != before
+    monkeypatch.setattr(identity, "ID_NEUTRAL", {})  # without the declaration, the new field would count
+    assert cell_id({**cfg.to_dict(), "new_option": 0.5}) != cell_id(cfg.to_dict())

@@ -138,7 +138,7 @@ def test_rerunning_a_finished_train_says_it_is_already_done(tmp_path, monkeypatc
     monkeypatch.setattr("grpo_bench.train.trainer.train", lambda *a, **k: calls.append(a))
     buf = io.StringIO()
     final = train_cli.run_train(cfg, tmp_path / "run", True, Console(file=buf, width=200))
-    assert not calls and "already done" in buf.getvalue() and final["config_id"]
+    assert not calls and "already done" in buf.getvalue() and final["cell_id"]
 
 
 def test_ablate_resumes_a_folder_started_under_the_long_name(tmp_path):

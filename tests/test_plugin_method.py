@@ -30,7 +30,8 @@ from grpo_bench.core.schedule import sigmas
 from grpo_bench.core.sde import KERNELS
 from grpo_bench.core.trust_region import ANCHOR_POLICIES, KL_VARIANTS
 from grpo_bench.errors import UserError
-from grpo_bench.train.config import config_id, from_dict, resolve
+from grpo_bench.train.config import from_dict, resolve
+from grpo_bench.train.identity import cell_id
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "docs" / "examples" / "tempered_grpo.py"
 NAMES = ((METHODS, "tempered_grpo"), (KERNELS, "tempered"), (KL_VARIANTS, "ema"))
@@ -89,7 +90,7 @@ def test_plugin_parameters_resolve_validate_and_change_the_cell_id(plugin_file):
     assert tuned.params == {"kernel.power": 2.0, "kl.scale": 1.0, "anchor.tau": 0.5}
     # the id: setting a parameter to its default is the same cell, another value (or default) is not
     same = resolve(from_dict({"method": "tempered_grpo", "kernel.power": 1.5}))
-    assert config_id(same) == config_id(base) != config_id(tuned)
+    assert cell_id(same) == cell_id(base) != cell_id(tuned)
     # a KL variant without an EMA anchor drops the method's anchor.tau, but refuses the user's
     assert "anchor.tau" not in resolve(from_dict({"method": "tempered_grpo", "kl": "fixed"})).params
     with pytest.raises(UserError, match=r"anchor\.tau.*allowed: none"):

@@ -12,11 +12,12 @@ import torch
 from suite_support import EVAL_PROMPTS, fake_line, fake_train
 
 from grpo_bench.suite import results
-from grpo_bench.train.config import RunConfig, config_id, resolve
+from grpo_bench.train.config import RunConfig, resolve
+from grpo_bench.train.identity import cell_id
 
 
 def _meta(cfg: RunConfig, suite: str = "t") -> dict:
-    return {"id": config_id(cfg), "suite": suite, "labels": {"method": cfg.method, "seed": cfg.seed},
+    return {"id": cell_id(cfg), "suite": suite, "labels": {"method": cfg.method, "seed": cfg.seed},
             "group": f"{cfg.method} kl={cfg.kl}", "config": cfg.to_dict()}
 
 
@@ -85,7 +86,7 @@ def test_aggregate_keeps_failures_and_ignores_stale_cells(tmp_path, cfg):
         rec = results.record_failure(suite_dir / bad["id"], exc, 0.5)
     assert "Traceback" in rec["traceback"] and "exploded" in rec["traceback"]
     stale = resolve(RunConfig(method="flow_grpo", updates=2, steps=4))
-    fake_train(stale, suite_dir / config_id(stale))  # a finished cell no longer in the suite
+    fake_train(stale, suite_dir / cell_id(stale))  # a finished cell no longer in the suite
     frame = results.aggregate(suite_dir, [good, bad], {"name": "suite", "report": {}})
     assert set(frame["cell"].dropna()) - {""} == {good["id"], bad["id"]}
     err = frame[(frame["kind"] == "cell") & (frame["metric"] == "error")]

@@ -3,6 +3,7 @@ ablation grids, worker slots and GPU pinning."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -16,7 +17,7 @@ from grpo_bench.core.trust_region import KL_VARIANTS
 from grpo_bench.errors import UserError
 from grpo_bench.suite import runner
 from grpo_bench.suite.spec import ablation, expand, load_suite, parse_suite
-from grpo_bench.train.config import config_id, from_dict, resolve
+from grpo_bench.train.config import EXECUTION_FIELDS, ID_NEUTRAL, from_dict, resolve
 
 SUITES = Path(__file__).resolve().parents[1] / "suites"
 
@@ -38,9 +39,13 @@ def test_expansion_labels_groups_and_ids_match_an_independent_resolve(tmp_path):
     assert len(cells) == 6
     assert [c.group for c in cells[::2]] == ["dance_grpo kl=none", "sage_grpo kl=dual", "sage_grpo kl=none"]
     assert [c.labels["seed"] for c in cells[:2]] == [0, 1]
-    # the id is config_id of the resolved config, computed here without the suite code
+    # the id hashes the resolved config's science fields and the weights' digests, computed here
+    # without the suite or identity code
     cfg = resolve(from_dict({**SMALL_SUITE["base"], "setting": "A", "method": "dance_grpo", "seed": 1}))
-    expected = config_id({**cfg.to_dict(), "assets": _world_digests()})
+    science = {k: v for k, v in cfg.to_dict().items()
+               if k not in EXECUTION_FIELDS and not (k in ID_NEUTRAL and v == ID_NEUTRAL[k])}
+    blob = json.dumps({**science, "assets": _world_digests()}, sort_keys=True, separators=(",", ":"), default=str)
+    expected = hashlib.sha256(blob.encode()).hexdigest()[:12]
     assert cells[1].id == expected
     assert cells[1].config.kl == "none" and cells[3].config.kl == "dual" and cells[3].config.equalizer is True
 
@@ -233,3 +238,20 @@ def test_union_cells_are_labelled_by_their_own_keys(tmp_path):
     groups = [c.group for c in expand(load_suite(path))]
     assert groups == ["sage_grpo kl=dual kl_adaptive=off kl_weight=0.001",
                       "sage_grpo kl=dual kl_adaptive=on kl_beta_min=0.003 kl_beta_max=0.03"]
+
+
+def test_a_suite_moved_to_another_device_and_thread_count_resumes_its_finished_cells(tmp_path, monkeypatch):
+    """Finished cells stay finished when the suite is resumed with other execution fields; the rest run
+    with the new ones (cell.json is rewritten for them, a launched cell reads its config there)."""
+    monkeypatch.setenv("FAKE_LOG", str(tmp_path / "log"))
+    path = write_suite(tmp_path / "s.yaml", _suite(union=None, seeds=[0, 1]))
+    suite = load_suite(path)
+    cells = expand(suite)
+    first = runner.run_suite(suite, cells[:2], tmp_path / "runs", trainer=TRAINER)
+    assert first.count("done") == 2
+    moved = load_suite(path, {"device": "cpu", "threads": 1, "checkpoint_every": 1})
+    again = runner.run_suite(moved, expand(moved), tmp_path / "runs", trainer=TRAINER)
+    assert [c.id for c in expand(moved)] == [c.id for c in cells]
+    assert again.count("skipped") == 2 and again.count("done") == len(cells) - 2
+    rerun = json.loads((again.suite_dir / cells[-1].id / "cell.json").read_text())
+    assert rerun["config"]["threads"] == 1 and rerun["config"]["device"] == "cpu"

@@ -13,7 +13,8 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from grpo_bench.train.config import RunConfig, config_id, from_dict, parse_overrides, resolve
+from grpo_bench.train.config import RunConfig, from_dict, parse_overrides, resolve
+from grpo_bench.train.identity import cell_id
 
 
 def suite_base(path: Path) -> dict[str, Any]:
@@ -48,7 +49,7 @@ def build_config(
 
 def default_out(cfg: RunConfig) -> Path:
     r = resolve(cfg)
-    return Path("runs") / "train" / f"{r.method}-{r.kl}-{r.setting}-s{r.seed}-{config_id(r)}"
+    return Path("runs") / "train" / f"{r.method}-{r.kl}-{r.setting}-s{r.seed}-{cell_id(r)}"
 
 
 def finished(out: Path, cfg: RunConfig) -> dict[str, Any] | None:
@@ -61,7 +62,7 @@ def finished(out: Path, cfg: RunConfig) -> dict[str, Any] | None:
         return None
     try:
         old = yaml.safe_load((out / "config.yaml").read_text()) or {}
-        if config_id(old) != config_id(resolve(cfg)):
+        if cell_id(old) != cell_id(resolve(cfg)):
             return None
         return json.loads((out / "final.json").read_text())
     except (OSError, ValueError, yaml.YAMLError):

@@ -495,8 +495,9 @@ def _run_locked(suite: Any, metas: list[dict[str, Any]], suite_dir: Path, slots:
             summary.outcomes.append(Outcome(meta["id"], "skipped"))
             continue
         clean_stale(cdir)
-        if not (cdir / results.CELL).is_file():
-            results.atomic_write_json(cdir / results.CELL, meta)
+        # Rewritten on every start: the id is the same, but the execution fields (device, threads ...) are
+        # this invocation's, and a launched cell reads its config from here.
+        results.atomic_write_json(cdir / results.CELL, meta)
         work.append((meta, cdir))
     slots = slots[: max(1, len(work))]  # never start more workers than cells
     display = _Tap(display, t0)

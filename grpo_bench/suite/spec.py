@@ -14,12 +14,12 @@ A suite file::
     decide: {max_seeds: 12, block: 3, alpha: 0.05}   # optional: ``run --until-decided`` adds seeds
 
 A cell's config is RunConfig defaults <- base <- budget <- command-line overrides <- its grid
-values <- its seed, then ``resolve``d (method defaults filled in). Its id is ``config_id`` of
-that resolved config and the digests of the shipped world weights it loads (``fingerprint.py``),
-so it does not depend on key order, on which file declared a value, or on the host, and it changes
-when the world model or judge is rebuilt. Everything is validated before anything runs; an error names
-the file, the key path
-(``grid.kl[2]``) and the allowed values.
+values <- its seed, then ``resolve``d (method defaults filled in). Its id is ``cell_id`` of that
+resolved config (train/identity.py): its science fields and the digests of the shipped world weights it
+loads, so it does not depend on key order, on which file declared a value, on the host, its device,
+thread count or precision, and it changes when the world model or judge is rebuilt. Everything is
+validated before anything runs; an error names the file, the key path (``grid.kl[2]``) and the allowed
+values.
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ from grpo_bench import safe_yaml
 from grpo_bench.errors import UserError, unknown
 from grpo_bench.params import is_param_key
 from grpo_bench.preflight import folder_name, shown
-from grpo_bench.suite.fingerprint import asset_digests
-from grpo_bench.train.config import FIELDS, RunConfig, coerce, config_id, from_dict, resolve
+from grpo_bench.train.config import FIELDS, RunConfig, coerce, from_dict, resolve
+from grpo_bench.train.identity import cell_id
 
 SUITE_KEYS = ("name", "description", "preset", "base", "grid", "union", "seeds", "budget", "report", "decide")
 BUDGET_CONFIG_KEYS = (
@@ -389,7 +389,7 @@ def expand(suite: Suite) -> list[Cell]:
             labels = {**combo, "seed": seed}
             shown = ", ".join(f"{k}={_show(v)}" for k, v in labels.items())
             cfg = resolve(from_dict({**fixed, **labels}, where=f"{suite.path}: cell ({shown}): "))
-            cid = config_id({**cfg.to_dict(), "assets": asset_digests(cfg)})
+            cid = cell_id(cfg)
             if cid in seen:
                 first = ", ".join(f"{k}={_show(v)}" for k, v in seen[cid].items())
                 raise UserError(f"{suite.path}: cells ({first}) and ({shown}) are the same run (identical "

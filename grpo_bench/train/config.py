@@ -16,17 +16,17 @@ the key and the allowed values or type.
 What pydantic cannot see is checked by hand in ``validate``: registered names (methods, KL variants,
 rewards, models, trackers), the device, the prompt set, and the rules across fields.
 
-Cell ids (``config_id``) hash the resolved config. Every field added after the fields of
-``HASHED_FIELDS`` declares an id-neutral value in ``ID_NEUTRAL``: while a config holds that value
-the field is left out of the hash, so adding a field with a default keeps every existing id;
-changing a default (or setting the field) changes the ids it affects.
+A field that says where or how a run computes (device, threads, precision, micro-batching, trackers,
+checkpoint and eval cadence ...) is declared with ``execution(...)`` and left out of the cell id
+(train/identity.py, ``EXECUTION_FIELDS``). A science field added later declares an id-neutral value in
+``ID_NEUTRAL``: while a config holds that value the field is left out of the id, so adding a field
+with a default keeps every existing id; changing a default (or setting the field) changes the ids it
+affects.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -58,6 +58,12 @@ METHOD_OPTIONS = (
     "noise_level", "logprob", "score_term", "train_fraction", "max_train_steps", "shared_noise",
     "clip_range", "kl", "equalizer", "window",
 )
+
+
+def execution(default: Any = dataclasses.MISSING, *, factory: Any = dataclasses.MISSING) -> Any:
+    """Declare a field that says where or how a run computes, or what it records on the way, not what
+    it computes: it is left out of the cell id (train/identity.py), so changing it never re-keys a cell."""
+    return field(default=default, default_factory=factory, metadata={"execution": True})
 
 
 # --- the components ------------------------------------------------------------------------------
@@ -162,7 +168,7 @@ class Optimisation:
     gives every rollout two optimizer steps (as DanceGRPO and FlowGRPO take): only from the second
     on does the policy differ from the rollout policy, so that the PPO ratio moves, the clip can act
     and the step-wise KL is non-zero. With 1, every method is group-baseline REINFORCE."""
-    micro_batch: NonNegative = 0
+    micro_batch: NonNegative = execution(0)
     """Samples per training forward (0 = the whole minibatch); lower it to fit GPU memory."""
     adv_clip: Positive = 5.0
     """Advantage clip (±)."""
@@ -216,17 +222,17 @@ class TrustRegion:
 class Evaluation:
     """Evaluation, diagnostics, checkpoints and logging."""
 
-    eval_every: AtLeast1 = 25
+    eval_every: AtLeast1 = execution(25)
     """Oracle/judge evaluation on the eval prompts every K updates (and at 0 and the last)."""
     eval_samples: Annotated[AtLeast1, upto(1024)] = 4
     """Videos per eval prompt (fixed noise)."""
-    diag_every: NonNegative = 50
+    diag_every: NonNegative = execution(50)
     """Measured per-step gradient norms every D updates (0 = never)."""
-    checkpoint_every: AtLeast1 = 25
+    checkpoint_every: AtLeast1 = execution(25)
     """Save a checkpoint (safetensors + JSON, train/checkpoint.py) every N updates (resume point)."""
-    save_videos: bool = True
+    save_videos: bool = execution(True)
     """Store eval sample videos (final update) in the run directory."""
-    trackers: Names = field(default_factory=list)
+    trackers: Names = execution(factory=list)
     """Extra accelerate trackers mirroring metrics.jsonl (e.g. [tensorboard] or [wandb])."""
 
 
@@ -234,11 +240,11 @@ class Evaluation:
 class System:
     """Where and how the run computes."""
 
-    device: Name = "auto"
+    device: Name = execution("auto")
     """'auto', 'cpu', 'cuda' or 'cuda:N'."""
-    mixed_precision: Literal["no", "bf16", "fp16"] = "no"
+    mixed_precision: Literal["no", "bf16", "fp16"] = execution("no")
     """accelerate mixed precision: no, bf16, fp16."""
-    threads: Annotated[NonNegative, upto(1024)] = 0
+    threads: Annotated[NonNegative, upto(1024)] = execution(0)
     """torch intra-op threads (0 = leave as is)."""
 
 
@@ -252,7 +258,7 @@ class RealModels:
     """LoRA alpha (0 = equal to the rank)."""
     lora_targets: Names = field(default_factory=lambda: ["to_q", "to_k", "to_v", "to_out.0"])
     """Module names LoRA wraps."""
-    gradient_checkpointing: bool = False
+    gradient_checkpointing: bool = execution(False)
     """Recompute activations in the backward pass."""
     param_dtype: Literal["float32", "bf16"] = "float32"
     """Full fine-tuning: dtype the trained weights are stored in, 'float32' (master weights; the forward
@@ -296,24 +302,16 @@ class RunConfig(RealModels, System, Evaluation, TrustRegion, Optimisation, Sampl
 
 FIELDS = {f.name: f for f in dataclasses.fields(RunConfig)}
 
-HASHED_FIELDS = (
-    "method", "setting", "seed", "model", "reward", "prompts", "eval_oracle", "noise_level", "logprob", "score_term",
-    "train_fraction", "max_train_steps", "shared_noise", "clip_range", "kl", "equalizer", "window", "steps", "shift",
-    "guidance", "prompts_per_update", "group_size", "video_size", "updates", "lr", "weight_decay", "max_grad_norm",
-    "inner_epochs", "minibatches", "micro_batch", "adv_clip", "on_bad_reward", "kl_weight", "kl_adaptive",
-    "kl_beta_min", "kl_beta_max", "kl_warmup", "kl_target", "kl_window", "beta_pos", "beta_vel", "anchor_every",
-    "stepwise_estimator", "eval_every", "eval_samples", "diag_every", "checkpoint_every", "save_videos", "trackers",
-    "device", "mixed_precision", "threads", "lora_rank", "lora_alpha", "lora_targets", "gradient_checkpointing",
-    "frames", "height", "width",
-)
-"""The RunConfig fields of the first id scheme (commit 2a65c82): always hashed, as they always were."""
+EXECUTION_FIELDS = frozenset(name for name, f in FIELDS.items() if f.metadata.get("execution"))
+"""Fields declared with ``execution(...)``: left out of every cell id (train/identity.py)."""
 
 ID_NEUTRAL: dict[str, Any] = {
     "params": {}, "param_dtype": "float32", "reward_path": "", "reward_base_path": "", "equalizer_proxy": "gaussian",
     "stepwise_ref": "rollout", "kl_target_auto": False, "adv_norm": "group",
 }
-"""Fields added since: the value for which a field is left out of a cell id. A new field must be
-added here with the value that reproduces the behaviour from before it existed."""
+"""Science fields added since the id scheme of release 0.3: the value for which a field is left out of a
+cell id. A new science field must be added here with the value that reproduces the behaviour from before
+it existed, so that adding it keeps every existing id (tests/test_cell_ids.py)."""
 
 
 RULES = FieldRules(RunConfig)
@@ -484,12 +482,3 @@ def resolve(cfg: RunConfig) -> RunConfig:
         filled["window"] = list(filled["window"])
     filled["params"] = _plugin_params(cfg)
     return dataclasses.replace(cfg, **filled)
-
-
-def config_id(cfg: RunConfig | dict[str, Any], length: int = 12) -> str:
-    """Stable hash of a resolved config (key order does not matter; fields at their ID_NEUTRAL value
-    are left out, so adding a field keeps existing ids)."""
-    data = cfg.to_dict() if isinstance(cfg, RunConfig) else cfg
-    data = {k: v for k, v in data.items() if not (k in ID_NEUTRAL and v == ID_NEUTRAL[k])}
-    blob = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:length]

@@ -117,7 +117,7 @@ def _readme(card: dict[str, Any]) -> str:
     ev = card.get("final_eval", {})
     title = f"{card['method']} (kl={card['kl']}, setting {card['setting']}, seed {card['seed']})"
     lines = [f"# grpo-bench policy: {title}", "",
-             f"- base model: `{card['model']}`; {card['updates']} updates; config id `{card['config_id']}`",
+             f"- base model: `{card['model']}`; {card['updates']} updates; cell id `{card['cell_id']}`",
              f"- weights: `{card['weights']['weights']}` ({card['weights']['format']})",
              f"- grpo-bench {card['grpo_bench_version']}, commit `{card['git_commit']}`"]
     if ev:
@@ -146,7 +146,7 @@ def export_policy(model: Any, module: Any, cfg: Any, out_dir: Path, final: dict[
     tmp.mkdir(parents=True)
     card: dict[str, Any] = {
         "model": cfg.model, "method": cfg.method, "kl": cfg.kl, "setting": cfg.setting, "seed": cfg.seed,
-        "updates": final.get("updates"), "config_id": final.get("config_id"), "run_dir": str(out_dir),
+        "updates": final.get("updates"), "cell_id": final.get("cell_id"), "run_dir": str(out_dir),
         "final_eval": final.get("eval", {}), "config": cfg.to_dict(), **provenance(),
     }
     card["weights"] = _write_weights(model, module, tmp, card, gathered)

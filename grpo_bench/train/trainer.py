@@ -40,8 +40,9 @@ from grpo_bench.errors import UserError
 from grpo_bench.train import checkpoint, distributed, export, sharding, steppers, weights
 from grpo_bench.train import metrics as m
 from grpo_bench.train.collect import collect
-from grpo_bench.train.config import RunConfig, config_id, resolve, validate
+from grpo_bench.train.config import RunConfig, resolve, validate
 from grpo_bench.train.evaluation import EvalResult, evaluate
+from grpo_bench.train.identity import cell_id
 from grpo_bench.train.metrics import TIMES as TIMES  # re-exported: the time_* keys tests leave out
 from grpo_bench.train.microbatch import MicroBatched, chunked
 from grpo_bench.train.optimize import measure_step_grad_norms, optimize
@@ -148,7 +149,7 @@ class Trainer:
         main = self.acc.is_main_process
         sink = MetricsSink(out, self.acc) if main else None
         if self.acc.trackers == [] and cfg.trackers:
-            self.acc.init_trackers(f"grpo-bench-{config_id(cfg)}", config=hparams(cfg.to_dict()))
+            self.acc.init_trackers(f"grpo-bench-{cell_id(cfg)}", config=hparams(cfg.to_dict()))
         if resume:
             checkpoint.resume(self, out)  # safetensors + JSON only; an unreadable one falls back
         lines = sink.truncate(self.counters.update) if main else []
@@ -193,7 +194,7 @@ class Trainer:
             "metrics": {k: v for k, v in last_line.items() if not k.startswith(m.EVAL_PREFIX)},
             "eval": {k: v for k, v in last_eval.items() if k.startswith(m.EVAL_PREFIX)},
             "updates": self.counters.update, "optimizer_steps": self.counters.optimizer_steps,
-            "wall_time": self.counters.wall_time, "config_id": config_id(cfg), "eval_videos": rows,
+            "wall_time": self.counters.wall_time, "cell_id": cell_id(cfg), "eval_videos": rows,
             "provenance": export.provenance(),
         }
         if not main:
@@ -238,7 +239,7 @@ def train(
         old = safe_yaml.load_file(cfg_path, "run config") or {}  # a run folder is untrusted input
         if not isinstance(old, dict):
             raise UserError(f"{cfg_path}: not a run config (a mapping of key: value); use --no-resume or another --out")
-        if config_id(old) != config_id(cfg):
+        if cell_id(old) != cell_id(cfg):
             diff = sorted(k for k in set(old) | set(cfg.to_dict()) if old.get(k) != cfg.to_dict().get(k))
             raise UserError(f"{out}: holds a run of a different config (keys {diff}); "
                             "use --no-resume to overwrite or choose another --out")
