@@ -18,6 +18,10 @@ from grpo_bench.train.config import RunConfig
 from grpo_bench.train.trainer import train
 
 GOLDEN = json.loads((Path(__file__).resolve().parent / "golden" / "method_metrics.json").read_text())
+ABS = {"policy_loss": 1e-7}
+"""The policy loss is a near-cancelling mean (advantages sum to zero in each group) of O(0.1) float32 terms:
+its last digits follow the summation order, which batching every trained step of a sample into one forward
+(0.3) changed by ~3e-8; every other metric, the trajectory's, still matches to 1e-5."""
 
 
 def _run(method: str, out: Path) -> list[dict]:
@@ -46,4 +50,4 @@ def test_short_run_reproduces_the_golden_metrics(method, tmp_path, one_thread):
     assert len(rows) == len(GOLDEN[method])
     for got, want in zip(rows, GOLDEN[method]):
         for key, value in want.items():
-            assert got[key] == pytest.approx(value, rel=1e-5, abs=1e-8), (method, got["update"], key)
+            assert got[key] == pytest.approx(value, rel=1e-5, abs=ABS.get(key, 1e-8)), (method, got["update"], key)

@@ -222,3 +222,28 @@ def test_cli_train_end_to_end_with_default_folder(tmp_path, monkeypatch):
     cfg = yaml.safe_load((folder / "config.yaml").read_text())
     assert (cfg["method"], cfg["kl"], cfg["setting"], cfg["seed"], cfg["updates"]) == ("cps", "moving", "B", 3, 2)
     assert (folder / "DONE").is_file() and len(lines(folder)) == 2
+
+
+def test_the_update_0_eval_is_computed_once_per_seed_and_shared(tmp_path):
+    """Cells of one seed evaluate the same base policy: the second reads the first's stored eval (the same
+    numbers it would compute); another seed computes its own."""
+    from grpo_bench.train.config import from_dict
+
+    def cell(name: str, **kw):
+        cfg = from_dict({"updates": 2, "eval_samples": 1, "save_videos": False, "reward": "world_oracle",
+                         "steps": 4, "prompts_per_update": 2, "group_size": 2, "threads": 1, "kl": "none", **kw})
+        train(cfg, tmp_path / name)
+        return lines(tmp_path / name)[0]
+
+    first = cell("a", method="sage_grpo")
+    shared = cell("b", method="flow_grpo")
+    (tmp_path / "_base_eval").rename(tmp_path / "moved")
+    recomputed = cell("c", method="dance_grpo")
+    evals = [{k: v for k, v in r.items() if k.startswith("eval_")} for r in (first, shared, recomputed)]
+    assert evals[0] == evals[1] == evals[2] and evals[0]["eval_oracle_ta"] > 0
+    assert len(list((tmp_path / "moved").glob("*.json"))) == 1
+    other_seed = cell("d", seed=1)
+    assert {k: v for k, v in other_seed.items() if k.startswith("eval_")} != evals[0]
+    assert len(list((tmp_path / "_base_eval").glob("*.json"))) == 2  # c's and d's
+    final = json.loads((tmp_path / "b" / "final.json").read_text())
+    assert len(final["base_eval_videos"]) == 8 and final["precision"] in ("no", "bf16")

@@ -159,21 +159,32 @@ def rollout(
             keep["x_next"].append(x_next)
             keep["logp"].append(log_prob(x_next, mu, std, logprob))
             keep["mu"].append(mu)
-            rows_i = needs_ref[:, i].nonzero().flatten().to(x.device)  # rows that train step i
-            for name, velocity in anchors.items():
-                ref = torch.full_like(mu, float("nan"))
-                if rows_i.numel():
-                    c_i, n_i = index_cond(cond, rows_i), None if null is None else index_cond(null, rows_i)
-                    v_ref = guided_velocity(velocity, x[rows_i], sigma[rows_i], c_i, n_i, guidance)
-                    ref[rows_i] = transition(table, step[rows_i], x[rows_i], v_ref)[0]
-                keep[f"ref:{name}"].append(ref)
         x = x_next
 
     def stack(key: str) -> Tensor:
         return torch.stack(keep[key], dim=1)  # [B, S, ...]
 
+    xs, mu_old = stack("x"), stack("mu")
+    needs_ref[:, slot < 0] = False  # only stored steps are trained
     return Rollout(
         prompts=rows, cond=cond, stored=stored, slot=slot,
-        x=stack("x"), x_next=stack("x_next"), logp_old=stack("logp"), mu_old=stack("mu"),
-        mu_ref={a: stack(f"ref:{a}") for a in anchors}, videos=model.decode(x).float(),
+        x=xs, x_next=stack("x_next"), logp_old=stack("logp"), mu_old=mu_old,
+        mu_ref={a: _anchor_means(v, table, xs, mu_old, slot, needs_ref, cond, null, guidance) for a, v in anchors.items()},
+        videos=model.decode(x).float(),
     )
+
+
+def _anchor_means(velocity: VelocityFn, table: StepTable, xs: Tensor, mu_old: Tensor, slot: Tensor, needs_ref: Tensor,
+                  cond: Any, null: Any, guidance: float) -> Tensor:
+    """mu_ref [B, S, ...] of one anchor at the (row, step) pairs that train (NaN elsewhere), in one batched
+    call after the rollout (larger batches run faster than one call per step, for the same values)."""
+    ref = torch.full_like(mu_old, float("nan"))
+    rows, steps = needs_ref.nonzero(as_tuple=True)  # pairs, row-major
+    if rows.numel():
+        rows, steps = rows.to(xs.device), steps.to(xs.device)
+        at = slot.to(xs.device)[steps]
+        x = xs[rows, at]
+        c, n = index_cond(cond, rows), None if null is None else index_cond(null, rows)
+        v_ref = guided_velocity(velocity, x, table.sigma[steps], c, n, guidance)
+        ref[rows, at] = transition(table, steps, x, v_ref)[0]
+    return ref

@@ -19,6 +19,10 @@ class VideoModel(Protocol):
     latent_shape: tuple[int, int, int, int]
     """(C, F, H, W) of one latent sample."""
 
+    bf16_by_default: bool
+    """Optional (default False): ``mixed_precision: auto`` computes in bf16 where the hardware has bf16
+    units (train/precision.py)."""
+
     def encode_prompts(self, prompts: list[str]) -> Any:
         """Conditioning for a list of prompts (cached where encoding is expensive)."""
 

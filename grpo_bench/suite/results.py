@@ -216,7 +216,7 @@ def cell_rows(cell_dir: Path, meta: dict[str, Any], wall_time: float | None = No
     final_path = cell_dir / "final.json"
     final = json.loads(final_path.read_text()) if final_path.is_file() else {}
     videos = final.get("eval_videos") or []
-    for k, v in _flatten(final, skip=("eval_videos", "update")):
+    for k, v in _flatten(final, skip=("eval_videos", "base_eval_videos", "update", "precision", "threads")):
         last.setdefault(k, _num(v))
     rows += [{"kind": "final", "metric": k, "value": v} for k, v in sorted(last.items())]
     for v in videos:
@@ -229,7 +229,7 @@ def cell_rows(cell_dir: Path, meta: dict[str, Any], wall_time: float | None = No
     trainer_wall = [v for k, v in last.items() if "wall" in k]
     wall = trainer_wall[0] if trainer_wall else (wall_time if wall_time is not None else math.nan)
     info = {"labels": meta["labels"], "config": meta["config"], "status": status, "machine": machine(),
-            **(final.get("provenance") or {})}
+            **{k: final[k] for k in ("precision", "threads") if k in final}, **(final.get("provenance") or {})}
     rows.append({"kind": "cell", "metric": "wall_time", "value": wall, "text": json.dumps(info, sort_keys=True)})
     return _frame(rows, meta)
 

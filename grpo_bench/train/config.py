@@ -242,8 +242,9 @@ class System:
 
     device: Name = execution("auto")
     """'auto', 'cpu', 'cuda' or 'cuda:N'."""
-    mixed_precision: Literal["no", "bf16", "fp16"] = execution("no")
-    """accelerate mixed precision: no, bf16, fp16."""
+    mixed_precision: Literal["auto", "no", "bf16", "fp16"] = execution("auto")
+    """Compute precision (autocast; weights, log-probs, KL and the optimizer stay fp32): 'auto' = bf16 for
+    the world where the hardware has bf16 units, else fp32 (train/precision.py); no, bf16, fp16."""
     threads: Annotated[NonNegative, upto(1024)] = execution(0)
     """torch intra-op threads (0 = leave as is)."""
 

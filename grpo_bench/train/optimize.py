@@ -85,11 +85,15 @@ def optimize(t: Trainer, batch: RolloutBatch) -> OptimizeStats:
     for _ in range(cfg.inner_epochs):
         for mb in torch.arange(B, device=t.device).chunk(cfg.minibatches):
             t.stepper.zero_grad()
-            pairs = len(mb) * K  # (j, i) pairs this optimizer step averages over
-            passes = [(rows, k) for rows in mb.split(cfg.micro_batch or len(mb)) for k in range(K)]
-            for p, (rows, k) in enumerate(passes):
+            # The (sample j, trained step i) pairs this optimizer step averages over, in one forward each
+            # micro-batch (every trained step of a sample batched together: fewer, larger calls).
+            pair_rows, pair_steps = mb.repeat_interleave(K), steps[mb].flatten()
+            pairs = len(pair_rows)
+            chunk = cfg.micro_batch or pairs
+            passes = list(zip(pair_rows.split(chunk), pair_steps.split(chunk)))
+            for p, (rows, rows_steps) in enumerate(passes):
                 with t.autocast():
-                    terms = step_terms(t.ctx, ro, adv, rows, steps[rows, k])
+                    terms = step_terms(t.ctx, ro, adv, rows, rows_steps)
                     loss = (terms.policy.sum() + w * terms.kl[m.KL].sum()) / pairs
                 t.stepper.backward(loss, last=p == len(passes) - 1)
                 sums[m.POLICY_LOSS] += float(terms.policy.detach().sum())

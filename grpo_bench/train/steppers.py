@@ -63,6 +63,18 @@ def launch_kind(acc: Any) -> str:
     return "fsdp2" if sharding.fsdp2_requested(acc) else "replicated"
 
 
+def allow_precision(mixed_precision: str) -> None:
+    """Let one process train runs of different precisions one after another (a notebook, the tests):
+    accelerate keeps one precision per process, so a single-process state of another precision is reset.
+    A launch's ranks all run the same config and are never reset."""
+    from accelerate.state import AcceleratorState
+
+    held = AcceleratorState._shared_state.get("_mixed_precision")
+    single = AcceleratorState._shared_state.get("num_processes", 1) == 1
+    if held is not None and held != mixed_precision and single and not deepspeed_requested():
+        AcceleratorState._reset_state()
+
+
 def accelerator_kwargs(cfg: Any, cpu: bool) -> dict[str, Any]:
     """Arguments of the trainer's ``Accelerator`` for this launch."""
     if not deepspeed_requested():

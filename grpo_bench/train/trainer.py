@@ -18,6 +18,7 @@ final.json and DONE (last). Every write is atomic.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import warnings
 from collections.abc import Callable
@@ -37,7 +38,7 @@ from grpo_bench.core.rollout import StepTable
 from grpo_bench.core.sde import equalizer
 from grpo_bench.core.trust_region import Anchors, make_kl
 from grpo_bench.errors import UserError
-from grpo_bench.train import checkpoint, distributed, export, sharding, steppers, weights
+from grpo_bench.train import base_eval, checkpoint, distributed, export, precision, sharding, steppers, weights
 from grpo_bench.train import metrics as m
 from grpo_bench.train.collect import collect
 from grpo_bench.train.config import RunConfig, resolve, validate
@@ -62,19 +63,28 @@ class Trainer:
     def __init__(self, cfg: RunConfig, out_dir: Path, model: Any = None, reward: Any = None) -> None:
         from accelerate import Accelerator
 
-        self.cfg, self.out_dir = cfg, Path(out_dir)
+        # The update-0 eval is shared between runs only when the config names the whole base policy and
+        # reward (an object passed in is not part of the key).
+        self.share_base_eval = model is None and reward is None
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
         if cfg.device.startswith("cuda:"):
             torch.cuda.set_device(torch.device(cfg.device))
-        steppers.check_launch(cfg.mixed_precision)
-        self.acc = Accelerator(**steppers.accelerator_kwargs(cfg, _device_is_cpu(cfg.device)),
-                               log_with=cfg.trackers or None, project_dir=str(self.out_dir))
-        self.device = self.acc.device
         if model is None:
             from grpo_bench import models
 
-            model = models.from_config(cfg)
+            # a real model's factory reads its precision: 'auto' is fp32 compute for it (train/precision.py)
+            model = models.from_config(cfg if cfg.mixed_precision != "auto" or cfg.model == "world"
+                                       else dataclasses.replace(cfg, mixed_precision="no"))
+        self.precision = precision.resolve(cfg.mixed_precision, getattr(model, "bf16_by_default", False),
+                                           _device_is_cpu(cfg.device))
+        cfg = dataclasses.replace(cfg, mixed_precision=self.precision)  # 'auto' resolved for every component
+        self.cfg, self.out_dir = cfg, Path(out_dir)
+        steppers.check_launch(cfg.mixed_precision)
+        steppers.allow_precision(steppers.accelerator_kwargs(cfg, _device_is_cpu(cfg.device))["mixed_precision"])
+        self.acc = Accelerator(**steppers.accelerator_kwargs(cfg, _device_is_cpu(cfg.device)),
+                               log_with=cfg.trackers or None, project_dir=str(self.out_dir))
+        self.device = self.acc.device
         if reward is None:
             from grpo_bench import rewards
 
@@ -143,6 +153,27 @@ class Trainer:
                                           acc=self.acc, even_only=self.sharded)
         return EvalResult(metrics, rows, videos, time_eval=time.perf_counter() - t)
 
+    def base_evaluation(self) -> EvalResult:
+        """The update-0 eval, shared with the other runs of this folder that evaluate the same base policy
+        (base_eval.py): read when one of them stored it, else computed and stored."""
+        if self.acc.num_processes > 1 or not self.share_base_eval:
+            return self.evaluate()
+        t, runs = time.perf_counter(), self.out_dir.parent
+        k = base_eval.key(self.cfg, torch.get_num_threads())
+        stored = base_eval.load(runs, k)
+        if stored is not None:
+            return EvalResult(*stored, time_eval=time.perf_counter() - t)
+        result = self.evaluate()
+        base_eval.save(runs, k, result.metrics, result.videos_rows, result.videos)
+        return result
+
+    def base_rows(self) -> list[dict[str, Any]]:
+        """Per-video scores of the update-0 eval (empty when this run has none stored)."""
+        if not self.share_base_eval:
+            return []
+        stored = base_eval.load(self.out_dir.parent, base_eval.key(self.cfg, torch.get_num_threads()))
+        return stored[1] if stored is not None else []
+
     # --- the run ----------------------------------------------------------------------------
     def run(self, resume: bool, progress: Progress | None) -> dict[str, Any]:
         cfg, out = self.cfg, self.out_dir
@@ -160,7 +191,7 @@ class Trainer:
             pre_eval = u % cfg.eval_every == 0 and not last
             line = {}
             if pre_eval:  # the policy before update u (u = 0: the base model)
-                before = self.evaluate()
+                before = self.base_evaluation() if u == 0 else self.evaluate()
                 line = before.line(at=u)
                 if u == 0 and main and cfg.save_videos:  # the base row of the report's sample strips
                     save_eval_videos(before.videos, out / "samples" / "base_eval.pt")
@@ -194,7 +225,8 @@ class Trainer:
             "metrics": {k: v for k, v in last_line.items() if not k.startswith(m.EVAL_PREFIX)},
             "eval": {k: v for k, v in last_eval.items() if k.startswith(m.EVAL_PREFIX)},
             "updates": self.counters.update, "optimizer_steps": self.counters.optimizer_steps,
-            "wall_time": self.counters.wall_time, "cell_id": cell_id(cfg), "eval_videos": rows,
+            "wall_time": self.counters.wall_time, "cell_id": cell_id(cfg), "precision": self.precision,
+            "threads": torch.get_num_threads(), "eval_videos": rows, "base_eval_videos": self.base_rows(),
             "provenance": export.provenance(),
         }
         if not main:

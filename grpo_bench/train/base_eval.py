@@ -1,0 +1,57 @@
+"""The update-0 evaluation, computed once and shared by every run of a folder that evaluates the same
+base policy (docs/design.md §7).
+
+Before any update every cell of a seed evaluates the same base model on the same eval prompts with the
+same eval noise and reward: the videos and scores are bit-identical (measured on the 0.2 main table:
+every cell of a seed). So the first cell to reach it stores it in ``<runs folder>/_base_eval/`` and the
+others read it. The key hashes everything that evaluation depends on, execution included (precision,
+thread count, the sampling chunk): a cell whose base eval would differ in a last digit computes its own.
+Tensors are safetensors, scores JSON; nothing is unpickled. One process only (a launch's ranks each
+hold a share of the eval and compute it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from grpo_bench.atomic import atomic_write, atomic_write_json
+from grpo_bench.train.identity import asset_digests
+
+FOLDER = "_base_eval"
+DEPENDS_ON = (
+    "model", "reward", "reward_path", "reward_base_path", "setting", "prompts", "eval_oracle", "eval_samples",
+    "steps", "shift", "guidance", "video_size", "seed", "prompts_per_update", "group_size", "frames", "height",
+    "width", "lora_rank", "lora_alpha", "lora_targets", "param_dtype", "mixed_precision",
+)
+"""The config fields the update-0 eval reads (the sampling chunk is prompts_per_update * group_size)."""
+
+
+def key(cfg: Any, threads: int) -> str:
+    data = {k: getattr(cfg, k) for k in DEPENDS_ON}
+    blob = json.dumps({**data, "threads": threads, "assets": asset_digests(cfg)}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def load(runs: Path, k: str) -> tuple[dict[str, float], list[dict[str, Any]], torch.Tensor] | None:
+    """(metrics, per-video rows, videos) stored under key ``k``, or None (absent or unreadable)."""
+    meta, tensors = runs / FOLDER / f"{k}.json", runs / FOLDER / f"{k}.safetensors"
+    try:
+        data = json.loads(meta.read_text())
+        return data["metrics"], data["rows"], load_file(str(tensors))["videos"]
+    except (OSError, ValueError, KeyError, RuntimeError):
+        return None
+
+
+def save(runs: Path, k: str, metrics: dict[str, float], rows: list[dict[str, Any]], videos: torch.Tensor) -> None:
+    """Tensors first, the JSON last: a reader that finds the JSON finds both."""
+    folder = runs / FOLDER
+    folder.mkdir(parents=True, exist_ok=True)
+    atomic_write(folder / f"{k}.safetensors",
+                 lambda tmp: save_file({"videos": videos.detach().cpu().contiguous()}, str(tmp)))
+    atomic_write_json(folder / f"{k}.json", {"metrics": metrics, "rows": rows})
