@@ -169,7 +169,8 @@ def rollout(
     return Rollout(
         prompts=rows, cond=cond, stored=stored, slot=slot,
         x=xs, x_next=stack("x_next"), logp_old=stack("logp"), mu_old=mu_old,
-        mu_ref={a: _anchor_means(v, table, xs, mu_old, slot, needs_ref, cond, null, guidance) for a, v in anchors.items()},
+        mu_ref={a: _anchor_means(v, table, xs, mu_old, slot, needs_ref, cond, null, guidance)
+                for a, v in anchors.items()},
         videos=model.decode(x).float(),
     )
 
