@@ -1,0 +1,94 @@
+"""The world under bf16 autocast against fp32, measured in one run (train/precision.py).
+
+Reports, as pytest-benchmark extra_info:
+- the model time of one GRPO update (rollout + optimise, the main table's shapes: P=2, G=8, T=10,
+  3 trained steps, KL to the initial policy) at fp32 and at bf16, interleaved so machine load hits
+  both alike, and their ratio;
+- the U-Net's achieved GFLOP/s (FLOPs counted by torch's FlopCounterMode on a forward at the rollout's
+  batch) at both precisions, beside this machine's bf16 and fp32 matmul rates (1024^2, one thread):
+  how far the conv-bound world is from the hardware's bf16 limit.
+
+    python -m pytest benchmarks/test_bf16_speed.py -s -p no:randomly
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from grpo_bench import models
+from grpo_bench.train.config import RunConfig, resolve
+from grpo_bench.train.precision import has_bf16_units
+from grpo_bench.train.trainer import Trainer
+
+ROUNDS = 4
+
+
+class StubReward:
+    def __call__(self, videos, prompts):
+        z = videos.flatten(1).mean(1)
+        return {"vq": z, "mq": -z, "ta": z * 0.5}
+
+
+def _best(fn, rounds: int) -> float:
+    times = []
+    for _ in range(rounds):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def _matmul_gflops(dtype: torch.dtype, n: int = 1024) -> float:
+    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+    a @ b
+    return 2 * n**3 / _best(lambda: a @ b, 5) / 1e9
+
+
+def _unet_gflops(model, batch: int, dtype: torch.dtype | None) -> float:
+    x = torch.randn(batch, *model.latent_shape)
+    sigma, cond = torch.full((batch,), 0.5), model.encode_prompts(["a red circle moving left"] * batch)
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        model.velocity(x, sigma, cond)
+    flops = counter.get_total_flops()
+
+    def forward():
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype is not None):
+            model.velocity(x, sigma, cond)
+
+    forward()
+    return flops / _best(forward, 5) / 1e9
+
+
+@pytest.mark.benchmark
+def test_bf16_against_fp32_update_time(benchmark, tmp_path):
+    if not has_bf16_units(cpu=True):
+        pytest.skip("this CPU has no bf16 units (AVX512-BF16 or AMX)")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        trainers = {}
+        for mp in ("no", "bf16"):
+            cfg = resolve(RunConfig(device="cpu", diag_every=0, kl="fixed", mixed_precision=mp))
+            model = models.build("world", pretrained=True)
+            trainers[mp] = Trainer(cfg, tmp_path / mp, model, StubReward())
+            trainers[mp].update(0)  # warm-up (allocator, oneDNN primitives)
+        best = {mp: float("inf") for mp in trainers}
+        for r in range(1, ROUNDS + 1):  # interleaved
+            for mp, trainer in trainers.items():
+                best[mp] = min(best[mp], _best(lambda t=trainer, u=r: t.update(u), 1))
+        model = trainers["no"].model
+        info = {
+            "update_fp32_s": best["no"], "update_bf16_s": best["bf16"], "speedup": best["no"] / best["bf16"],
+            "unet_gflops_fp32": _unet_gflops(model, 16, None), "unet_gflops_bf16": _unet_gflops(model, 16, torch.bfloat16),
+            "matmul_gflops_fp32": _matmul_gflops(torch.float32), "matmul_gflops_bf16": _matmul_gflops(torch.bfloat16),
+        }
+        benchmark.extra_info.update(info)
+        benchmark.pedantic(trainers["bf16"].update, args=(ROUNDS + 1,), rounds=1, iterations=1)
+        print("\n" + ", ".join(f"{k} {v:.3g}" for k, v in info.items()))
+        assert info["speedup"] > 1.0  # bf16 that is slower than fp32 would be a regression worth seeing
+    finally:
+        torch.set_num_threads(threads)
