@@ -27,6 +27,36 @@ def test_t_power_is_alpha_at_zero_and_matches_simulated_paired_t_tests():
     assert t_power(effect, sd, n) == pytest.approx(rejected.mean(), abs=0.01)
 
 
+def _simulated_power(effect: float, n: int, trials: int, rng: np.random.Generator) -> float:
+    """Share of simulated paired t-tests (n seeds, per-seed SD 1, true mean `effect`) rejecting at 5%."""
+    d = rng.normal(effect, 1.0, size=(trials, n))
+    t = d.mean(axis=1) / (d.std(axis=1, ddof=1) / math.sqrt(n))
+    return float((np.abs(t) > stats.t.ppf(0.975, n - 1)).mean())
+
+
+@pytest.mark.parametrize("n, nc", [(2, 8.0), (2, 12.0), (2, 2.0), (3, 4.0), (6, 2.5), (12, 1.0)])
+def test_t_power_matches_simulation_where_scipy_loses_the_lower_tail(n, nc):
+    # df 1 with noncentrality 8 and 12: scipy's nct.cdf(-crit) is NaN there and t_power once read 1.0;
+    # a test with two seeds rejects only about half the time (0.47 and 0.65).
+    effect = nc / math.sqrt(n)  # noncentrality = effect / (sd / sqrt(n)) with sd 1
+    trials = 100_000
+    simulated = _simulated_power(effect, n, trials, np.random.default_rng(1000 + n * 100 + int(nc * 10)))
+    se = math.sqrt(simulated * (1 - simulated) / trials)
+    assert t_power(effect, 1.0, n) == pytest.approx(simulated, abs=max(5 * se, 1e-3))
+    assert 0.0 <= t_power(effect, 1.0, n) <= 1.0
+
+
+def test_t_power_is_below_one_at_two_seeds_and_seeds_needed_sees_it():
+    assert math.isnan(stats.nct.cdf(-stats.t.ppf(0.975, 1), 1, 8.0))  # the scipy behaviour this guards against
+    assert t_power(8 / math.sqrt(2), 1.0, 2) == pytest.approx(0.470, abs=0.002)
+    assert t_power(12 / math.sqrt(2), 1.0, 2) == pytest.approx(0.654, abs=0.002)
+    # effect 6 SD: two seeds reject with probability 0.49 only, three with 0.995
+    assert seeds_needed(6.0, 1.0) == 3
+    # power rises with the effect at two seeds (it was 1.0 wherever the lower tail was NaN)
+    powers = [t_power(e, 1.0, 2) for e in np.linspace(0.5, 60, 40)]
+    assert all(b >= a - 1e-12 for a, b in zip(powers, powers[1:])) and powers[-1] < 1.0
+
+
 def test_mde_has_the_stated_power_and_approaches_the_normal_formula():
     sd = 0.13
     for n in (3, 10):

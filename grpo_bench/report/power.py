@@ -18,7 +18,7 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import optimize, stats
+from scipy import integrate, optimize, special, stats
 
 ALPHA = 0.05
 POWER = 0.8
@@ -60,14 +60,44 @@ def t_power(effect: float, sd: float, n: int, alpha: float = ALPHA) -> float:
     """Power of the two-sided one-sample (paired) t-test with n seeds against a true mean `effect`.
 
     Exact, from the noncentral t distribution with n-1 degrees of freedom and noncentrality
-    effect / (sd / sqrt(n)). At effect 0 it equals alpha.
+    effect / (sd / sqrt(n)): P(T > crit) + P(T < -crit). At effect 0 it equals alpha. scipy's
+    ``nct.cdf`` of the far lower tail is NaN at large noncentrality (df 1 from nc ~ 6.5, where the tail
+    is below Phi(-nc) ~ 1e-10); either tail that scipy does not give as a probability is integrated
+    instead (``_tail``), so a failed tail never reads as power 1.
     """
     if n < 2 or not (sd > 0):
         return math.nan
     df, nc = n - 1, abs(effect) / (sd / math.sqrt(n))
-    crit = stats.t.ppf(1 - alpha / 2, df)
-    value = float(stats.nct.sf(crit, df, nc) + stats.nct.cdf(-crit, df, nc))
-    return value if math.isfinite(value) else 1.0  # scipy's nct overflows only far past power 1
+    crit = float(stats.t.ppf(1 - alpha / 2, df))
+    with np.errstate(all="ignore"):
+        upper = float(stats.nct.sf(crit, df, nc))
+        lower = float(stats.nct.cdf(-crit, df, nc))
+    if not 0.0 <= upper <= 1.0:  # NaN included
+        upper = _tail(crit, df, nc, upper=True)
+    if not 0.0 <= lower <= 1.0:
+        lower = _tail(crit, df, nc, upper=False)
+    return min(1.0, upper + lower)
+
+
+def _tail(crit: float, df: int, nc: float, upper: bool) -> float:
+    """P(T > crit) (upper) or P(T < -crit) for T = (Z + nc) / (W / sqrt(df)), W ~ chi(df), by quadrature.
+
+    Given W = w the event is Z > crit * w / sqrt(df) - nc (resp. Z < -crit * w / sqrt(df) - nc): a normal
+    tail, integrated against the chi density (finite and smooth, unlike chi2's at df 1) over its central
+    1 - 2e-15, split at the density's mode and where the normal tail turns. The lower tail is below
+    Phi(-nc) for nc >= 0 (its integrand is); where that bound is below 1e-300 it is 0.
+    """
+    if not upper and special.ndtr(-nc) < 1e-300:
+        return 0.0
+    sign, scale = (1.0 if upper else -1.0), crit / math.sqrt(df)
+
+    def integrand(w: float) -> float:
+        return float(special.ndtr(sign * nc - scale * w) * stats.chi.pdf(w, df))
+
+    lo, hi = float(stats.chi.ppf(1e-15, df)), float(stats.chi.isf(1e-15, df))
+    turns = [w for w in (math.sqrt(max(df - 1, 0)), nc / scale if upper else 0.0) if lo < w < hi]
+    value = integrate.quad(integrand, lo, hi, points=sorted(set(turns)) or None, limit=200)[0]
+    return float(min(1.0, max(0.0, value)))
 
 
 def mde(sd: float, n: int, alpha: float = ALPHA, power: float = POWER) -> float:
