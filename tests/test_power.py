@@ -6,7 +6,17 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from grpo_bench.report.power import holm, look_levels, mde, seeds_needed, spending, t_power
+from grpo_bench.report.power import (
+    equivalent,
+    eval_noise_variance,
+    holm,
+    look_levels,
+    mde,
+    seeds_needed,
+    spending,
+    t_power,
+    tost_half_width,
+)
 from grpo_bench.report.stats import cluster_bootstrap
 
 
@@ -117,3 +127,43 @@ def test_alpha_spending_spends_everything_at_the_last_look_and_little_early():
     assert all(b >= a for a, b in zip(levels, levels[1:]))
     with pytest.raises(ValueError):
         spending(0.0)
+
+
+def test_equivalence_is_tost_at_five_percent_the_ninety_percent_interval():
+    d = np.array([0.010, 0.030, -0.005, 0.020, 0.012])
+    margin = 0.028  # 90%: |mean| + half = 0.0258; 95%: 0.0295
+    t90, t95 = tost_half_width(d), stats.t.ppf(0.975, 4) * d.std(ddof=1) / math.sqrt(5)
+    assert t90 == pytest.approx(stats.t.ppf(0.95, 4) * d.std(ddof=1) / math.sqrt(5))
+    # the two one-sided tests, each at 5%: mean > -margin and mean < +margin
+    p_low = stats.ttest_1samp(d, -margin, alternative="greater").pvalue
+    p_high = stats.ttest_1samp(d, margin, alternative="less").pvalue
+    assert max(p_low, p_high) < 0.05 and equivalent(d, margin)
+    assert abs(d.mean()) + t95 > margin  # the 95% interval would not have called it equivalent
+    assert not equivalent(d, abs(d.mean()) + t90 * 0.99)  # just too wide
+    assert equivalent([0.01, 0.01, 0.01], 0.05) and not equivalent([0.06, 0.06], 0.05)
+    assert not equivalent([0.0], 0.05) and not equivalent([0.0, 0.0], 0.0)
+
+
+def test_eval_noise_variance_is_the_pooled_within_prompt_variance_over_the_videos():
+    # two prompts x two samples: within-prompt deviations ±0.1 and ±0.3; the prompt means (0, 1) do not count
+    d = [-0.1, 0.1, 0.7, 1.3]
+    pooled = (0.1**2 * 2 + 0.3**2 * 2) / 2  # sum of squares / (n_p - 1 summed)
+    assert eval_noise_variance(d, ["a", "a", "b", "b"]) == pytest.approx(pooled / 4)
+    assert math.isnan(eval_noise_variance([0.1, 0.2], ["a", "b"]))  # no prompt with two videos
+    assert eval_noise_variance([0.5, 0.5, 0.2, 0.2], ["a", "a", "b", "b"]) == 0.0
+
+
+def test_eval_noise_variance_recovers_the_share_of_a_simulated_design():
+    # per seed: a training effect (sd 0.05) shared by its 8 prompts x 2 samples, fixed prompt effects, and
+    # per-video noise (sd 0.2): eval-noise variance of the seed mean 0.04 / 16 = 0.0025, share 0.0025 / 0.005
+    rng = np.random.default_rng(7)
+    prompts = np.repeat(np.arange(8), 2)
+    prompt_effect = rng.normal(0, 0.3, size=8)[prompts]
+    seeds = 400
+    means, noise = [], []
+    for _ in range(seeds):
+        d = rng.normal(0, 0.05) + prompt_effect + rng.normal(0, 0.2, size=16)
+        means.append(d.mean())
+        noise.append(eval_noise_variance(d, prompts))
+    assert np.mean(noise) == pytest.approx(0.0025, rel=0.05)
+    assert np.mean(noise) / np.var(means, ddof=1) == pytest.approx(0.5, abs=0.08)

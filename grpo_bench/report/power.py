@@ -9,6 +9,8 @@ or raters and prompts in a human study), never single videos; the clustered boot
     holm                Holm-Bonferroni adjusted p-values for a family of comparisons
     t_power / mde       power of the paired t-test; minimum detectable effect at n seeds
     seeds_needed        the smallest n with the stated power for a stated effect
+    equivalent          TOST equivalence at level alpha: the (1 - 2 alpha) t-interval inside ± margin
+    eval_noise_variance the part of a seed's paired difference that is evaluation-sample noise
     spending            Lan-DeMets O'Brien-Fleming alpha spending for adding seeds in blocks
 """
 
@@ -54,6 +56,54 @@ def paired_p(differences: Sequence[float]) -> float:
     if np.ptp(d) <= 1e-12 * max(1.0, float(np.abs(d).max())):  # no spread, up to rounding
         return 0.0 if abs(d.mean()) > 1e-12 else 1.0
     return float(stats.ttest_1samp(d, 0.0).pvalue)
+
+
+def tost_half_width(differences: Sequence[float], alpha: float = ALPHA) -> float:
+    """Half-width of the (1 - 2 alpha) t-interval of the mean (the 90% interval at alpha 5%); NaN below 2."""
+    d = np.asarray([v for v in differences if math.isfinite(v)], dtype=float)
+    if d.size < 2:
+        return math.nan
+    return float(stats.t.ppf(1 - alpha, d.size - 1) * d.std(ddof=1) / math.sqrt(d.size))
+
+
+def equivalent(differences: Sequence[float], margin: float, alpha: float = ALPHA) -> bool:
+    """TOST (two one-sided t-tests) at level alpha: the mean paired difference is within ± margin.
+
+    Both one-sided nulls (mean <= -margin, mean >= +margin) are rejected at alpha exactly when the
+    (1 - 2 alpha) t-interval lies inside (-margin, margin): |mean| + t_{1-alpha, n-1} s / sqrt(n) < margin.
+    Identical differences (s = 0) are equivalent when |mean| < margin. Fewer than two seeds: never.
+    """
+    d = np.asarray([v for v in differences if math.isfinite(v)], dtype=float)
+    if d.size < 2 or not margin > 0:
+        return False
+    return bool(abs(float(d.mean())) + tost_half_width(d, alpha) < margin)
+
+
+def eval_noise_variance(values: Sequence[float], prompts: Sequence[object]) -> float:
+    """Variance of the mean of one seed's per-video values that comes from evaluation sampling alone.
+
+    ``values`` are one seed's per-video paired differences (row's video minus the baseline's video of
+    the same prompt, sample and initial noise) and ``prompts`` their prompts. The prompt set is fixed
+    (every seed evaluates the same held-out prompts), so what more eval videos would average away is the
+    spread between videos *of one prompt*: the pooled within-prompt variance
+    s_w^2 = sum_p sum_k (d_pk - mean_p)^2 / sum_p (n_p - 1), and the seed mean's eval-noise variance is
+    s_w^2 / m, m the seed's videos (for equal n_p the same as (1/m^2) sum_p n_p s_p^2). NaN when no prompt
+    has two videos.
+    """
+    d = np.asarray(values, dtype=float)
+    keys = np.asarray([str(p) for p in prompts], dtype=object)
+    ok = np.isfinite(d)
+    d, keys = d[ok], keys[ok]
+    if d.size == 0:
+        return math.nan
+    _, code = np.unique(keys, return_inverse=True)
+    counts = np.bincount(code)
+    means = np.bincount(code, weights=d) / counts
+    dof = int((counts - 1).sum())
+    if dof == 0:
+        return math.nan
+    within = float(((d - means[code]) ** 2).sum() / dof)
+    return within / d.size
 
 
 def t_power(effect: float, sd: float, n: int, alpha: float = ALPHA) -> float:
