@@ -25,6 +25,24 @@ from scipy import integrate, optimize, special, stats
 ALPHA = 0.05
 POWER = 0.8
 
+MIN_EFFECT = {"Judge": 0.25, "default": 0.05}
+"""Minimum effects of interest in each metric's own units (oracle scores and accuracies: 0.05; the
+judge is z-scored: 0.25). A suite's report spec `min_effect` (a number, or a mapping by column
+title with an optional 'default') replaces them."""
+
+
+def min_effects(spec_value: object) -> dict[str, float]:
+    """The report spec's `min_effect` as {title or 'default': effect}."""
+    if spec_value is None:
+        return dict(MIN_EFFECT)
+    if isinstance(spec_value, dict):
+        return {**MIN_EFFECT, **{str(k): float(v) for k, v in spec_value.items()}}
+    return {"default": float(spec_value)}
+
+
+def min_effect_of(effects: dict[str, float], title: str) -> float:
+    return effects.get(title, effects.get("default", MIN_EFFECT["default"]))
+
 
 def holm(pvalues: Sequence[float]) -> np.ndarray:
     """Holm-Bonferroni adjusted p-values (same order as given; NaN stays NaN).

@@ -26,26 +26,22 @@ import pandas as pd
 
 from grpo_bench.report import data
 from grpo_bench.report.parts import TABLES, Context, Section
-from grpo_bench.report.power import ALPHA, eval_noise_variance, holm, mde, paired_p, seeds_needed, tost_half_width
+from grpo_bench.report.power import (
+    ALPHA,
+    MIN_EFFECT,
+    eval_noise_variance,
+    holm,
+    mde,
+    min_effect_of,
+    min_effects,
+    paired_p,
+    seeds_needed,
+    tost_half_width,
+)
 from grpo_bench.report.stats import mean_ci
 from grpo_bench.report.tables import TABLE2, _baseline_group, _fmt, write_table
 
 HEADLINE = TABLE2  # (title, eval metric, +1 higher / -1 lower is better): Table 2's headline columns
-MIN_EFFECT = {"Judge": 0.25, "default": 0.05}
-"""Minimum effects of interest in each metric's own units (oracle scores and accuracies: 0.05; the
-judge is z-scored: 0.25). A suite's report spec `min_effect` (a number, or a mapping by column
-title with an optional 'default') replaces them."""
-
-
-def min_effects(spec_value: object) -> dict[str, float]:
-    """The report spec's `min_effect` as {title or 'default': effect}."""
-    if spec_value is None:
-        return dict(MIN_EFFECT)
-    if isinstance(spec_value, dict):
-        return {**MIN_EFFECT, **{str(k): float(v) for k, v in spec_value.items()}}
-    return {"default": float(spec_value)}
-
-
 VIDEO_METRIC = {"Oracle": "oracle_overall", "oVQ": "oracle_vq", "oMQ": "oracle_mq", "oTA": "oracle_ta",
                 "Correct": "correct", "Manifold": "manifold", "Judge": "judge_reward"}
 """Headline column -> its per-video score in the final eval's video rows (a cell's eval metric is their
@@ -159,10 +155,6 @@ def power_rows(df: pd.DataFrame, baseline: dict, effects: dict[str, float] | Non
         table.loc[idx, "p_holm"] = holm(table.loc[idx, "p"].to_numpy())
     table["verdict"] = [_verdict(r) for r in table.itertuples()]
     return table
-
-
-def min_effect_of(effects: dict[str, float], title: str) -> float:
-    return effects.get(title, effects.get("default", MIN_EFFECT["default"]))
 
 
 def _verdict(r) -> str:

@@ -151,8 +151,7 @@ def _baseline_group(fin: pd.DataFrame, cells: pd.DataFrame, setting: str, baseli
 
 
 def _paired(ctx: Context) -> list[Section]:
-    from grpo_bench.report.power import equivalent, holm, paired_p
-    from grpo_bench.report.power_table import min_effect_of, min_effects
+    from grpo_bench.report.power import equivalent, holm, min_effect_of, min_effects, paired_p
 
     baseline = ctx.spec.get("baseline") or {}
     if not baseline:
