@@ -139,7 +139,7 @@ def _signed(mean: float, half: float) -> str:
     return f"{mean:+.3f}" + (f" ± {half:.3f}" if math.isfinite(half) else "")
 
 
-def _t_decisions(findings: list[tuple[str, np.ndarray, int, float, str]], suite: Suite) -> list[Finding]:
+def _t_decisions(findings: list[tuple[str, np.ndarray, int, float, str]]) -> list[Finding]:
     """(label, per-seed values, claimed sign, min effect, unit text) -> findings, Holm over the list."""
     adjusted = holm([paired_p(d) for _, d, _, _, _ in findings])
     out = []
@@ -207,7 +207,7 @@ class Beats:
                 label = f"{_short(rows[0], self.split)}{missing} − {_short(rival, self.split)}" + (
                     f" ({family})" if family else "")
                 tests.append((label, d, sign, suite.min_effect(self.metric), self.metric))
-        return _t_decisions(tests, suite) + notes if tests else notes or [
+        return _t_decisions(tests) + notes if tests else notes or [
             Finding(f"{_where_text(self.row)}", UNDECIDED, "no matching rows in the stored results")]
 
 
@@ -233,7 +233,7 @@ class Moves:
                 tests.append((group, d, self.direction, suite.min_effect(self.metric), self.metric))
         if not tests:
             return [Finding(_where_text(self.row), UNDECIDED, "no matching rows in the stored results")]
-        return _t_decisions(tests, suite)
+        return _t_decisions(tests)
 
 
 @dataclass(frozen=True)
