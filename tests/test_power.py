@@ -167,3 +167,17 @@ def test_eval_noise_variance_recovers_the_share_of_a_simulated_design():
         noise.append(eval_noise_variance(d, prompts))
     assert np.mean(noise) == pytest.approx(0.0025, rel=0.05)
     assert np.mean(noise) / np.var(means, ddof=1) == pytest.approx(0.5, abs=0.08)
+
+
+def test_the_quadrature_fallback_agrees_with_scipy_where_scipy_answers():
+    from grpo_bench.report.power import _tail
+
+    for df, nc in [(1, 1.0), (1, 6.0), (2, 3.0), (5, 0.5), (30, 4.0), (1000, 40.0)]:
+        crit = stats.t.ppf(0.975, df)
+        assert _tail(crit, df, nc, upper=True) == pytest.approx(stats.nct.sf(crit, df, nc), abs=1e-8)
+        lower = stats.nct.cdf(-crit, df, nc)
+        if math.isfinite(lower):
+            assert _tail(crit, df, nc, upper=False) == pytest.approx(lower, abs=1e-8)
+    # where scipy's lower tail is NaN it is below Phi(-nc), and the quadrature respects the bound
+    crit = stats.t.ppf(0.975, 1)
+    assert 0.0 <= _tail(crit, 1, 8.0, upper=False) <= stats.norm.cdf(-8.0)
