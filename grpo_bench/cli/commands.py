@@ -369,6 +369,19 @@ def compare(
     raise typer.Exit(report_command([first, second], out, console))
 
 
+@app.command()
+def claims(
+    reports_dir: Path = typer.Argument(..., help="Folder of stored reports (e.g. reports): <suite>/results.parquet, "
+                                       "samplers/, human-study analyses."),
+    out: Path | None = typer.Option(None, "--out", help="Ledger file (default: REPORTS_DIR/CLAIMS.md)."),
+) -> None:
+    """The paper's claims, one row each: the suite and comparison that test it, the measured effect with its
+    interval and a verdict (supported / contradicted / undecided), from the stored results alone."""
+    from grpo_bench.cli.claims import claims_command
+
+    raise typer.Exit(claims_command(reports_dir, out, console))
+
+
 MAX_SAMPLER_STEPS = 1000
 MAX_SAMPLE_VIDEOS = 256
 MAX_ERROR_CHARS = 500

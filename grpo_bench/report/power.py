@@ -9,6 +9,8 @@ or raters and prompts in a human study), never single videos; the clustered boot
     holm                Holm-Bonferroni adjusted p-values for a family of comparisons
     t_power / mde       power of the paired t-test; minimum detectable effect at n seeds
     seeds_needed        the smallest n with the stated power for a stated effect
+    equivalent          TOST equivalence at level alpha: the (1 - 2 alpha) t-interval inside ± margin
+    eval_noise_variance the part of a seed's paired difference that is evaluation-sample noise
     spending            Lan-DeMets O'Brien-Fleming alpha spending for adding seeds in blocks
 """
 
@@ -18,10 +20,28 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import optimize, stats
+from scipy import integrate, optimize, special, stats
 
 ALPHA = 0.05
 POWER = 0.8
+
+MIN_EFFECT = {"Judge": 0.25, "default": 0.05}
+"""Minimum effects of interest in each metric's own units (oracle scores and accuracies: 0.05; the
+judge is z-scored: 0.25). A suite's report spec `min_effect` (a number, or a mapping by column
+title with an optional 'default') replaces them."""
+
+
+def min_effects(spec_value: object) -> dict[str, float]:
+    """The report spec's `min_effect` as {title or 'default': effect}."""
+    if spec_value is None:
+        return dict(MIN_EFFECT)
+    if isinstance(spec_value, dict):
+        return {**MIN_EFFECT, **{str(k): float(v) for k, v in spec_value.items()}}
+    return {"default": float(spec_value)}
+
+
+def min_effect_of(effects: dict[str, float], title: str) -> float:
+    return effects.get(title, effects.get("default", MIN_EFFECT["default"]))
 
 
 def holm(pvalues: Sequence[float]) -> np.ndarray:
@@ -56,18 +76,96 @@ def paired_p(differences: Sequence[float]) -> float:
     return float(stats.ttest_1samp(d, 0.0).pvalue)
 
 
+def tost_half_width(differences: Sequence[float], alpha: float = ALPHA) -> float:
+    """Half-width of the (1 - 2 alpha) t-interval of the mean (the 90% interval at alpha 5%); NaN below 2."""
+    d = np.asarray([v for v in differences if math.isfinite(v)], dtype=float)
+    if d.size < 2:
+        return math.nan
+    return float(stats.t.ppf(1 - alpha, d.size - 1) * d.std(ddof=1) / math.sqrt(d.size))
+
+
+def equivalent(differences: Sequence[float], margin: float, alpha: float = ALPHA) -> bool:
+    """TOST (two one-sided t-tests) at level alpha: the mean paired difference is within ± margin.
+
+    Both one-sided nulls (mean <= -margin, mean >= +margin) are rejected at alpha exactly when the
+    (1 - 2 alpha) t-interval lies inside (-margin, margin): |mean| + t_{1-alpha, n-1} s / sqrt(n) < margin.
+    Identical differences (s = 0) are equivalent when |mean| < margin. Fewer than two seeds: never.
+    """
+    d = np.asarray([v for v in differences if math.isfinite(v)], dtype=float)
+    if d.size < 2 or not margin > 0:
+        return False
+    return bool(abs(float(d.mean())) + tost_half_width(d, alpha) < margin)
+
+
+def eval_noise_variance(values: Sequence[float], prompts: Sequence[object]) -> float:
+    """Variance of the mean of one seed's per-video values that comes from evaluation sampling alone.
+
+    ``values`` are one seed's per-video paired differences (row's video minus the baseline's video of
+    the same prompt, sample and initial noise) and ``prompts`` their prompts. The prompt set is fixed
+    (every seed evaluates the same held-out prompts), so what more eval videos would average away is the
+    spread between videos *of one prompt*: the pooled within-prompt variance
+    s_w^2 = sum_p sum_k (d_pk - mean_p)^2 / sum_p (n_p - 1), and the seed mean's eval-noise variance is
+    s_w^2 / m, m the seed's videos (for equal n_p the same as (1/m^2) sum_p n_p s_p^2). NaN when no prompt
+    has two videos.
+    """
+    d = np.asarray(values, dtype=float)
+    keys = np.asarray([str(p) for p in prompts], dtype=object)
+    ok = np.isfinite(d)
+    d, keys = d[ok], keys[ok]
+    if d.size == 0:
+        return math.nan
+    _, code = np.unique(keys, return_inverse=True)
+    counts = np.bincount(code)
+    means = np.bincount(code, weights=d) / counts
+    dof = int((counts - 1).sum())
+    if dof == 0:
+        return math.nan
+    within = float(((d - means[code]) ** 2).sum() / dof)
+    return within / d.size
+
+
 def t_power(effect: float, sd: float, n: int, alpha: float = ALPHA) -> float:
     """Power of the two-sided one-sample (paired) t-test with n seeds against a true mean `effect`.
 
     Exact, from the noncentral t distribution with n-1 degrees of freedom and noncentrality
-    effect / (sd / sqrt(n)). At effect 0 it equals alpha.
+    effect / (sd / sqrt(n)): P(T > crit) + P(T < -crit). At effect 0 it equals alpha. scipy's
+    ``nct.cdf`` of the far lower tail is NaN at large noncentrality (df 1 from nc ~ 6.5, where the tail
+    is below Phi(-nc) ~ 1e-10); either tail that scipy does not give as a probability is integrated
+    instead (``_tail``), so a failed tail never reads as power 1.
     """
     if n < 2 or not (sd > 0):
         return math.nan
     df, nc = n - 1, abs(effect) / (sd / math.sqrt(n))
-    crit = stats.t.ppf(1 - alpha / 2, df)
-    value = float(stats.nct.sf(crit, df, nc) + stats.nct.cdf(-crit, df, nc))
-    return value if math.isfinite(value) else 1.0  # scipy's nct overflows only far past power 1
+    crit = float(stats.t.ppf(1 - alpha / 2, df))
+    with np.errstate(all="ignore"):
+        upper = float(stats.nct.sf(crit, df, nc))
+        lower = float(stats.nct.cdf(-crit, df, nc))
+    if not 0.0 <= upper <= 1.0:  # NaN included
+        upper = _tail(crit, df, nc, upper=True)
+    if not 0.0 <= lower <= 1.0:
+        lower = _tail(crit, df, nc, upper=False)
+    return min(1.0, upper + lower)
+
+
+def _tail(crit: float, df: int, nc: float, upper: bool) -> float:
+    """P(T > crit) (upper) or P(T < -crit) for T = (Z + nc) / (W / sqrt(df)), W ~ chi(df), by quadrature.
+
+    Given W = w the event is Z > crit * w / sqrt(df) - nc (resp. Z < -crit * w / sqrt(df) - nc): a normal
+    tail, integrated against the chi density (finite and smooth, unlike chi2's at df 1) over its central
+    1 - 2e-15, split at the density's mode and where the normal tail turns. The lower tail is below
+    Phi(-nc) for nc >= 0 (its integrand is); where that bound is below 1e-300 it is 0.
+    """
+    if not upper and special.ndtr(-nc) < 1e-300:
+        return 0.0
+    sign, scale = (1.0 if upper else -1.0), crit / math.sqrt(df)
+
+    def integrand(w: float) -> float:
+        return float(special.ndtr(sign * nc - scale * w) * stats.chi.pdf(w, df))
+
+    lo, hi = float(stats.chi.ppf(1e-15, df)), float(stats.chi.isf(1e-15, df))
+    turns = [w for w in (math.sqrt(max(df - 1, 0)), nc / scale if upper else 0.0) if lo < w < hi]
+    value = integrate.quad(integrand, lo, hi, points=sorted(set(turns)) or None, limit=200)[0]
+    return float(min(1.0, max(0.0, value)))
 
 
 def mde(sd: float, n: int, alpha: float = ALPHA, power: float = POWER) -> float:

@@ -48,7 +48,8 @@ def markdown(headers: list[str], rows: list[list[str]], align: str = "") -> str:
 
 def latex(headers: list[str], rows: list[list[str]], align: str = "") -> str:
     def esc(s: str) -> str:
-        return s.replace("_", r"\_").replace("±", r"$\pm$").replace("%", r"\%").replace("**", "")
+        s = s.replace("_", r"\_").replace("±", r"$\pm$").replace("≈", r"$\approx$")
+        return s.replace("%", r"\%").replace("**", "")
 
     def cell(s: str) -> str:
         return rf"\textbf{{{esc(s[2:-2])}}}" if s.startswith("**") and s.endswith("**") else esc(s)
@@ -150,7 +151,7 @@ def _baseline_group(fin: pd.DataFrame, cells: pd.DataFrame, setting: str, baseli
 
 
 def _paired(ctx: Context) -> list[Section]:
-    from grpo_bench.report.power import holm, paired_p
+    from grpo_bench.report.power import equivalent, holm, min_effect_of, min_effects, paired_p
 
     baseline = ctx.spec.get("baseline") or {}
     if not baseline:
@@ -159,6 +160,7 @@ def _paired(ctx: Context) -> list[Section]:
     if gain.empty:
         return [Section("Paired differences", "Not available: no evaluation at update 0 and after training.", "")]
     rows, csv, notes = [], [], []
+    effects = min_effects(ctx.spec.get("min_effect"))
     metrics = [(t, m) for t, m, _ in TABLE2 if m in gain]
     for setting in sorted(gain["setting"].unique()):
         groups = _baseline_group(gain, cells, setting, baseline)
@@ -175,16 +177,19 @@ def _paired(ctx: Context) -> list[Section]:
             for title, metric in metrics:
                 d = (other.loc[seeds, metric] - base.loc[seeds, metric]).tolist()
                 m, h, n = mean_ci(d)
+                margin = min_effect_of(effects, title)
                 family.append({"setting": setting, "group": group, "baseline": groups[0], "column": title,
-                               "diff_mean": m, "diff_ci": h, "n": n, "p": paired_p(d)})
+                               "diff_mean": m, "diff_ci": h, "n": n, "p": paired_p(d), "min_effect": margin,
+                               "equivalent": equivalent(d, margin)})
         for r, p in zip(family, holm([r["p"] for r in family])):
             r["p_holm"] = p
         for group in dict.fromkeys(r["group"] for r in family):
             mine = [r for r in family if r["group"] == group]
             row = [setting, f"{group} − {groups[0]}", str(max(r["n"] for r in mine))]
-            for r in mine:
-                star = "*" if math.isfinite(r["p_holm"]) and r["p_holm"] < 0.05 else ""
-                row.append(_fmt(r["diff_mean"], r["diff_ci"], sign=True) + star)
+            for r in mine:  # * decided, else ≈ equivalent: the power table's verdict
+                decided = math.isfinite(r["p_holm"]) and r["p_holm"] < 0.05
+                mark = "*" if decided else ("≈" if r["equivalent"] else "")
+                row.append(_fmt(r["diff_mean"], r["diff_ci"], sign=True) + mark)
             rows.append(row)
         csv += family
     if not rows:
@@ -196,7 +201,8 @@ def _paired(ctx: Context) -> list[Section]:
         f"Table 2b — learning against the baseline ({', '.join(f'{k}={v}' for k, v in baseline.items())})",
         "Per seed (same prompts, noise and compute) the row's learning minus the baseline's, then mean ± 95% "
         "t-interval over seeds; * = paired t-test significant after Holm correction over the setting's family "
-        "(every row × column). The power table says how many seeds would decide the rest.",
+        "(every row × column); ≈ = equivalent by TOST at 5% (the 90% t-interval lies inside ± the report's "
+        "min effect). The power table says how many seeds would decide the rest.",
         md)]
 
 
