@@ -83,7 +83,8 @@ def test_bf16_against_fp32_update_time(benchmark, tmp_path):
         model = trainers["no"].model
         info = {
             "update_fp32_s": best["no"], "update_bf16_s": best["bf16"], "speedup": best["no"] / best["bf16"],
-            "unet_gflops_fp32": _unet_gflops(model, 16, None), "unet_gflops_bf16": _unet_gflops(model, 16, torch.bfloat16),
+            "unet_gflops_fp32": _unet_gflops(model, 16, None),
+            "unet_gflops_bf16": _unet_gflops(model, 16, torch.bfloat16),
             "matmul_gflops_fp32": _matmul_gflops(torch.float32), "matmul_gflops_bf16": _matmul_gflops(torch.bfloat16),
         }
         benchmark.extra_info.update(info)
