@@ -32,9 +32,15 @@ DEPENDS_ON = (
 """The config fields the update-0 eval reads (the sampling chunk is prompts_per_update * group_size)."""
 
 
+EVAL_ARITHMETIC = 1
+"""Bumped whenever the evaluation's arithmetic changes (sampler, decoding, scores), so a stored base eval
+of older code is never read by newer code."""
+
+
 def key(cfg: Any, threads: int) -> str:
     data = {k: getattr(cfg, k) for k in DEPENDS_ON}
-    blob = json.dumps({**data, "threads": threads, "assets": asset_digests(cfg)}, sort_keys=True, default=str)
+    blob = json.dumps({**data, "threads": threads, "assets": asset_digests(cfg), "arithmetic": EVAL_ARITHMETIC,
+                       "torch": torch.__version__}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
