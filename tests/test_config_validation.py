@@ -88,7 +88,7 @@ def test_values_convert_as_documented(name, given, expected):
         ("save_videos", "maybe", "config key 'save_videos' expects bool, got 'maybe'"),
         ("adv_norm", "glob",
          "unknown adv_norm 'glob' (did you mean 'global'?); allowed: global, group, group_unbiased"),
-        ("mixed_precision", False, "allowed: bf16, fp16, no (YAML reads an unquoted yes/no/on/off as false: quote it)"),
+        ("mixed_precision", False, "allowed: auto, bf16, fp16, no (YAML reads an unquoted yes/no/on/off as false: quote it)"),
         ("lrr", 1, "unknown config key 'lrr' (did you mean 'lr'?)"),
         ("params", {"gamma": 1}, "config key 'params' maps dotted plug-in keys"),
     ],
