@@ -68,9 +68,10 @@ def test_one_batched_call_per_step_and_cfg_doubles_the_batch():
     _setup("flow_grpo", steps=4, G=2, model=model)
     assert model.calls == [4] * 4
     model.calls.clear()
-    _setup("flow_grpo", steps=4, G=2, guidance=3.0, model=model, anchors=("initial",))
-    # one doubled call per step for the policy, one per stored step for the anchor (steps 0..T-2)
-    assert model.calls == [8, 8, 8, 8, 8, 8, 8]
+    _, _, _, _, stored, _ = _setup("flow_grpo", steps=4, G=2, guidance=3.0, model=model, anchors=("initial",))
+    # one doubled call per step for the policy, then one doubled call for the anchor on every
+    # (row, stored step) pair (without train_steps every row trains every stored step)
+    assert model.calls == [8, 8, 8, 8, 2 * 4 * stored.numel()]
 
 
 def test_cfg_combines_conditional_and_unconditional():
@@ -165,12 +166,9 @@ def test_anchor_forward_only_on_rows_that_train_the_step():
         train_steps=steps,
     )
     trains = torch.zeros(B, 5, dtype=torch.bool).scatter_(1, steps, True)  # [B, T]
-    expect = []
-    for i in range(5):
-        expect.append(B)  # the policy: all rows
-        if ro.slot[i] >= 0 and trains[:, i].any():
-            expect.append(int(trains[:, i].sum()))  # the anchor: only the rows training step i
-    assert model.calls == expect
+    trains[:, ro.slot < 0] = False
+    # the policy on all rows at every step, then the anchor once, on exactly the (row, step) pairs that train
+    assert model.calls == [B] * 5 + [int(trains.sum())]
     for s, i in enumerate(stored.tolist()):
         for j in range(B):
             ref = ro.mu_ref["initial"][j, s]

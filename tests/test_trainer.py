@@ -225,8 +225,8 @@ def test_cli_train_end_to_end_with_default_folder(tmp_path, monkeypatch):
 
 
 def test_the_update_0_eval_is_computed_once_per_seed_and_shared(tmp_path):
-    """Cells of one seed evaluate the same base policy: the second reads the first's stored eval (the same
-    numbers it would compute); another seed computes its own."""
+    """Cells of one seed of a suite evaluate the same base policy: the second reads the first's stored eval
+    (the same numbers it would compute); another seed computes its own."""
     from grpo_bench.train.config import from_dict
 
     def cell(name: str, **kw):
@@ -235,6 +235,7 @@ def test_the_update_0_eval_is_computed_once_per_seed_and_shared(tmp_path):
         train(cfg, tmp_path / name)
         return lines(tmp_path / name)[0]
 
+    (tmp_path / "suite.yaml").write_text("name: s\n")  # a suite folder: its cells share the update-0 eval
     first = cell("a", method="sage_grpo")
     shared = cell("b", method="flow_grpo")
     (tmp_path / "_base_eval").rename(tmp_path / "moved")

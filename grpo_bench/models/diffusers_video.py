@@ -101,6 +101,8 @@ class AdapterOptions:
         names = ("frames", "height", "width", "lora_rank", "lora_alpha", "lora_targets",
                  "gradient_checkpointing", "mixed_precision", "param_dtype")
         kw = {n: getattr(cfg, n) for n in names if hasattr(cfg, n)}
+        if kw.get("mixed_precision") == "auto":  # a real model's 'auto' is fp32 compute (train/precision.py)
+            kw["mixed_precision"] = "no"
         if hasattr(cfg, "device") and cfg.device not in ("auto", "cuda"):
             kw["device"] = cfg.device
         elif torch.cuda.is_available():  # under accelerate launch: this process's GPU

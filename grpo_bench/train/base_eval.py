@@ -3,8 +3,8 @@ base policy (docs/design.md §7).
 
 Before any update every cell of a seed evaluates the same base model on the same eval prompts with the
 same eval noise and reward: the videos and scores are bit-identical (measured on the 0.2 main table:
-every cell of a seed). So the first cell to reach it stores it in ``<runs folder>/_base_eval/`` and the
-others read it. The key hashes everything that evaluation depends on, execution included (precision,
+every cell of a seed). So the first cell of a suite folder to reach it stores it in ``<suite>/_base_eval/``
+and the others read it. The key hashes everything that evaluation depends on, execution included (precision,
 thread count, the sampling chunk): a cell whose base eval would differ in a last digit computes its own.
 Tensors are safetensors, scores JSON; nothing is unpickled. One process only (a launch's ranks each
 hold a share of the eval and compute it).

@@ -63,9 +63,10 @@ class Trainer:
     def __init__(self, cfg: RunConfig, out_dir: Path, model: Any = None, reward: Any = None) -> None:
         from accelerate import Accelerator
 
-        # The update-0 eval is shared between runs only when the config names the whole base policy and
-        # reward (an object passed in is not part of the key).
-        self.share_base_eval = model is None and reward is None
+        # The update-0 eval is shared between the cells of a suite folder (base_eval.py), and only when the
+        # config names the whole base policy and reward (an object passed in is not part of the key).
+        in_suite = (Path(out_dir).parent / "suite.yaml").is_file()
+        self.share_base_eval = model is None and reward is None and in_suite
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
         if cfg.device.startswith("cuda:"):
@@ -73,9 +74,7 @@ class Trainer:
         if model is None:
             from grpo_bench import models
 
-            # a real model's factory reads its precision: 'auto' is fp32 compute for it (train/precision.py)
-            model = models.from_config(cfg if cfg.mixed_precision != "auto" or cfg.model == "world"
-                                       else dataclasses.replace(cfg, mixed_precision="no"))
+            model = models.from_config(cfg)
         self.precision = precision.resolve(cfg.mixed_precision, getattr(model, "bf16_by_default", False),
                                            _device_is_cpu(cfg.device))
         cfg = dataclasses.replace(cfg, mixed_precision=self.precision)  # 'auto' resolved for every component
