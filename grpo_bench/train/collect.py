@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -19,9 +19,7 @@ from grpo_bench.rewards.base import composite, reward_weights
 from grpo_bench.train import distributed
 from grpo_bench.train import metrics as m
 from grpo_bench.train.microbatch import chunked
-
-if TYPE_CHECKING:
-    from grpo_bench.train.trainer import Trainer
+from grpo_bench.train.phase_inputs import PhaseInputs
 
 
 @dataclass
@@ -44,7 +42,7 @@ class RolloutBatch:
                 m.ADV_ABS_MEAN: self.adv_abs_mean, **{m.reward_part(k): v for k, v in self.reward_parts.items()}}
 
 
-def collect(t: Trainer, u: int) -> RolloutBatch:
+def collect(t: PhaseInputs, u: int) -> RolloutBatch:
     """Sample, score and rank update u's P × G trajectories (this process's contiguous share of rows)."""
     cfg, dev = t.cfg, t.device
     P, G, rank = cfg.prompts_per_update, cfg.group_size, t.acc.process_index

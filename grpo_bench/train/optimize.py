@@ -10,16 +10,14 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from grpo_bench.core.loss import per_step_grad_norms, step_terms
 from grpo_bench.train import metrics as m
 from grpo_bench.train.collect import RolloutBatch
-
-if TYPE_CHECKING:
-    from grpo_bench.train.trainer import Trainer
+from grpo_bench.train.phase_inputs import PhaseInputs
 
 
 @dataclass
@@ -62,7 +60,7 @@ class OptimizeStats:
                        kl_weight=mean.get(m.KL_WEIGHT, self.kl_weight), grad_norm=mean.get(m.GRAD_NORM, self.grad_norm))
 
 
-def measure_step_grad_norms(t: Trainer, batch: RolloutBatch, u: int) -> StepGradNorms:
+def measure_step_grad_norms(t: PhaseInputs, batch: RolloutBatch, u: int) -> StepGradNorms:
     """Per-step gradient norms on the updates ``diag_every`` picks (none when 0)."""
     cfg, start = t.cfg, time.perf_counter()
     per_step = None
@@ -73,7 +71,7 @@ def measure_step_grad_norms(t: Trainer, batch: RolloutBatch, u: int) -> StepGrad
     return StepGradNorms(per_step, m.clock(t.device) - start)
 
 
-def optimize(t: Trainer, batch: RolloutBatch) -> OptimizeStats:
+def optimize(t: PhaseInputs, batch: RolloutBatch) -> OptimizeStats:
     """inner_epochs × minibatches optimizer steps on one rollout; then the KL weight adapts to the
     whole batch's mean KL (averaged over the processes first, so every rank's weight stays equal)."""
     cfg, start = t.cfg, time.perf_counter()
