@@ -163,11 +163,12 @@ def analyze(root: str | Path, opts: AnalyzeOptions | None = None) -> dict[str, A
 
 
 def _consistency(v: pd.DataFrame, key: dict[str, Any]) -> dict[str, float]:
-    """Share of repeated pairs answered the same way (same clip chosen, or tie both times) by the same rater."""
+    """Share of repeated pairs answered the same way (the same row chosen, or tie both times) by the same
+    rater. A repeat shows the same videos under fresh clip ids, so answers are compared by outcome."""
     rep = v[v["kind"] == "repeat"]
     if rep.empty:
         return {"rate": math.nan, "repeats": 0}
-    first = v.set_index(["rater", "pair_id"])["chosen"]
-    same = [first.get((r.rater, key["pairs"][r.pair_id]["of"])) == r.chosen for r in rep.itertuples()
+    first = v.set_index(["rater", "pair_id"])["outcome"]
+    same = [first.get((r.rater, key["pairs"][r.pair_id]["of"])) == r.outcome for r in rep.itertuples()
             if (r.rater, key["pairs"][r.pair_id]["of"]) in first.index]
     return {"rate": float(np.mean(same)) if same else math.nan, "repeats": len(same)}

@@ -21,9 +21,10 @@ def export(
     baselines: list[str] | None = typer.Option(
         None, "--baselines", help="Baseline row (repeat the flag; default: every other row)."),
     setting: str | None = typer.Option(None, "--setting", help="Reward setting (needed when the suite has several)."),
-    pairs: int = typer.Option(32, "--pairs", help="Pairs per baseline (spread over as many prompts as possible)."),
-    raters_per_pair: int = typer.Option(
-        29, "--raters-per-pair", help="Raters the design plans (every rater sees every pair)."),
+    pairs: int = typer.Option(
+        32, "--pairs", help="Pairs of each baseline one rater sees, each on a target video of its own."),
+    raters: int = typer.Option(
+        29, "--raters", help="Raters the study plans; they are split over one block of pairs per baseline."),
     checks: int = typer.Option(2, "--checks", help="Attention checks of each kind (identical clips; a broken clip)."),
     repeats: int = typer.Option(4, "--repeats", help="Pairs shown twice, to measure rater consistency."),
     fps: int = typer.Option(8, "--fps", help="Frames per second of the clips."),
@@ -33,12 +34,19 @@ def export(
     from grpo_bench.study.export import ExportOptions, export_kit
 
     opts = ExportOptions(target=target, baselines=baselines or None, setting=setting, pairs=pairs,
-                         raters_per_pair=raters_per_pair, checks=checks, repeats=repeats, seed=seed, fps=fps)
+                         raters=raters, checks=checks, repeats=repeats, seed=seed, fps=fps)
     summary = export_kit(run_dir, out or run_dir / "study", opts)
-    console.print(f"kit {summary['kit']}: {summary['main']} pairs of {summary['target']} against "
-                  f"{', '.join(summary['baselines'])}, {summary['repeat']} repeated, "
-                  f"{summary['identical'] + summary['broken']} attention checks, {summary['clips']} clips",
+    d = summary["design"]
+    console.print(f"kit {summary['kit']}: {summary['target']} against {', '.join(summary['baselines'])}; "
+                  f"{d['blocks']} block(s) of raters, each rater sees {d['pairs_per_baseline_per_rater']} pair(s) per "
+                  f"baseline ({d['target_videos_per_rater']} target videos, each once), "
+                  f"{summary['repeat'] // d['blocks']} repeated, {summary['identical'] + summary['broken']} attention "
+                  f"checks; {summary['main']} main pairs and {summary['clips']} clips in the kit",
                   highlight=False, soft_wrap=True)
+    if d["shortfall"]:
+        console.print(f"[yellow]{d['pairs_per_baseline_per_rater']} pair(s) per baseline, not {opts.pairs}:[/] "
+                      f"{d['shortfall']}", highlight=False, soft_wrap=True)
+    console.print(f"power: {d['power']}", highlight=False, soft_wrap=True)
 
 
 @study_app.command("serve")
