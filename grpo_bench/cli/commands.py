@@ -428,6 +428,14 @@ def main() -> None:
     except UserError as exc:
         error_line(str(exc), prefix="error: ")
         sys.exit(2)
+    except ModuleNotFoundError as exc:  # an optional part (or a dependency) that is not installed
+        from grpo_bench.extras import missing_line
+
+        line = missing_line(exc)
+        if line is None:  # a module we do not know how to install: a bug, keep its traceback
+            raise
+        error_line(line, prefix="error: ")
+        sys.exit(2)
     except (PermissionError, NotADirectoryError, IsADirectoryError, FileExistsError, OSError) as exc:
         from grpo_bench.atomic import is_disk_full
 

@@ -59,6 +59,10 @@ def execute(suite: Suite, out: Path, jobs: int | None, backend: str, dry_run: bo
     from grpo_bench.suite.runner import BACKENDS
 
     BACKENDS.get(backend, where="--backend: ")  # a mistake starts nothing, not even the suite folder
+    if backend == "submitit":
+        from grpo_bench.extras import require
+
+        require("submitit", "--backend submitit")
     preflight(suite, cells, console)  # real models: weight folders exist and every cell fits gpu_memory_gb
     display = SuiteDisplay(suite.name, console, settings={c.id: c.config.setting for c in cells})
     write_index(suite, cells, out)

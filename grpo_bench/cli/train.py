@@ -68,9 +68,22 @@ def finished(out: Path, cfg: RunConfig) -> dict[str, Any] | None:
         return None
 
 
+def require_real_model_stack(cfg: RunConfig) -> None:
+    """A real model or reward needs diffusers / transformers / peft: say which is missing before the progress
+    bar and the run folder, not at the model load."""
+    from grpo_bench.extras import require
+
+    if cfg.model != "world":
+        for module in ("diffusers", "transformers", "peft"):
+            require(module, f"model {cfg.model}")
+    if not str(cfg.reward).startswith("world_"):
+        require("transformers", f"reward {cfg.reward}")
+
+
 def run_train(cfg: RunConfig, out: Path | None, resume: bool, console: Console) -> dict[str, Any]:
     from grpo_bench.train.trainer import train
 
+    require_real_model_stack(cfg)
     chosen = out is None
     out = default_out(cfg) if out is None else out
     done = finished(out, cfg) if resume and int(os.environ.get("RANK", "0")) == 0 else None

@@ -74,6 +74,9 @@ def analyze(
 ) -> None:
     """Win rates with rater- and prompt-clustered intervals, Bradley-Terry, alpha, biases -> KIT/analysis/."""
     from grpo_bench.errors import UserError
+    from grpo_bench.extras import require
+
+    require("krippendorff", "study analyze")  # before any work, not at the alpha of the last table
     from grpo_bench.study import table3
     from grpo_bench.study.analysis import AnalyzeOptions
     from grpo_bench.study.analysis import analyze as run_analysis
