@@ -41,6 +41,49 @@ def test_live_view_lines_name_the_setting_and_no_source_file():
     assert "live.py" not in out
 
 
+def test_a_stopped_cell_is_stopped_not_failed_and_the_header_has_a_row_of_its_own():
+    d, buf = _display()
+    d.begin(total=2, done=0, jobs=1, updates=[4, 4])
+    d.event(("start", 0, "c1", "g", 0, 4))
+    d.event(("update", 0, "c1", 1, 4, 0.5))
+    d.event(("end", 0, "c1", "interrupted", 3.0))  # what run_cell sends after Ctrl-C
+    assert (d.failed, d.stopped) == (0, 1)
+    d.finish()
+    out = buf.getvalue()
+    assert "failed" not in out and "stopped c1" in out and "0/2 done, 1 stopped" in out
+    rows = out.splitlines()
+    header = next(ln for ln in rows if "worker" in ln)
+    suite = next(ln for ln in rows if "0/2 done" in ln)
+    assert header != suite and "reward" in header and "reward" not in suite
+
+
+def test_eta_is_zero_when_nothing_is_left_and_unknown_only_before_a_measurement():
+    d, buf = _display()
+    d.begin(total=1, done=0, jobs=1, updates=[2])
+    assert d.eta() is None
+    d.event(("start", 0, "c1", "g", 0, 2))
+    d.event(("update", 0, "c1", 2, 2, None))
+    assert d.eta() == 0.0
+    d.finish()
+    suite_row = next(ln for ln in buf.getvalue().splitlines() if "0/1 done" in ln)
+    assert "ETA 0:00:00" in suite_row and "ETA ?" not in suite_row
+
+
+def test_index_calls_a_cell_with_updates_but_no_done_stopped(tmp_path):
+    from grpo_bench.cli.suite import INDEX, write_index
+    from grpo_bench.suite.spec import expand, load_suite
+
+    suite = load_suite(write_suite(tmp_path / "tiny.yaml"))
+    cells = expand(suite)
+    cdir = tmp_path / "runs" / "tiny" / cells[0].id
+    cdir.mkdir(parents=True)
+    (cdir / "metrics.jsonl").write_text('{"update": 0}\n{"update": 1}\n')
+    index = write_index(suite, cells, tmp_path / "runs").read_text()
+    row = next(ln for ln in index.splitlines() if cells[0].id in ln)
+    assert f"| stopped (2/{cells[0].config.updates} updates) |" in row and "partial" not in index
+    assert (tmp_path / "runs" / "tiny" / INDEX).is_file()
+
+
 def test_eta_uses_the_pace_of_finished_cells():
     d, _ = _display()
     d.begin(total=3, done=0, jobs=1, updates=[4, 4, 4])
