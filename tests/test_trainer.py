@@ -222,3 +222,17 @@ def test_cli_train_end_to_end_with_default_folder(tmp_path, monkeypatch):
     cfg = yaml.safe_load((folder / "config.yaml").read_text())
     assert (cfg["method"], cfg["kl"], cfg["setting"], cfg["seed"], cfg["updates"]) == ("cps", "moving", "B", 3, 2)
     assert (folder / "DONE").is_file() and len(lines(folder)) == 2
+
+
+def test_cli_train_summary_names_the_reward_it_trained_on(tmp_path, monkeypatch):
+    import grpo_bench.cli.commands as cli
+    from grpo_bench import models, rewards
+
+    monkeypatch.setattr(models, "load", lambda name, **kw: TinyModel(seed=0))
+    monkeypatch.setattr(rewards, "load", lambda name, **kw: TinyReward())
+    args = ["train", "--method", "cps", "--updates", "1", "--device", "cpu", "--out", str(tmp_path / "r"), "steps=3",
+            "prompts_per_update=1", "group_size=2", "eval_samples=1", "reward=world_oracle"]
+    result = CliRunner().invoke(cli.app, args, terminal_width=200)
+    assert result.exit_code == 0, result.output
+    done = next(ln for ln in result.output.splitlines() if ln.startswith("done:"))
+    assert " eval oracle " in done and "judge" not in done

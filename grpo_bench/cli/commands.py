@@ -167,8 +167,10 @@ def pretrain_judge(
 def sample(
     prompt: str = typer.Option(..., "--prompt", help="e.g. 'a red circle moving left' (world vocabulary)."),
     n: int = typer.Option(4, "--n", help="Videos to sample."),
-    steps: int = typer.Option(20, "--steps", help="Sampler steps."),
-    shift: float = typer.Option(3.0, "--shift", help="Schedule shift."),
+    steps: int | None = typer.Option(
+        None, "--steps", help="Sampler steps (default: the --checkpoint run's own steps, else 20)."),
+    shift: float | None = typer.Option(
+        None, "--shift", help="Schedule shift (default: the --checkpoint run's own shift, else 3.0)."),
     kernel: str = typer.Option(
         "ode", "--kernel", help="A registered step kernel (`grpo-bench methods` lists them); ode is the base sampler."
     ),
@@ -188,10 +190,11 @@ def sample(
     from grpo_bench import preflight
     from grpo_bench.cli.sample import kernel_overrides, run_sample
 
-    _bounded("--steps", steps, 1, MAX_SAMPLER_STEPS)
+    if steps is not None:
+        _bounded("--steps", steps, 1, MAX_SAMPLER_STEPS)
     _bounded("--n", n, 1, MAX_SAMPLE_VIDEOS)
     for flag, value in (("--shift", shift), ("--noise-level", noise_level), ("--guidance", guidance)):
-        if not math.isfinite(value):
+        if value is not None and not math.isfinite(value):
             raise UserError(f"{flag} must be a finite number, got {value!r}")
     preflight.out_file(out)
     if json_path is not None:

@@ -90,7 +90,7 @@ def run_train(cfg: RunConfig, out: Path | None, resume: bool, console: Console) 
     if done is not None:
         console.print(f"already done: {out} finished this run earlier (policy in {out / 'policy'}); "
                       "nothing to train. Use --no-resume to train it again.", highlight=False)
-        _print_done(out, done, console)
+        _print_done(out, done, cfg.reward, console)
         return done
     if int(os.environ.get("RANK", "0")) != 0:  # launched data-parallel: rank 0 alone reports
         return train(cfg, out, resume=resume)
@@ -119,15 +119,19 @@ def run_train(cfg: RunConfig, out: Path | None, resume: bool, console: Console) 
         final = train(cfg, out, resume=resume, progress=progress)
     if "metrics" not in final:  # non-main ranks of a multi-process run write and report nothing
         return final
-    _print_done(out, final, console)
+    _print_done(out, final, cfg.reward, console)
     return final
 
 
-def _print_done(out: Path, final: dict[str, Any], console: Console) -> None:
+REWARD_LABELS = {"world_judge": "judge", "world_oracle": "oracle"}
+"""How the summary line names a run's training reward (eval_reward is that reward's composite)."""
+
+
+def _print_done(out: Path, final: dict[str, Any], reward: str, console: Console) -> None:
     ev = final.get("eval", {})
     console.print(
         f"done: {out}  reward {final['metrics'].get('reward', float('nan')):+.4f}  "
-        f"eval judge {ev.get('eval_reward', float('nan')):+.4f}  "
+        f"eval {REWARD_LABELS.get(reward, reward)} {ev.get('eval_reward', float('nan')):+.4f}  "
         f"oracle correct {ev.get('eval_correct', float('nan')):.3f}  "
         f"wall {final.get('wall_time', 0):.0f}s", highlight=False
     )
