@@ -92,13 +92,20 @@ def test_report_of_a_single_train_run(tmp_path):
 def test_compare_puts_two_sources_side_by_side(tmp_path):
     from grpo_bench.train.config import RunConfig, resolve
 
-    for name, method in (("a", "cps"), ("b", "dance_grpo")):
-        fake_train(resolve(RunConfig(method=method, updates=2, eval_every=1, steps=4, eval_samples=1)), tmp_path / name)
+    for name, method, updates in (("a", "cps", 2), ("b", "dance_grpo", 3)):
+        fake_train(resolve(RunConfig(method=method, updates=updates, eval_every=1, steps=4, eval_samples=1)),
+                   tmp_path / name)
     out = tmp_path / "cmp"
-    res = CliRunner().invoke(app, ["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(out)])
+    res = CliRunner().invoke(app, ["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(out)],
+                             terminal_width=200)
     assert res.exit_code == 0, res.output
     table = (out / "tables" / "table2.md").read_text()
     assert "a: cps kl=" in table and "b: dance_grpo kl=" in table
+    # a train run's one cell is named by its folder (not a/a), and the differing budgets are said out loud
+    cells = data.cells(sources.combine({n: sources.load_frame(tmp_path / n) for n in "ab"}))
+    assert sorted(cells["cell"]) == ["a", "b"]
+    assert "warning: the runs' budgets differ (updates: a 2, b 3)" in " ".join(res.output.split())
+    assert "budgets differ** (updates: a 2, b 3)" in (out / "report.md").read_text()
 
 
 CORRUPTIONS = {

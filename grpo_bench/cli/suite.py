@@ -205,7 +205,12 @@ def report_command(run_dirs: list[Path], out: Path | None, console: Console) -> 
         names = [Path(p).name if Path(p).name != results.RESULTS else Path(p).parent.name for p in run_dirs]
         if len(set(names)) < len(names):  # two folders of one name: tell them apart by their paths
             names = [str(p) for p in run_dirs]
-        frame = sources.combine({n: sources.load_frame(p) for n, p in zip(names, run_dirs)})
+        frames = {n: sources.load_frame(p) for n, p in zip(names, run_dirs)}
+        differ = sources.budget_differences(frames)
+        if differ:
+            console.print(f"warning: the runs' budgets differ ({differ}); a gap between them may be the budget's",
+                          markup=False, highlight=False, soft_wrap=True)
+        frame = sources.combine(frames)
         target = out if out is not None else Path("runs") / "compare" / "_vs_".join(
             n.replace("/", "_").strip("._") or "run" for n in names)
         path = render_report(target, out=target, frame=frame)
