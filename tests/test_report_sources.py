@@ -87,6 +87,8 @@ def test_report_of_a_single_train_run(tmp_path):
     assert res.exit_code == 0, res.output
     report = (tmp_path / "run" / "report" / "report.md").read_text()
     assert "cps kl=" in report and "1 of 1 cells done" in report
+    table3 = report.split("## Table 3")[1].split("\n## ")[0]
+    assert "Not available: every setting has one row (cps kl=" in table3
 
 
 def test_compare_puts_two_sources_side_by_side(tmp_path):
@@ -106,6 +108,9 @@ def test_compare_puts_two_sources_side_by_side(tmp_path):
     assert sorted(cells["cell"]) == ["a", "b"]
     assert "warning: the runs' budgets differ (updates: a 2, b 3)" in " ".join(res.output.split())
     assert "budgets differ** (updates: a 2, b 3)" in (out / "report.md").read_text()
+    # one seed per row: the seed bootstrap has nothing to resample, so no interval rather than a zero-width one
+    winrates = (out / "tables" / "winrates.md").read_text()
+    assert "n/a (1 seed)" in winrates and "[0." not in winrates
 
 
 CORRUPTIONS = {
