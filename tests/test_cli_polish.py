@@ -195,3 +195,31 @@ def test_ablate_resumes_a_folder_started_under_the_long_name(tmp_path):
     fresh = CliRunner().invoke(app, ["ablate", "--sde", "sage,flow,dance,cps", "--base", str(base), "--dry-run",
                                      "--out", str(tmp_path / "other")])
     assert "ablate_tiny_sde-all" in fresh.output
+
+
+def test_train_help_states_the_budget_defaults_of_runconfig():
+    from grpo_bench.cli.train_cost import BUDGET_DEFAULTS, BUDGET_HELP
+    from grpo_bench.train.config import RunConfig
+
+    cfg = RunConfig()
+    assert BUDGET_DEFAULTS == {k: getattr(cfg, k) for k in BUDGET_DEFAULTS}
+    for key, value in BUDGET_DEFAULTS.items():
+        assert f"{key}={value}" in BUDGET_HELP
+    env = {**os.environ, "COLUMNS": "300"}
+    help_text = subprocess.run([sys.executable, "-m", "grpo_bench.cli", "train", "--help"], capture_output=True,
+                               text=True, env=env, cwd=ROOT).stdout
+    assert "updates=200, prompts_per_update=2" in " ".join(help_text.split())
+
+
+def test_the_estimate_counts_updates_evaluations_and_diagnostics_left():
+    from types import SimpleNamespace
+
+    from grpo_bench.cli.train_cost import estimate_line
+
+    cfg = SimpleNamespace(eval_every=2, diag_every=3)
+    line = {"time_rollout": 2.0, "time_reward": 1.0, "time_train": 7.0, "time_eval": 5.0, "time_diag": 4.0}
+    # after update 1 of 7: 6 updates x 10 s, evaluations before u = 2, 4 and the final one (3 x 5 s),
+    # diagnostics at u = 3 and 6 (2 x 4 s): 60 + 15 + 8 = 83 s
+    text = estimate_line(1, 7, line, cfg)
+    assert text.startswith("update 1 of 7 took 10 s (rollout 2 s, reward 1 s, train 7 s)")
+    assert "the other 6 and 3 evaluation(s) take about 1 min 23 s more" in text

@@ -14,6 +14,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from grpo_bench.cli.train_cost import BUDGET_HELP as TRAIN_BUDGET_HELP
 from grpo_bench.errors import UserError
 from grpo_bench.study.cli import study_app
 
@@ -206,14 +207,15 @@ def sample(
     )
 
 
-@app.command()
+@app.command(epilog=TRAIN_BUDGET_HELP)
 def train(
     method: str | None = typer.Option(
         None, "--method", help="Registered method (grpo-bench methods); default sage_grpo, or the --like suite's."),
     kl: str | None = typer.Option(None, "--kl", help="KL trust region: none, fixed, stepwise, moving, dual."),
     setting: str | None = typer.Option(None, "--setting", help="Reward weights: A (1,1,1) or B (0.5,0.5,1)."),
     seed: int | None = typer.Option(None, "--seed", help="Run seed (prompt order, noise)."),
-    updates: int | None = typer.Option(None, "--updates", help="Number of GRPO updates."),
+    updates: int | None = typer.Option(
+        None, "--updates", help="Number of GRPO updates (default 200: hours on a CPU; see the budget below)."),
     out: Path | None = typer.Option(None, "--out", help="Run folder (default: a new folder under runs/train/)."),
     device: str | None = typer.Option(None, "--device", help="auto, cpu, cuda or cuda:N."),
     resume: bool = typer.Option(
@@ -234,8 +236,7 @@ def train(
 ) -> None:
     """Train one GRPO run: config.yaml, metrics.jsonl, checkpoints, final.json, DONE and the exported policy/.
 
-    train's defaults are RunConfig's, not a suite's: to reproduce a suite cell give --like SUITE with
-    the cell's --method, --kl, --setting and --seed."""
+    train's defaults are RunConfig's, not a suite's: to reproduce a suite cell give --like SUITE with the cell's --method, --kl, --setting and --seed."""  # noqa: E501  (one line: rich would keep the break)
     from grpo_bench import preflight
     from grpo_bench.cli.train import build_config, run_train
 

@@ -108,6 +108,10 @@ def run_train(cfg: RunConfig, out: Path | None, resume: bool, console: Console) 
                       markup=False, highlight=False)
 
     interrupt.reset()
+    from grpo_bench.cli.train_cost import estimate_line, plan_line
+
+    console.print(plan_line(cfg), highlight=False)
+    told: list[bool] = []
     with interrupt.first_stops_second_kills(on_first=first_ctrl_c), \
             Progress(*columns, console=console, transient=False) as bar:
         task = bar.add_task(f"{cfg.method} train", total=cfg.updates, reward="-", kl="-")
@@ -115,6 +119,9 @@ def run_train(cfg: RunConfig, out: Path | None, resume: bool, console: Console) 
         def progress(done: int, total: int, line: dict[str, Any]) -> None:
             bar.update(task, completed=done, reward=f"{line.get('reward', float('nan')):+.4f}",
                        kl=f"{line.get('kl', float('nan')):.2e}")
+            if not told and done < total:  # once, after this invocation's first update
+                told.append(True)
+                bar.console.print(estimate_line(done, total, line, cfg), highlight=False)
 
         final = train(cfg, out, resume=resume, progress=progress)
     if "metrics" not in final:  # non-main ranks of a multi-process run write and report nothing
