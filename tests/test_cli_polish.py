@@ -223,3 +223,35 @@ def test_the_estimate_counts_updates_evaluations_and_diagnostics_left():
     text = estimate_line(1, 7, line, cfg)
     assert text.startswith("update 1 of 7 took 10 s (rollout 2 s, reward 1 s, train 7 s)")
     assert "the other 6 and 3 evaluation(s) take about 1 min 23 s more" in text
+
+
+def test_plan_prints_seconds_as_numbers_a_person_reads():
+    from grpo_bench.cli.plan import seconds
+
+    assert [seconds(x) for x in (0.4234, 12.34, 1490.3)] == ["0.42", "12.3", "1490"]
+
+
+def test_methods_describes_each_plug_in_in_whole_sentences():
+    out = subprocess.run([sys.executable, "-m", "grpo_bench.cli", "methods"], capture_output=True, text=True,
+                         env={**os.environ, "COLUMNS": "400"}, cwd=ROOT).stdout
+    row = next(ln for ln in out.splitlines() if "│ previous" in ln)
+    assert row.split("│")[-2].strip().endswith("(live: evaluated at loss time).")
+
+
+def test_a_warning_on_the_command_line_is_one_line_without_python_source(monkeypatch, capsys):
+    import warnings
+
+    from grpo_bench.cli import commands
+
+    def warn_and_exit() -> None:
+        warnings.warn("frames x height x width 9x33x33 rounded to 9x32x32", UserWarning, stacklevel=1)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(commands, "app", warn_and_exit)
+    monkeypatch.setattr(warnings, "showwarning", warnings.showwarning)  # main() replaces it: restore after
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        with pytest.raises(SystemExit):
+            commands.main()
+    err = capsys.readouterr().err
+    assert err.strip() == "warning: frames x height x width 9x33x33 rounded to 9x32x32"

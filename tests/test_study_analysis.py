@@ -172,3 +172,18 @@ def test_position_bias_counts_left_choices_and_an_empty_kit_is_a_user_error(tmp_
     (kit / "votes.sqlite").unlink()
     with pytest.raises(UserError, match="no votes yet"):
         analyze(kit)
+
+
+def test_cli_analyze_prints_the_win_rates_not_only_a_path(tmp_path):
+    from typer.testing import CliRunner
+
+    from grpo_bench.cli.commands import app
+
+    honest = [1, 1, 1, 1, 1, 1, 0.5, 0.5, 0, 0]
+    kit = _kit(tmp_path, [honest] * 5 + [[0] * N_PROMPTS], fail_rater=5)
+    res = CliRunner().invoke(app, ["study", "analyze", str(kit), "--n-boot", "200"], terminal_width=200)
+    assert res.exit_code == 0, res.output
+    out = " ".join(res.output.split())
+    assert "5 of 6 raters kept (1 excluded by attention checks)" in out
+    assert f"vs {BASE}: VQ 70.0% [" in out and "(50 votes per dimension)" in out
+    assert "table3.md" in out

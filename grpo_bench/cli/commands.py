@@ -422,11 +422,21 @@ def error_line(message: str, prefix: str = "") -> None:
     text = " ".join(str(message).split("\n"))
     if len(text) > MAX_ERROR_CHARS:
         text = f"{text[:MAX_ERROR_CHARS]}… ({len(text) - MAX_ERROR_CHARS} more characters)"
-    line = Text(prefix, style="bold red") + Text(text) if prefix else Text(text)
+    style = "bold yellow" if prefix.startswith("warning") else "bold red"
+    line = Text(prefix, style=style) + Text(text) if prefix else Text(text)
     err_console.print(line, highlight=False, soft_wrap=True)
 
 
+def warning_line(message: Warning | str, category: type[Warning], filename: str, lineno: int, file=None,
+                 line=None) -> None:
+    """A warning on the command line is one line for the user, not Python's file:line and source line."""
+    error_line(str(message), prefix="warning: ")
+
+
 def main() -> None:
+    import warnings
+
+    warnings.showwarning = warning_line  # the command line only: library users keep Python's own
     try:
         app()
     except UserError as exc:

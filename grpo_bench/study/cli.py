@@ -83,5 +83,9 @@ def analyze(
 
     if not 0 <= min_attention <= 1 or n_boot < 100:
         raise UserError("--min-attention must be in [0, 1] and --n-boot at least 100")
-    path = table3.write(kit, run_analysis(kit, AnalyzeOptions(min_attention=min_attention, n_boot=n_boot)))
-    console.print(f"wrote {path}", highlight=False, soft_wrap=True)
+    result = run_analysis(kit, AnalyzeOptions(min_attention=min_attention, n_boot=n_boot))
+    path = table3.write(kit, result)
+    for line in table3.summary_lines(result):
+        console.print(line, highlight=False, soft_wrap=True, markup=False)
+    console.print(f"wrote {path} (with Bradley-Terry, alpha, position bias, consistency) and {path.parent}/",
+                  highlight=False, soft_wrap=True, markup=False)

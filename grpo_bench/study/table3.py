@@ -33,6 +33,21 @@ def _line(title: str, per_dim: dict[str, dict[str, Any]], what: str) -> str:
     return f"- {title}: " + "; ".join(parts)
 
 
+def summary_lines(result: dict[str, Any]) -> list[str]:
+    """What ``study analyze`` prints: the raters it kept and each baseline's win rates, one line each."""
+    r = result["raters"]
+    lines = [f"{result['target']} (setting {result.get('setting')}): {r['kept']} of {r['total']} raters kept "
+             f"({r['excluded']} excluded by attention checks); win rate, a tie counting half, 95% interval:"]
+    by_base: dict[str, dict[str, dict[str, Any]]] = {}
+    for row in result["win_rates"]:
+        by_base.setdefault(row["baseline"], {})[row["dimension"]] = row
+    for base, dims in by_base.items():
+        votes = max(int(d.get("votes") or 0) for d in dims.values())
+        lines.append(f"  vs {base}: " + ", ".join(f"{SHORT[d]} {_cell(dims[d])}" for d in DIMENSIONS if d in dims)
+                     + f" ({votes} votes per dimension)")
+    return lines
+
+
 def write(root: str | Path, result: dict[str, Any]) -> Path:
     out = Path(root) / ANALYSIS
     out.mkdir(parents=True, exist_ok=True)
