@@ -41,6 +41,49 @@ def test_live_view_lines_name_the_setting_and_no_source_file():
     assert "live.py" not in out
 
 
+def test_a_stopped_cell_is_stopped_not_failed_and_the_header_has_a_row_of_its_own():
+    d, buf = _display()
+    d.begin(total=2, done=0, jobs=1, updates=[4, 4])
+    d.event(("start", 0, "c1", "g", 0, 4))
+    d.event(("update", 0, "c1", 1, 4, 0.5))
+    d.event(("end", 0, "c1", "interrupted", 3.0))  # what run_cell sends after Ctrl-C
+    assert (d.failed, d.stopped) == (0, 1)
+    d.finish()
+    out = buf.getvalue()
+    assert "failed" not in out and "stopped c1" in out and "0/2 done, 1 stopped" in out
+    rows = out.splitlines()
+    header = next(ln for ln in rows if "worker" in ln)
+    suite = next(ln for ln in rows if "0/2 done" in ln)
+    assert header != suite and "reward" in header and "reward" not in suite
+
+
+def test_eta_is_zero_when_nothing_is_left_and_unknown_only_before_a_measurement():
+    d, buf = _display()
+    d.begin(total=1, done=0, jobs=1, updates=[2])
+    assert d.eta() is None
+    d.event(("start", 0, "c1", "g", 0, 2))
+    d.event(("update", 0, "c1", 2, 2, None))
+    assert d.eta() == 0.0
+    d.finish()
+    suite_row = next(ln for ln in buf.getvalue().splitlines() if "0/1 done" in ln)
+    assert "ETA 0:00:00" in suite_row and "ETA ?" not in suite_row
+
+
+def test_index_calls_a_cell_with_updates_but_no_done_stopped(tmp_path):
+    from grpo_bench.cli.suite import INDEX, write_index
+    from grpo_bench.suite.spec import expand, load_suite
+
+    suite = load_suite(write_suite(tmp_path / "tiny.yaml"))
+    cells = expand(suite)
+    cdir = tmp_path / "runs" / "tiny" / cells[0].id
+    cdir.mkdir(parents=True)
+    (cdir / "metrics.jsonl").write_text('{"update": 0}\n{"update": 1}\n')
+    index = write_index(suite, cells, tmp_path / "runs").read_text()
+    row = next(ln for ln in index.splitlines() if cells[0].id in ln)
+    assert f"| stopped (2/{cells[0].config.updates} updates) |" in row and "partial" not in index
+    assert (tmp_path / "runs" / "tiny" / INDEX).is_file()
+
+
 def test_eta_uses_the_pace_of_finished_cells():
     d, _ = _display()
     d.begin(total=3, done=0, jobs=1, updates=[4, 4, 4])
@@ -152,3 +195,63 @@ def test_ablate_resumes_a_folder_started_under_the_long_name(tmp_path):
     fresh = CliRunner().invoke(app, ["ablate", "--sde", "sage,flow,dance,cps", "--base", str(base), "--dry-run",
                                      "--out", str(tmp_path / "other")])
     assert "ablate_tiny_sde-all" in fresh.output
+
+
+def test_train_help_states_the_budget_defaults_of_runconfig():
+    from grpo_bench.cli.train_cost import BUDGET_DEFAULTS, BUDGET_HELP
+    from grpo_bench.train.config import RunConfig
+
+    cfg = RunConfig()
+    assert BUDGET_DEFAULTS == {k: getattr(cfg, k) for k in BUDGET_DEFAULTS}
+    for key, value in BUDGET_DEFAULTS.items():
+        assert f"{key}={value}" in BUDGET_HELP
+    env = {**os.environ, "COLUMNS": "300"}
+    help_text = subprocess.run([sys.executable, "-m", "grpo_bench.cli", "train", "--help"], capture_output=True,
+                               text=True, env=env, cwd=ROOT).stdout
+    assert "updates=200, prompts_per_update=2" in " ".join(help_text.split())
+
+
+def test_the_estimate_counts_updates_evaluations_and_diagnostics_left():
+    from types import SimpleNamespace
+
+    from grpo_bench.cli.train_cost import estimate_line
+
+    cfg = SimpleNamespace(eval_every=2, diag_every=3)
+    line = {"time_rollout": 2.0, "time_reward": 1.0, "time_train": 7.0, "time_eval": 5.0, "time_diag": 4.0}
+    # after update 1 of 7: 6 updates x 10 s, evaluations before u = 2, 4 and the final one (3 x 5 s),
+    # diagnostics at u = 3 and 6 (2 x 4 s): 60 + 15 + 8 = 83 s
+    text = estimate_line(1, 7, line, cfg)
+    assert text.startswith("update 1 of 7 took 10 s (rollout 2 s, reward 1 s, train 7 s)")
+    assert "the other 6 and 3 evaluation(s) take about 1 min 23 s more" in text
+
+
+def test_plan_prints_seconds_as_numbers_a_person_reads():
+    from grpo_bench.cli.plan import seconds
+
+    assert [seconds(x) for x in (0.4234, 12.34, 1490.3)] == ["0.42", "12.3", "1490"]
+
+
+def test_methods_describes_each_plug_in_in_whole_sentences():
+    out = subprocess.run([sys.executable, "-m", "grpo_bench.cli", "methods"], capture_output=True, text=True,
+                         env={**os.environ, "COLUMNS": "400"}, cwd=ROOT).stdout
+    row = next(ln for ln in out.splitlines() if "│ previous" in ln)
+    assert row.split("│")[-2].strip().endswith("(live: evaluated at loss time).")
+
+
+def test_a_warning_on_the_command_line_is_one_line_without_python_source(monkeypatch, capsys):
+    import warnings
+
+    from grpo_bench.cli import commands
+
+    def warn_and_exit() -> None:
+        warnings.warn("frames x height x width 9x33x33 rounded to 9x32x32", UserWarning, stacklevel=1)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(commands, "app", warn_and_exit)
+    monkeypatch.setattr(warnings, "showwarning", warnings.showwarning)  # main() replaces it: restore after
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        with pytest.raises(SystemExit):
+            commands.main()
+    err = capsys.readouterr().err
+    assert err.strip() == "warning: frames x height x width 9x33x33 rounded to 9x32x32"

@@ -88,9 +88,11 @@ def test_values_convert_as_documented(name, given, expected):
         ("save_videos", "maybe", "config key 'save_videos' expects bool, got 'maybe'"),
         ("adv_norm", "glob",
          "unknown adv_norm 'glob' (did you mean 'global'?); allowed: global, group, group_unbiased"),
-        ("mixed_precision", False,
-         "allowed: auto, bf16, fp16, no (YAML reads an unquoted yes/no/on/off as false: quote it)"),
+        ("mixed_precision", True,
+         "allowed: auto, bf16, fp16, no (YAML reads an unquoted yes/no/on/off as true: quote it)"),
         ("lrr", 1, "unknown config key 'lrr' (did you mean 'lr'?)"),
+        ("learning_rate", 1e-4, "unknown config key 'learning_rate' (did you mean 'lr'?)"),
+        ("num_generations", 8, "unknown config key 'num_generations' (did you mean 'group_size'?)"),
         ("params", {"gamma": 1}, "config key 'params' maps dotted plug-in keys"),
     ],
 )
@@ -143,3 +145,25 @@ def test_field_types_carry_their_constraints():
     hints = typing.get_type_hints(RunConfig, include_extras=True)
     assert typing.get_origin(hints["updates"]) is typing.Annotated
     assert set(UPPER_BOUNDS) <= {n for n, h in hints.items() if typing.get_origin(h) is typing.Annotated}
+
+
+def test_an_unknown_key_names_where_keys_are_documented_instead_of_a_cut_off_list():
+    with pytest.raises(UserError) as err:
+        coerce("zzzz", 1, "command line: ")
+    text = str(err.value)
+    assert text == "command line: unknown config key 'zzzz'; grpo_bench/train/config.py (RunConfig) documents every key"
+
+
+def test_words_yaml_reads_as_bools_are_words_for_word_fields(tmp_path):
+    from grpo_bench.suite.spec import expand, load_suite
+    from grpo_bench.train.config import from_dict, parse_overrides
+
+    assert parse_overrides(["mixed_precision=no"]) == {"mixed_precision": "no"}
+    assert coerce("mixed_precision", False) == "no"  # what YAML makes of an unquoted `no`
+    assert parse_overrides(["save_videos=no"]) == {"save_videos": False}  # a bool field keeps the bool
+    with pytest.raises(UserError, match="unknown setting 'no'"):  # a name field: the word, judged as a name
+        from_dict(parse_overrides(["setting=no"]))
+    path = tmp_path / "s.yaml"
+    path.write_text("name: s\nbase: {updates: 1, mixed_precision: no}\ngrid: {method: [cps]}\nseeds: [0]\n")
+    (cell,) = expand(load_suite(path))
+    assert cell.config.mixed_precision == "no"

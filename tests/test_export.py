@@ -66,22 +66,24 @@ def _has_av() -> bool:
     return True
 
 
-@pytest.mark.parametrize("where", ["run", "policy", "checkpoint"])
-def test_sample_takes_run_policy_and_checkpoint_folders(world_run, where, tmp_path):
+@pytest.mark.parametrize("where", ["run", "policy", "checkpoint", "weights"])
+def test_sample_takes_run_policy_and_checkpoint_folders_at_the_runs_own_steps(world_run, where, tmp_path):
     from grpo_bench.cli.sample import load_policy
 
-    path = {"run": world_run, "policy": world_run / "policy",
+    path = {"run": world_run, "policy": world_run / "policy", "weights": world_run / "policy" / "model.safetensors",
             "checkpoint": next((world_run / "checkpoints").iterdir())}[where]
     model, source = load_policy(path)
     trained = load_file(str(world_run / "policy" / "model.safetensors"))
     for name, p in model.net.named_parameters():
         torch.testing.assert_close(p.detach(), trained[name])
     out = tmp_path / "s.gif"
-    res = CliRunner().invoke(app, ["sample", "--prompt", "a red circle moving left", "--n", "2", "--steps", "3",
-                                   "--checkpoint", str(path), "--out", str(out)])
+    res = CliRunner().invoke(app, ["sample", "--prompt", "a red circle moving left", "--n", "2",
+                                   "--checkpoint", str(path), "--out", str(out)], terminal_width=200)
     assert res.exit_code == 0, res.output
     assert out.is_file() and out.with_suffix(".png").is_file()
     assert "pretrain" not in res.output
+    # trained at 4 steps (world_cfg), so sampled at 4 without --steps (the shipped default is 20)
+    assert "2 videos, 4 ode steps, shift 3 (the run's steps and shift)" in " ".join(res.output.split())
 
 
 def test_sample_on_a_wrong_folder_never_suggests_overwriting_it(world_run):

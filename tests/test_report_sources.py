@@ -87,18 +87,30 @@ def test_report_of_a_single_train_run(tmp_path):
     assert res.exit_code == 0, res.output
     report = (tmp_path / "run" / "report" / "report.md").read_text()
     assert "cps kl=" in report and "1 of 1 cells done" in report
+    table3 = report.split("## Table 3")[1].split("\n## ")[0]
+    assert "Not available: every setting has one row (cps kl=" in table3
 
 
 def test_compare_puts_two_sources_side_by_side(tmp_path):
     from grpo_bench.train.config import RunConfig, resolve
 
-    for name, method in (("a", "cps"), ("b", "dance_grpo")):
-        fake_train(resolve(RunConfig(method=method, updates=2, eval_every=1, steps=4, eval_samples=1)), tmp_path / name)
+    for name, method, updates in (("a", "cps", 2), ("b", "dance_grpo", 3)):
+        fake_train(resolve(RunConfig(method=method, updates=updates, eval_every=1, steps=4, eval_samples=1)),
+                   tmp_path / name)
     out = tmp_path / "cmp"
-    res = CliRunner().invoke(app, ["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(out)])
+    res = CliRunner().invoke(app, ["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(out)],
+                             terminal_width=200)
     assert res.exit_code == 0, res.output
     table = (out / "tables" / "table2.md").read_text()
     assert "a: cps kl=" in table and "b: dance_grpo kl=" in table
+    # a train run's one cell is named by its folder (not a/a), and the differing budgets are said out loud
+    cells = data.cells(sources.combine({n: sources.load_frame(tmp_path / n) for n in "ab"}))
+    assert sorted(cells["cell"]) == ["a", "b"]
+    assert "warning: the runs' budgets differ (updates: a 2, b 3)" in " ".join(res.output.split())
+    assert "budgets differ** (updates: a 2, b 3)" in (out / "report.md").read_text()
+    # one seed per row: the seed bootstrap has nothing to resample, so no interval rather than a zero-width one
+    winrates = (out / "tables" / "winrates.md").read_text()
+    assert "n/a (1 seed)" in winrates and "[0." not in winrates
 
 
 CORRUPTIONS = {

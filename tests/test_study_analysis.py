@@ -14,7 +14,7 @@ import pytest
 from grpo_bench.errors import UserError
 from grpo_bench.report.stats import cluster_bootstrap
 from grpo_bench.study import table3, votes
-from grpo_bench.study.analysis import alpha, analyze, bradley_terry
+from grpo_bench.study.analysis import alpha, alpha_gap, analyze, bradley_terry
 
 Z = 1.959963984540054
 
@@ -38,6 +38,15 @@ def test_seed_bootstrap_of_two_seeds_has_the_closed_form_percentiles():
     assert (mean, lo, hi) == (0.625, 0.25, 1.0)
 
 
+def test_one_cluster_gives_no_interval_and_says_so():
+    from grpo_bench.report.stats import interval_text
+
+    mean, lo, hi = cluster_bootstrap([1, 0, 0.5, 1], [[0, 0, 0, 0]])
+    assert mean == 0.625 and math.isnan(lo) and math.isnan(hi)
+    assert interval_text(lo, hi, 1) == "n/a (1 seed)"
+    assert interval_text(0.25, 1.0, 2) == "[0.250, 1.000]"
+
+
 def test_bradley_terry_of_two_rows_is_the_log_odds_of_the_win_rate():
     bt = bradley_terry({("a", "b"): 7.5, ("b", "a"): 2.5}, ["a", "b"])
     assert bt["a"] - bt["b"] == pytest.approx(math.log(7.5 / 2.5), rel=1e-6) and bt["a"] + bt["b"] == pytest.approx(0)
@@ -53,6 +62,11 @@ def test_krippendorff_alpha_is_one_for_perfect_agreement_and_low_for_noise():
     rng = np.random.default_rng(0)
     noise = same.assign(outcome=rng.choice([0, 0.5, 1], len(same)))
     assert alpha(noise) < 0.3
+    # undefined cases say why (the table prints the reason next to its dash)
+    assert alpha_gap(same[same["rater"] == 0]) == "needs votes of 2 raters"
+    one_each = same[same["rater"] == same["pair_id"].str[1:].astype(int) % 4]
+    assert alpha_gap(one_each) == "no pair was rated by 2 raters" and math.isnan(alpha(one_each))
+    assert "no disagreement" in alpha_gap(same.assign(outcome=1.0))
 
 
 # --- a synthetic kit ------------------------------------------------------------------------
@@ -158,3 +172,18 @@ def test_position_bias_counts_left_choices_and_an_empty_kit_is_a_user_error(tmp_
     (kit / "votes.sqlite").unlink()
     with pytest.raises(UserError, match="no votes yet"):
         analyze(kit)
+
+
+def test_cli_analyze_prints_the_win_rates_not_only_a_path(tmp_path):
+    from typer.testing import CliRunner
+
+    from grpo_bench.cli.commands import app
+
+    honest = [1, 1, 1, 1, 1, 1, 0.5, 0.5, 0, 0]
+    kit = _kit(tmp_path, [honest] * 5 + [[0] * N_PROMPTS], fail_rater=5)
+    res = CliRunner().invoke(app, ["study", "analyze", str(kit), "--n-boot", "200"], terminal_width=200)
+    assert res.exit_code == 0, res.output
+    out = " ".join(res.output.split())
+    assert "5 of 6 raters kept (1 excluded by attention checks)" in out
+    assert f"vs {BASE}: VQ 70.0% [" in out and "(50 votes per dimension)" in out
+    assert "table3.md" in out

@@ -15,6 +15,8 @@ from typer.testing import CliRunner
 from grpo_bench.cli.commands import app
 from grpo_bench.errors import UserError
 from grpo_bench.study.export import ExportOptions, export_kit
+from grpo_bench.study.kit import load_kit
+from grpo_bench.study.server import layout
 
 
 def _decode(path):
@@ -28,7 +30,8 @@ def _decode(path):
 def test_world_kit_pairs_rows_on_the_same_noise_and_hides_the_methods(tmp_path):
     root = build_suite(tmp_path)
     summary = export_kit(root, root / "kit", ExportOptions(pairs=3, checks=2, repeats=2, seed=1))
-    assert (summary["main"], summary["repeat"], summary["identical"], summary["broken"]) == (6, 2, 2, 2)
+    # 2 baselines x 3 pairs = 6 target videos a rater; 2 blocks of raters; 2 repeats in each block
+    assert (summary["main"], summary["repeat"], summary["identical"], summary["broken"]) == (12, 4, 2, 2)
     pairs = json.loads((root / "kit" / "pairs.json").read_text())
     key = json.loads((root / "kit" / "key.json").read_text())
     assert key["world"] is True and key["target"] == "sage_grpo kl=dual"
@@ -44,8 +47,10 @@ def test_world_kit_pairs_rows_on_the_same_noise_and_hides_the_methods(tmp_path):
             assert (a["seed"], a["sample"]) == (b["seed"], b["sample"])  # same initial noise
             assert {a["row"], b["row"]} == {key["target"], info["baseline_row"]}
             assert clips[info["target"]]["row"] == key["target"]
-        if info["kind"] == "identical":
-            assert p["clips"][0] == p["clips"][1]
+        if info["kind"] == "identical":  # one video under two ids: the page shows two different names
+            assert p["clips"][0] != p["clips"][1] and {**a, "cell": 0} == {**b, "cell": 0}
+            assert (root / "kit" / "clips" / f"{p['clips'][0]}.mp4").read_bytes() == \
+                (root / "kit" / "clips" / f"{p['clips'][1]}.mp4").read_bytes()
     main = [v for v in key["pairs"].values() if v["kind"] == "main"]
     assert {v["baseline_row"] for v in main} == {"dance_grpo kl=none", "flow_grpo kl=none"}
     assert len({clips[v["target"]]["prompt"] for v in main if v["baseline_row"] == "flow_grpo kl=none"}) == 2
@@ -95,8 +100,51 @@ def test_cli_exports_refuses_to_overwrite_a_kit_and_analyze_needs_votes(tmp_path
     res = CliRunner().invoke(app, ["study", "export", str(root), "--pairs", "1", "--checks", "0", "--repeats", "0",
                                    "--baselines", "dance_grpo kl=none"])
     assert res.exit_code == 0, res.output
-    assert "1 pairs of sage_grpo kl=dual against dance_grpo kl=none" in res.output
+    assert "sage_grpo kl=dual against dance_grpo kl=none; 1 block(s) of raters, each rater sees 1 pair(s)" in res.output
+    assert "power: 29 raters × 1 pairs = 29 votes" in res.output
     res = CliRunner().invoke(app, ["study", "export", str(root)])
     assert isinstance(res.exception, UserError) and "already holds a kit" in str(res.exception)
     res = CliRunner().invoke(app, ["study", "analyze", str(root / "study")])
     assert isinstance(res.exception, UserError) and "no votes yet" in str(res.exception)
+
+
+def _sequences(kit_dir):
+    """Every rater's possible sequence: one per design block, in a rater's own order (the server's layout)."""
+    kit = load_kit(kit_dir)
+    return [layout(kit, f"rater{g}", g) for g in range(len(kit.blocks))]
+
+
+def test_no_rater_sees_a_clip_id_or_a_target_video_twice_and_the_baselines_rotate(tmp_path):
+    root = build_suite(tmp_path)  # 2 seeds x 2 prompts x 2 samples = 8 shared videos, 2 baselines
+    summary = export_kit(root, root / "kit", ExportOptions(pairs=4, checks=2, repeats=2, seed=4))
+    key = json.loads((root / "kit" / "key.json").read_text())
+    kinds = {pid: info["kind"] for pid, info in key["pairs"].items()}
+    sequences = _sequences(root / "kit")
+    assert len(sequences) == 2
+    covered = []
+    for seq in sequences:
+        shown = [(s.pair.id, c) for s in seq for c in (s.left, s.right)]
+        ids = [c for _, c in shown]
+        assert len(ids) == len(set(ids)), "a clip id repeats inside one rater's sequence"
+        main = [key["pairs"][s.pair.id] for s in seq if kinds[s.pair.id] == "main"]
+        targets = [tuple(info["video"]) for info in main]
+        assert len(targets) == len(set(targets)) == 8, "a rater sees a target video twice"
+        per_base = {b: sum(info["baseline_row"] == b for info in main) for b in key["baselines"]}
+        assert set(per_base.values()) == {4}
+        # checks and repeats are told apart only in the key: the pairs file has the same fields for all
+        assert {kinds[s.pair.id] for s in seq} == {"main", "repeat", "identical", "broken"}
+        covered += [(tuple(info["video"]), info["baseline_row"]) for info in main]
+    assert len(covered) == len(set(covered)) == 16  # the blocks together: every (video, baseline) once
+    pairs = json.loads((root / "kit" / "pairs.json").read_text())
+    assert {frozenset(p) for p in pairs["pairs"]} == {frozenset(("id", "prompt", "clips"))}
+    assert pairs["design"]["raters_per_block"] == [15, 14] and len(pairs["design"]["blocks"]) == 2
+    assert summary["design"]["shortfall"] is None
+
+
+def test_export_says_why_it_made_fewer_pairs_than_asked(tmp_path):
+    root = build_suite(tmp_path)
+    res = CliRunner().invoke(app, ["study", "export", str(root), "--pairs", "32", "--checks", "0", "--repeats", "0"])
+    assert res.exit_code == 0, res.output
+    out = " ".join(res.output.split())
+    assert "4 pair(s) per baseline, not 32: the rows share 8 eval videos" in out
+    assert "a rater sees each target video once" in out

@@ -113,15 +113,35 @@ def test_double_submit_counts_once_and_the_first_answer_stands(client, kit):
     con.close()
 
 
+def _blocks(kit):
+    con = sqlite3.connect(kit / "votes.sqlite")
+    try:
+        return dict(con.execute("SELECT rater, block FROM raters").fetchall())
+    finally:
+        con.close()
+
+
+def test_raters_join_the_emptiest_block_and_keep_it(client, kit):
+    k = load_kit(kit)
+    assert len(k.blocks) == 2
+    for rater in ("alice", "bob", "carol", "dave", "erin"):
+        client.get("/rate", params={"rater": rater})
+    client.get("/rate", params={"rater": "alice"})  # a returning rater keeps their block
+    assert _blocks(kit) == {"alice": 0, "bob": 1, "carol": 0, "dave": 1, "erin": 0}
+    page = client.get("/rate", params={"rater": "bob"}).text
+    assert f'name="pair_id" value="{layout(k, "bob", 1)[0].pair.id}"' in page
+    assert f'max="{len(k.blocks[1])}"' in page
+
+
 def test_order_and_sides_are_per_rater_and_progress_resumes(client, kit):
     k = load_kit(kit)
-    a, b = layout(k, "alice"), layout(k, "bob")
-    assert sorted(s.pair.id for s in a) == sorted(p.id for p in k.pairs)
+    a, b = layout(k, "alice", 0), layout(k, "bob", 0)
+    assert sorted(s.pair.id for s in a) == sorted(p.id for p in k.blocks[0])
     assert [s.pair.id for s in a] != [s.pair.id for s in b] or [s.left for s in a] != [s.left for s in b]
-    assert [(s.pair.id, s.left) for s in a] == [(s.pair.id, s.left) for s in layout(k, "alice")]  # stable
+    assert [(s.pair.id, s.left) for s in a] == [(s.pair.id, s.left) for s in layout(k, "alice", 0)]  # stable
     for step in range(2):
         page = client.get("/rate", params={"rater": "alice"}).text
-        assert f'value="{step}" max="{len(k.pairs)}"' in page
+        assert f'value="{step}" max="{len(a)}"' in page
         assert f'name="pair_id" value="{a[step].pair.id}"' in page and f"/clips/{a[step].left}.mp4" in page
         client.post("/answer", data=_form(page))
     rows = _rows(kit)
@@ -129,3 +149,7 @@ def test_order_and_sides_are_per_rater_and_progress_resumes(client, kit):
     for _ in a[2:]:  # answer the rest: the done page
         client.post("/answer", data={**_form(client.get("/rate", params={"rater": "alice"}).text)})
     assert 'id="done"' in client.get("/rate", params={"rater": "alice"}).text
+    other = next(p for p in k.blocks[1] if p.id not in {q.id for q in k.blocks[0]})
+    form = {**_form(client.get("/rate", params={"rater": "alice"}).text), "rater": "alice", "pair_id": other.id,
+            "shown_at": "2026-01-01T00:00:00"}
+    assert client.post("/answer", data=form).status_code == 400  # a pair of another block is not this rater's

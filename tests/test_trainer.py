@@ -248,3 +248,21 @@ def test_the_update_0_eval_is_computed_once_per_seed_and_shared(tmp_path):
     assert len(list((tmp_path / "_base_eval").glob("*.json"))) == 2  # c's and d's
     final = json.loads((tmp_path / "b" / "final.json").read_text())
     assert len(final["base_eval_videos"]) == 8 and final["precision"] in ("no", "bf16")
+
+
+def test_cli_train_summary_names_the_reward_it_trained_on(tmp_path, monkeypatch):
+    import grpo_bench.cli.commands as cli
+    from grpo_bench import models, rewards
+
+    monkeypatch.setattr(models, "load", lambda name, **kw: TinyModel(seed=0))
+    monkeypatch.setattr(rewards, "load", lambda name, **kw: TinyReward())
+    args = ["train", "--method", "cps", "--updates", "3", "--device", "cpu", "--out", str(tmp_path / "r"), "steps=3",
+            "prompts_per_update=1", "group_size=2", "eval_samples=1", "reward=world_oracle"]
+    result = CliRunner().invoke(cli.app, args, terminal_width=200)
+    assert result.exit_code == 0, result.output
+    done = next(ln for ln in result.output.splitlines() if ln.startswith("done:"))
+    assert " eval oracle " in done and "judge" not in done
+    # what the run costs: its size before the first update, an estimate of the rest after it (once)
+    assert "3 updates x 1 prompts x 2 rollouts, 3 sampler steps" in result.output
+    assert result.output.count("update 1 of 3 took ") == 1 and "the other 2 and 1 evaluation(s) take about" in \
+        result.output

@@ -14,6 +14,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from grpo_bench.cli.train_cost import BUDGET_HELP as TRAIN_BUDGET_HELP
 from grpo_bench.errors import UserError
 from grpo_bench.study.cli import study_app
 
@@ -167,8 +168,10 @@ def pretrain_judge(
 def sample(
     prompt: str = typer.Option(..., "--prompt", help="e.g. 'a red circle moving left' (world vocabulary)."),
     n: int = typer.Option(4, "--n", help="Videos to sample."),
-    steps: int = typer.Option(20, "--steps", help="Sampler steps."),
-    shift: float = typer.Option(3.0, "--shift", help="Schedule shift."),
+    steps: int | None = typer.Option(
+        None, "--steps", help="Sampler steps (default: the --checkpoint run's own steps, else 20)."),
+    shift: float | None = typer.Option(
+        None, "--shift", help="Schedule shift (default: the --checkpoint run's own shift, else 3.0)."),
     kernel: str = typer.Option(
         "ode", "--kernel", help="A registered step kernel (`grpo-bench methods` lists them); ode is the base sampler."
     ),
@@ -188,10 +191,11 @@ def sample(
     from grpo_bench import preflight
     from grpo_bench.cli.sample import kernel_overrides, run_sample
 
-    _bounded("--steps", steps, 1, MAX_SAMPLER_STEPS)
+    if steps is not None:
+        _bounded("--steps", steps, 1, MAX_SAMPLER_STEPS)
     _bounded("--n", n, 1, MAX_SAMPLE_VIDEOS)
     for flag, value in (("--shift", shift), ("--noise-level", noise_level), ("--guidance", guidance)):
-        if not math.isfinite(value):
+        if value is not None and not math.isfinite(value):
             raise UserError(f"{flag} must be a finite number, got {value!r}")
     preflight.out_file(out)
     if json_path is not None:
@@ -203,14 +207,15 @@ def sample(
     )
 
 
-@app.command()
+@app.command(epilog=TRAIN_BUDGET_HELP)
 def train(
     method: str | None = typer.Option(
         None, "--method", help="Registered method (grpo-bench methods); default sage_grpo, or the --like suite's."),
     kl: str | None = typer.Option(None, "--kl", help="KL trust region: none, fixed, stepwise, moving, dual."),
     setting: str | None = typer.Option(None, "--setting", help="Reward weights: A (1,1,1) or B (0.5,0.5,1)."),
     seed: int | None = typer.Option(None, "--seed", help="Run seed (prompt order, noise)."),
-    updates: int | None = typer.Option(None, "--updates", help="Number of GRPO updates."),
+    updates: int | None = typer.Option(
+        None, "--updates", help="Number of GRPO updates (default 200: hours on a CPU; see the budget below)."),
     out: Path | None = typer.Option(None, "--out", help="Run folder (default: a new folder under runs/train/)."),
     device: str | None = typer.Option(None, "--device", help="auto, cpu, cuda or cuda:N."),
     resume: bool = typer.Option(
@@ -231,8 +236,7 @@ def train(
 ) -> None:
     """Train one GRPO run: config.yaml, metrics.jsonl, checkpoints, final.json, DONE and the exported policy/.
 
-    train's defaults are RunConfig's, not a suite's: to reproduce a suite cell give --like SUITE with
-    the cell's --method, --kl, --setting and --seed."""
+    train's defaults are RunConfig's, not a suite's: to reproduce a suite cell give --like SUITE with the cell's --method, --kl, --setting and --seed."""  # noqa: E501  (one line: rich would keep the break)
     from grpo_bench import preflight
     from grpo_bench.cli.train import build_config, run_train
 
@@ -431,15 +435,33 @@ def error_line(message: str, prefix: str = "") -> None:
     text = " ".join(str(message).split("\n"))
     if len(text) > MAX_ERROR_CHARS:
         text = f"{text[:MAX_ERROR_CHARS]}… ({len(text) - MAX_ERROR_CHARS} more characters)"
-    line = Text(prefix, style="bold red") + Text(text) if prefix else Text(text)
+    style = "bold yellow" if prefix.startswith("warning") else "bold red"
+    line = Text(prefix, style=style) + Text(text) if prefix else Text(text)
     err_console.print(line, highlight=False, soft_wrap=True)
 
 
+def warning_line(message: Warning | str, category: type[Warning], filename: str, lineno: int, file=None,
+                 line=None) -> None:
+    """A warning on the command line is one line for the user, not Python's file:line and source line."""
+    error_line(str(message), prefix="warning: ")
+
+
 def main() -> None:
+    import warnings
+
+    warnings.showwarning = warning_line  # the command line only: library users keep Python's own
     try:
         app()
     except UserError as exc:
         error_line(str(exc), prefix="error: ")
+        sys.exit(2)
+    except ModuleNotFoundError as exc:  # an optional part (or a dependency) that is not installed
+        from grpo_bench.extras import missing_line
+
+        line = missing_line(exc)
+        if line is None:  # a module we do not know how to install: a bug, keep its traceback
+            raise
+        error_line(line, prefix="error: ")
         sys.exit(2)
     except (PermissionError, NotADirectoryError, IsADirectoryError, FileExistsError, OSError) as exc:
         from grpo_bench.atomic import is_disk_full

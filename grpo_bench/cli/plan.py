@@ -44,6 +44,11 @@ def plan_cells(suite: Suite, cells: list[Cell], tflops: float = DEFAULT_TFLOPS) 
     return out
 
 
+def seconds(x: float) -> str:
+    """Seconds as a person reads them: 0.42, 12.3, 1490 (never 1.49e+03)."""
+    return f"{x:.2f}" if x < 10 else f"{x:.1f}" if x < 100 else f"{x:.0f}"
+
+
 def print_plan(suite: Suite, plans: list[tuple[Cell, Plan]], gpu_memory_gb: float | None, console: Console) -> None:
     """One row per distinct plan (seeds share one): the run's label, its cells, the prediction."""
     first = plans[0][1] if plans else None
@@ -60,7 +65,7 @@ def print_plan(suite: Suite, plans: list[tuple[Cell, Plan]], gpu_memory_gb: floa
     for (group, setting, _), (_cell, p, n) in rows.items():
         fits = "-" if not gpu_memory_gb else ("yes" if p.gpu_peak <= gpu_memory_gb * GB else "[red]NO[/]")
         table.add_row(group, setting, str(n), p.model, _count(p.params), _count(p.trainable), str(p.tokens),
-                      f"{p.gpu_peak / GB:.1f}", f"{p.host_peak / GB:.1f}", f"{p.seconds_per_update:.3g}", fits)
+                      f"{p.gpu_peak / GB:.1f}", f"{p.host_peak / GB:.1f}", seconds(p.seconds_per_update), fits)
     console.print(table)
     for model, p in {p.model: p for _, p in plans}.items():  # the numbers behind every row, unwrapped
         console.print(f"{model}: {_count(p.params)} transformer parameters, {_count(p.trainable)} trained, "

@@ -25,12 +25,19 @@ def suites_dir() -> Path:
     return here if here.is_dir() else Path(__file__).resolve().parents[2] / "suites"
 
 
-def _status(cdir: Path) -> str:
+def _status(cdir: Path, updates: int) -> str:
+    """done, failed (it wrote ERROR), stopped (it has updates but no DONE: Ctrl-C or a killed runner; a
+    rerun resumes it) or pending."""
     if results.is_done(cdir):
         return "[green]done[/]"
     if (cdir / results.ERROR).is_file():
         return "[red]failed[/]"
-    return "[yellow]partial[/]" if (cdir / "metrics.jsonl").is_file() else "pending"
+    if not (cdir / "metrics.jsonl").is_file():
+        return "pending"
+    from grpo_bench.atomic import read_jsonl
+
+    ran = len({int(r["update"]) for r in read_jsonl(cdir / "metrics.jsonl") if isinstance(r.get("update"), int)})
+    return f"[yellow]stopped[/] ({ran}/{updates} updates)"
 
 
 def print_cells(suite: Suite, cells: list[Cell], out: Path, console: Console) -> None:
@@ -39,7 +46,7 @@ def print_cells(suite: Suite, cells: list[Cell], out: Path, console: Console) ->
         table.add_column(col)
     for c in cells:
         table.add_row(c.id, c.config.setting, c.group, str(c.config.seed), str(c.config.updates),
-                      _status(out / suite.name / c.id))
+                      _status(out / suite.name / c.id, c.config.updates))
     console.print(table)
 
 
@@ -59,6 +66,10 @@ def execute(suite: Suite, out: Path, jobs: int | None, backend: str, dry_run: bo
     from grpo_bench.suite.runner import BACKENDS
 
     BACKENDS.get(backend, where="--backend: ")  # a mistake starts nothing, not even the suite folder
+    if backend == "submitit":
+        from grpo_bench.extras import require
+
+        require("submitit", "--backend submitit")
     preflight(suite, cells, console)  # real models: weight folders exist and every cell fits gpu_memory_gb
     display = SuiteDisplay(suite.name, console, settings={c.id: c.config.setting for c in cells})
     write_index(suite, cells, out)
@@ -130,7 +141,7 @@ def write_index(suite: Suite, cells: list[Cell], out: Path) -> Path:
     lines = [f"# {suite.name}: cell folders", "", "| folder | setting | run | seed | status |",
              "| --- | --- | --- | ---: | --- |"]
     for c in cells:
-        status = re.sub(r"\[/?\w*\]", "", _status(folder / c.id))
+        status = re.sub(r"\[/?\w*\]", "", _status(folder / c.id, c.config.updates))
         lines.append(f"| [{c.id}]({c.id}/) | {c.config.setting} | {c.group} | {c.config.seed} | {status} |")
     return atomic_write_text(folder / INDEX, "\n".join(lines) + "\n")
 
@@ -194,7 +205,12 @@ def report_command(run_dirs: list[Path], out: Path | None, console: Console) -> 
         names = [Path(p).name if Path(p).name != results.RESULTS else Path(p).parent.name for p in run_dirs]
         if len(set(names)) < len(names):  # two folders of one name: tell them apart by their paths
             names = [str(p) for p in run_dirs]
-        frame = sources.combine({n: sources.load_frame(p) for n, p in zip(names, run_dirs)})
+        frames = {n: sources.load_frame(p) for n, p in zip(names, run_dirs)}
+        differ = sources.budget_differences(frames)
+        if differ:
+            console.print(f"warning: the runs' budgets differ ({differ}); a gap between them may be the budget's",
+                          markup=False, highlight=False, soft_wrap=True)
+        frame = sources.combine(frames)
         target = out if out is not None else Path("runs") / "compare" / "_vs_".join(
             n.replace("/", "_").strip("._") or "run" for n in names)
         path = render_report(target, out=target, frame=frame)

@@ -69,16 +69,29 @@ def finished(out: Path, cfg: RunConfig) -> dict[str, Any] | None:
         return None
 
 
+def require_real_model_stack(cfg: RunConfig) -> None:
+    """A real model or reward needs diffusers / transformers / peft: say which is missing before the progress
+    bar and the run folder, not at the model load."""
+    from grpo_bench.extras import require
+
+    if cfg.model != "world":
+        for module in ("diffusers", "transformers", "peft"):
+            require(module, f"model {cfg.model}")
+    if not str(cfg.reward).startswith("world_"):
+        require("transformers", f"reward {cfg.reward}")
+
+
 def run_train(cfg: RunConfig, out: Path | None, resume: bool, console: Console) -> dict[str, Any]:
     from grpo_bench.train.trainer import train
 
+    require_real_model_stack(cfg)
     chosen = out is None
     out = default_out(cfg) if out is None else out
     done = finished(out, cfg) if resume and int(os.environ.get("RANK", "0")) == 0 else None
     if done is not None:
         console.print(f"already done: {out} finished this run earlier (policy in {out / 'policy'}); "
                       "nothing to train. Use --no-resume to train it again.", highlight=False)
-        _print_done(out, done, console)
+        _print_done(out, done, cfg.reward, console)
         return done
     if int(os.environ.get("RANK", "0")) != 0:  # launched data-parallel: rank 0 alone reports
         return train(cfg, out, resume=resume)
@@ -96,6 +109,10 @@ def run_train(cfg: RunConfig, out: Path | None, resume: bool, console: Console) 
                       markup=False, highlight=False)
 
     interrupt.reset()
+    from grpo_bench.cli.train_cost import estimate_line, plan_line
+
+    console.print(plan_line(cfg), highlight=False)
+    told: list[bool] = []
     with interrupt.first_stops_second_kills(on_first=first_ctrl_c), \
             Progress(*columns, console=console, transient=False) as bar:
         task = bar.add_task(f"{cfg.method} train", total=cfg.updates, reward="-", kl="-")
@@ -103,19 +120,26 @@ def run_train(cfg: RunConfig, out: Path | None, resume: bool, console: Console) 
         def progress(done: int, total: int, line: dict[str, Any]) -> None:
             bar.update(task, completed=done, reward=f"{line.get('reward', float('nan')):+.4f}",
                        kl=f"{line.get('kl', float('nan')):.2e}")
+            if not told and done < total:  # once, after this invocation's first update
+                told.append(True)
+                bar.console.print(estimate_line(done, total, line, cfg), highlight=False)
 
         final = train(cfg, out, resume=resume, progress=progress)
     if "metrics" not in final:  # non-main ranks of a multi-process run write and report nothing
         return final
-    _print_done(out, final, console)
+    _print_done(out, final, cfg.reward, console)
     return final
 
 
-def _print_done(out: Path, final: dict[str, Any], console: Console) -> None:
+REWARD_LABELS = {"world_judge": "judge", "world_oracle": "oracle"}
+"""How the summary line names a run's training reward (eval_reward is that reward's composite)."""
+
+
+def _print_done(out: Path, final: dict[str, Any], reward: str, console: Console) -> None:
     ev = final.get("eval", {})
     console.print(
         f"done: {out}  reward {final['metrics'].get('reward', float('nan')):+.4f}  "
-        f"eval judge {ev.get('eval_reward', float('nan')):+.4f}  "
+        f"eval {REWARD_LABELS.get(reward, reward)} {ev.get('eval_reward', float('nan')):+.4f}  "
         f"oracle correct {ev.get('eval_correct', float('nan')):.3f}  "
         f"wall {final.get('wall_time', 0):.0f}s", highlight=False
     )

@@ -26,7 +26,7 @@ import pandas as pd
 
 from grpo_bench.report import data
 from grpo_bench.report.parts import TABLES, Context, Section
-from grpo_bench.report.stats import cluster_bootstrap
+from grpo_bench.report.stats import cluster_bootstrap, interval_text
 from grpo_bench.report.tables import write_table
 
 BINS = 3
@@ -109,7 +109,7 @@ def judge_agreement(ctx: Context) -> list[Section]:
     for r in table.itertuples():
         span = "all pairs" if r.distance == "all" else f"{DISTANCES[r.distance]} in [{r.low:.4g}, {r.high:.4g}]"
         rows.append([r.setting, span, str(r.pairs), str(r.seeds),
-                     f"{r.agreement:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}]"])
+                     f"{r.agreement:.3f} {interval_text(r.ci_low, r.ci_high, r.seeds)}"])
     md = write_table(ctx.out, "judge_agreement", ["Setting", "distance from base (pair's farther cell)", "pairs",
                                                   "seeds", "agreement [95% CI]"], rows, table, "llrrr")
     how = ("Two eval videos of the same seed, prompt and noise from two rows: does the judge prefer the same one "

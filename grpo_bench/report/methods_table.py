@@ -19,7 +19,8 @@ def _params(cls: type[PluginParams], prefix: str) -> str:
 
 
 def _doc(obj: object) -> str:
-    return escape((obj.__doc__ or "").strip().splitlines()[0]) if obj.__doc__ else ""
+    """The docstring's first paragraph on one line (its first line alone may stop mid-sentence)."""
+    return escape(" ".join((obj.__doc__ or "").strip().split("\n\n")[0].split())) if obj.__doc__ else ""
 
 
 def _trained(method, steps: int = 10, shift: float = 3.0) -> str:

@@ -149,9 +149,34 @@ def load_frame(path: str | Path) -> pd.DataFrame:
     raise UserError(f"{path}: holds no results yet; give {WHAT}")
 
 
+COMPUTE_KEYS = ("updates", "prompts_per_update", "group_size", "steps", "video_size", "inner_epochs", "minibatches",
+                "eval_samples")
+"""Budget keys that change what a run learns or how it is measured (not when it checkpoints or logs)."""
+
+
+def budget_differences(frames: dict[str, pd.DataFrame]) -> str:
+    """'updates: t1 2, t2 5; ...' for each compute key whose values differ between the sources, else ''."""
+    values: dict[str, dict[str, list[Any]]] = {}
+    for name, frame in frames.items():
+        for text in frame.loc[frame["kind"] == "cell", "text"]:
+            config = json.loads(text).get("config") or {}
+            for key in COMPUTE_KEYS:
+                if key in config:
+                    seen = values.setdefault(key, {}).setdefault(name, [])
+                    if config[key] not in seen:
+                        seen.append(config[key])
+    parts = []
+    for key, by_source in values.items():
+        if len({tuple(map(str, v)) for v in by_source.values()}) > 1 or len(by_source) < len(frames):
+            shown = ", ".join(f"{name} {'/'.join(map(str, v))}" for name, v in by_source.items())
+            parts.append(f"{key}: {shown}")
+    return "; ".join(parts)
+
+
 def combine(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """Several runs or suites side by side: each one's rows keep their cells, and every group
-    label is prefixed with the source's name so tables and figures show them as separate rows."""
+    label is prefixed with the source's name so tables and figures show them as separate rows.
+    A one-cell source (a train run, whose cell is its folder) is named by the folder alone."""
     parts = []
     infos = {}
     for name, frame in frames.items():
@@ -160,12 +185,15 @@ def combine(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
         infos[name] = json.loads(frame.loc[suite_rows, "text"].iloc[0]) if suite_rows.any() else {}
         frame = frame[~suite_rows]
         frame["group"] = name + ": " + frame["group"].astype("string")
-        frame["cell"] = name + "/" + frame["cell"].astype("string")
+        cell = frame["cell"].astype("string")
+        frame["cell"] = cell.where(cell == name, name + "/" + cell)
         parts.append(frame)
     done = sum(i.get("progress", {}).get("done", 0) for i in infos.values())
     total = sum(i.get("progress", {}).get("total", 0) for i in infos.values())
     reports = [i.get("report") for i in infos.values() if i.get("report")]
-    info = {"name": " vs ".join(frames), "description": "Side by side: " + ", ".join(frames) + ".",
+    differ = budget_differences(frames)
+    info = {"name": " vs ".join(frames), "description": "Side by side: " + ", ".join(frames) + "." + (
+                f" **Their budgets differ** ({differ}): a gap between them may be the budget's." if differ else ""),
             "report": {**ReportSpec().to_dict(), **(reports[0] if reports else {}), "baseline": {}}}
     if total:
         info["progress"] = {"done": done, "total": total}

@@ -31,6 +31,13 @@ def mean_ci(values: Sequence[float], level: float = LEVEL) -> tuple[float, float
     return float(x.mean()), float(half), n
 
 
+def interval_text(low: float, high: float, clusters: int, unit: str = "seed", digits: int = 3) -> str:
+    """'[0.250, 1.000]', or 'n/a (1 seed)' when the interval does not exist (fewer than two clusters)."""
+    if math.isfinite(low) and math.isfinite(high):
+        return f"[{low:.{digits}f}, {high:.{digits}f}]"
+    return f"n/a ({clusters} {unit}{'' if clusters == 1 else 's'})"
+
+
 def wilson(successes: float, n: int, level: float = LEVEL) -> tuple[float, float, float]:
     """(rate, low, high): the Wilson score interval; ties may count as half a success."""
     if n == 0:
@@ -51,11 +58,15 @@ def cluster_bootstrap(values: Sequence[float], clusters: Sequence[Sequence[objec
     observation is weighted by the product of its clusters' draw counts (the "pigeonhole" bootstrap of
     Owen 2007): observations that share a rater or a prompt move together, so correlated votes do not
     pass for independent ones. With a single clustering this is the ordinary cluster bootstrap.
+    A clustering with a single cluster (one seed, one rater) says nothing about the spread between
+    clusters: the bounds are NaN (``interval_text`` prints "n/a (1 seed)"), not a zero-width interval.
     """
     y = np.asarray(values, dtype=float)
     if len(y) == 0:
         return math.nan, math.nan, math.nan
     codes = [np.unique(np.asarray(c, dtype=object).astype(str), return_inverse=True)[1] for c in clusters]
+    if any(code.max() == 0 for code in codes):
+        return float(y.mean()), math.nan, math.nan
     rng = np.random.default_rng(seed)
     stats_ = []
     for start in range(0, n_boot, 250):  # chunks keep memory at 250 x len(y)

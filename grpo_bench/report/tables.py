@@ -15,7 +15,7 @@ import pandas as pd
 
 from grpo_bench.report import data
 from grpo_bench.report.parts import TABLES, Context, Section
-from grpo_bench.report.stats import cluster_bootstrap, mean_ci
+from grpo_bench.report.stats import cluster_bootstrap, interval_text, mean_ci
 
 # Headline columns: (title, eval metric, +1 higher is better / -1 lower is better). Each is measured
 # as *learning*: the held-out evaluation (ODE, fixed eval noise, held-out prompts) after the last
@@ -231,11 +231,16 @@ def winrates(ctx: Context) -> list[Section]:
                                    np.where(both[f"{col}_a"] == both[f"{col}_b"], 0.5, 0.0))
                 # videos of one seed share a trained policy: resample seeds, not videos
                 rate, lo, hi = cluster_bootstrap(outcome, [both["seed"]])
-                cells.append(f"{_fmt(rate, math.nan)} [{lo:.3f}, {hi:.3f}]" if len(both) else "–")
+                seeds = int(both["seed"].nunique())
+                cells.append(f"{_fmt(rate, math.nan)} {interval_text(lo, hi, seeds)}" if len(both) else "–")
                 csv.append({"setting": setting, "a": a, "b": b, "dimension": title, "pairs": len(both),
                             "seeds": int(both["seed"].nunique()), "wins": int((outcome == 1).sum()),
                             "ties": int((outcome == 0.5).sum()), "win_rate": rate, "ci_low": lo, "ci_high": hi})
             rows.append(cells)
+    if not rows:
+        only = ", ".join(sorted(set(vids["group"].astype(str))))
+        return [Section("Table 3 — pairwise win rates", f"Not available: every setting has one row ({only}); a win "
+                        "rate pairs two rows' videos (compare two runs, or run a suite).", _study_links(ctx))]
     md = write_table(ctx.out, "winrates", ["Setting", "A", "B", "pairs", "seeds", *[t for t, _ in WINRATE_DIMS]], rows,
                      pd.DataFrame(csv), "lllrr" + "r" * len(WINRATE_DIMS))
     return [Section(

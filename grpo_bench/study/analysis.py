@@ -83,17 +83,27 @@ def bradley_terry(wins: dict[tuple[str, str], float], items: list[str], iters: i
     return {it: float(logs[idx[it]] - logs.mean()) for it in items}
 
 
+def alpha_gap(v: pd.DataFrame) -> str:
+    """Why Krippendorff's alpha is not defined for these votes, in words; '' when it is."""
+    if v.empty:
+        return "no votes"
+    if v["rater"].nunique() < 2:
+        return "needs votes of 2 raters"
+    if (v.groupby("pair_id")["rater"].nunique() < 2).all():
+        return "no pair was rated by 2 raters"
+    if v["outcome"].nunique() < 2:
+        return "every vote is the same, so there is no disagreement to measure"
+    return ""
+
+
 def alpha(v: pd.DataFrame) -> float:
-    """Krippendorff's alpha (ordinal: baseline < tie < target) over main pairs; NaN with < 2 raters."""
+    """Krippendorff's alpha (ordinal: baseline < tie < target) over main pairs; NaN where ``alpha_gap`` says."""
     import krippendorff
 
-    if v["rater"].nunique() < 2 or v.empty:
+    if alpha_gap(v):
         return math.nan
     table = v.pivot_table(index="rater", columns="pair_id", values="outcome", aggfunc="first")
-    values = table.to_numpy(dtype=float)
-    if len(np.unique(values[np.isfinite(values)])) < 2:
-        return math.nan
-    return float(krippendorff.alpha(reliability_data=values, level_of_measurement="ordinal"))
+    return float(krippendorff.alpha(reliability_data=table.to_numpy(dtype=float), level_of_measurement="ordinal"))
 
 
 def _interval(y: pd.Series, frame: pd.DataFrame, opts: AnalyzeOptions) -> dict[str, float]:
@@ -137,7 +147,7 @@ def analyze(root: str | Path, opts: AnalyzeOptions | None = None) -> dict[str, A
         "target": key["target"], "setting": key.get("setting"), "ties": "a tie counts as half a win",
         "raters": {"total": len(att), "excluded": int((~att["kept"]).sum()), "kept": len(kept),
                    "min_attention": opts.min_attention},
-        "win_rates": [], "bradley_terry": {}, "alpha": {}, "position_left": {}, "consistency": {},
+        "win_rates": [], "bradley_terry": {}, "alpha": {}, "alpha_gap": {}, "position_left": {}, "consistency": {},
         "oracle_agreement": {}, "judge_agreement": {},
     }
     for base in key["baselines"]:
@@ -152,6 +162,7 @@ def analyze(root: str | Path, opts: AnalyzeOptions | None = None) -> dict[str, A
             wins[(r.baseline_row, key["target"])] = wins.get((r.baseline_row, key["target"]), 0.0) + 1 - r.outcome
         result["bradley_terry"][dim] = bradley_terry(wins, [key["target"], *key["baselines"]]) if wins else {}
         result["alpha"][dim] = alpha(part)
+        result["alpha_gap"][dim] = alpha_gap(part)
         sided = part[part["choice"] != "tie"]
         result["position_left"][dim] = _interval(sided["went_left"], sided, opts)
         result["consistency"][dim] = _consistency(v[v["dimension"] == dim], key)
@@ -163,11 +174,12 @@ def analyze(root: str | Path, opts: AnalyzeOptions | None = None) -> dict[str, A
 
 
 def _consistency(v: pd.DataFrame, key: dict[str, Any]) -> dict[str, float]:
-    """Share of repeated pairs answered the same way (same clip chosen, or tie both times) by the same rater."""
+    """Share of repeated pairs answered the same way (the same row chosen, or tie both times) by the same
+    rater. A repeat shows the same videos under fresh clip ids, so answers are compared by outcome."""
     rep = v[v["kind"] == "repeat"]
     if rep.empty:
         return {"rate": math.nan, "repeats": 0}
-    first = v.set_index(["rater", "pair_id"])["chosen"]
-    same = [first.get((r.rater, key["pairs"][r.pair_id]["of"])) == r.chosen for r in rep.itertuples()
+    first = v.set_index(["rater", "pair_id"])["outcome"]
+    same = [first.get((r.rater, key["pairs"][r.pair_id]["of"])) == r.outcome for r in rep.itertuples()
             if (r.rater, key["pairs"][r.pair_id]["of"]) in first.index]
     return {"rate": float(np.mean(same)) if same else math.nan, "repeats": len(same)}

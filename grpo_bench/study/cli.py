@@ -21,9 +21,10 @@ def export(
     baselines: list[str] | None = typer.Option(
         None, "--baselines", help="Baseline row (repeat the flag; default: every other row)."),
     setting: str | None = typer.Option(None, "--setting", help="Reward setting (needed when the suite has several)."),
-    pairs: int = typer.Option(32, "--pairs", help="Pairs per baseline (spread over as many prompts as possible)."),
-    raters_per_pair: int = typer.Option(
-        29, "--raters-per-pair", help="Raters the design plans (every rater sees every pair)."),
+    pairs: int = typer.Option(
+        32, "--pairs", help="Pairs of each baseline one rater sees, each on a target video of its own."),
+    raters: int = typer.Option(
+        29, "--raters", help="Raters the study plans; they are split over one block of pairs per baseline."),
     checks: int = typer.Option(2, "--checks", help="Attention checks of each kind (identical clips; a broken clip)."),
     repeats: int = typer.Option(4, "--repeats", help="Pairs shown twice, to measure rater consistency."),
     fps: int = typer.Option(8, "--fps", help="Frames per second of the clips."),
@@ -33,12 +34,19 @@ def export(
     from grpo_bench.study.export import ExportOptions, export_kit
 
     opts = ExportOptions(target=target, baselines=baselines or None, setting=setting, pairs=pairs,
-                         raters_per_pair=raters_per_pair, checks=checks, repeats=repeats, seed=seed, fps=fps)
+                         raters=raters, checks=checks, repeats=repeats, seed=seed, fps=fps)
     summary = export_kit(run_dir, out or run_dir / "study", opts)
-    console.print(f"kit {summary['kit']}: {summary['main']} pairs of {summary['target']} against "
-                  f"{', '.join(summary['baselines'])}, {summary['repeat']} repeated, "
-                  f"{summary['identical'] + summary['broken']} attention checks, {summary['clips']} clips",
+    d = summary["design"]
+    console.print(f"kit {summary['kit']}: {summary['target']} against {', '.join(summary['baselines'])}; "
+                  f"{d['blocks']} block(s) of raters, each rater sees {d['pairs_per_baseline_per_rater']} pair(s) per "
+                  f"baseline ({d['target_videos_per_rater']} target videos, each once), "
+                  f"{summary['repeat'] // d['blocks']} repeated, {summary['identical'] + summary['broken']} attention "
+                  f"checks; {summary['main']} main pairs and {summary['clips']} clips in the kit",
                   highlight=False, soft_wrap=True)
+    if d["shortfall"]:
+        console.print(f"[yellow]{d['pairs_per_baseline_per_rater']} pair(s) per baseline, not {opts.pairs}:[/] "
+                      f"{d['shortfall']}", highlight=False, soft_wrap=True)
+    console.print(f"power: {d['power']}", highlight=False, soft_wrap=True)
 
 
 @study_app.command("serve")
@@ -66,11 +74,18 @@ def analyze(
 ) -> None:
     """Win rates with rater- and prompt-clustered intervals, Bradley-Terry, alpha, biases -> KIT/analysis/."""
     from grpo_bench.errors import UserError
+    from grpo_bench.extras import require
+
+    require("krippendorff", "study analyze")  # before any work, not at the alpha of the last table
     from grpo_bench.study import table3
     from grpo_bench.study.analysis import AnalyzeOptions
     from grpo_bench.study.analysis import analyze as run_analysis
 
     if not 0 <= min_attention <= 1 or n_boot < 100:
         raise UserError("--min-attention must be in [0, 1] and --n-boot at least 100")
-    path = table3.write(kit, run_analysis(kit, AnalyzeOptions(min_attention=min_attention, n_boot=n_boot)))
-    console.print(f"wrote {path}", highlight=False, soft_wrap=True)
+    result = run_analysis(kit, AnalyzeOptions(min_attention=min_attention, n_boot=n_boot))
+    path = table3.write(kit, result)
+    for line in table3.summary_lines(result):
+        console.print(line, highlight=False, soft_wrap=True, markup=False)
+    console.print(f"wrote {path} (with Bradley-Terry, alpha, position bias, consistency) and {path.parent}/",
+                  highlight=False, soft_wrap=True, markup=False)

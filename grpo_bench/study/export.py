@@ -1,6 +1,6 @@
 """``grpo-bench study export RUN_DIR --out KIT``: pairs of final eval videos, target row vs each baseline
 row, that share seed, prompt and initial noise (the eval noise depends on the run seed alone), written
-as a blind kit (see grpo_bench.study)."""
+as a blind kit (see grpo_bench.study) in the balanced block design of grpo_bench.study.design."""
 
 from __future__ import annotations
 
@@ -14,10 +14,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from grpo_bench.atomic import atomic_write_json
+from grpo_bench.atomic import atomic_write_bytes, atomic_write_json
 from grpo_bench.errors import UserError, unknown
 from grpo_bench.report import data
 from grpo_bench.study import clips as clipmod
+from grpo_bench.study import design
+from grpo_bench.study import power as study_power
 from grpo_bench.study.kit import CLIPS, KEY, PAIRS
 from grpo_bench.suite.results import load_results
 
@@ -33,13 +35,15 @@ class ExportOptions:
     """Default: every other row of the setting."""
     setting: str | None = None
     pairs: int = 32
-    """Main pairs per baseline (the paper: 32 prompts)."""
-    raters_per_pair: int = 29
-    """The design's raters (every rater sees every pair); recorded in pairs.json for the power statement."""
+    """Main pairs of each baseline that one rater sees, each on a target video of its own (the paper: 32
+    prompts); fewer when the rows share fewer eval videos (export says so)."""
+    raters: int = 29
+    """Raters the study plans (the paper: 29), split over the design's blocks; recorded in pairs.json and
+    used by the power statement."""
     checks: int = 2
     """Attention checks of each kind (identical clips; a broken clip)."""
     repeats: int = 4
-    """Main pairs shown a second time (rater consistency)."""
+    """Main pairs of each block shown a second time (rater consistency)."""
     seed: int = 0
     fps: int = 8
 
@@ -114,10 +118,53 @@ def _spread(keys: list[VideoKey], n: int, rng: np.random.Generator) -> list[Vide
     return picked
 
 
+def _shared_keys(run_dir: Path, videos: dict[str, dict[VideoKey, Video]], target: str) -> list[VideoKey]:
+    """(seed, prompt, sample) keys every row has: the rotation may pair any target video with any baseline."""
+    common = set(videos[target])
+    for row, vids in videos.items():
+        if not common & set(vids):
+            raise UserError(f"{run_dir}: rows {target!r} and {row!r} share no (seed, prompt, sample) eval video")
+        common &= set(vids)
+    if not common:
+        raise UserError(f"{run_dir}: no (seed, prompt, sample) eval video is shared by all of {', '.join(videos)}")
+    return sorted(common)
+
+
+class _ClipWriter:
+    """Every shown clip gets a fresh random id, so no id in pairs.json links two pairs; a video shown under
+    several ids is encoded once and its bytes copied."""
+
+    def __init__(self, out: Path, setting: str, fps: int) -> None:
+        self.out, self.setting, self.fps = out, setting, fps
+        self.clips: dict[str, dict[str, Any]] = {}
+        self._encoded: dict[tuple[str, VideoKey], Path] = {}
+
+    def __call__(self, video: Video) -> str:
+        cid = secrets.token_hex(8)
+        path = self.out / CLIPS / f"{cid}.mp4"
+        first = self._encoded.get((video.row, video.key))
+        if first is None:
+            clipmod.write_mp4(path, clipmod.upscale(clipmod.to_frames(video.tensor)), self.fps)
+            self._encoded[(video.row, video.key)] = path
+        else:
+            atomic_write_bytes(path, first.read_bytes())
+        self.clips[cid] = {"row": video.row, "seed": video.key[0], "prompt": video.key[1], "sample": video.key[2],
+                           "setting": self.setting, "cell": video.cell, "scores": video.scores, "broken": False}
+        return cid
+
+    def broken(self, video: Video, rng: np.random.Generator) -> str:
+        cid = secrets.token_hex(8)
+        frames = clipmod.broken(clipmod.to_frames(video.tensor), rng)
+        clipmod.write_mp4(self.out / CLIPS / f"{cid}.mp4", clipmod.upscale(frames), self.fps)
+        self.clips[cid] = {"row": video.row, "seed": video.key[0], "prompt": video.key[1], "sample": video.key[2],
+                           "setting": self.setting, "cell": video.cell, "scores": {}, "broken": True}
+        return cid
+
+
 def export_kit(run_dir: str | Path, out: str | Path, opts: ExportOptions) -> dict[str, Any]:
-    """Write the kit; returns a summary (pairs per kind, clips, rows)."""
+    """Write the kit; returns a summary (pairs per kind, per rater, clips, rows, the design)."""
     run_dir, out = Path(run_dir), Path(out)
-    for name, value in (("--pairs", opts.pairs), ("--raters-per-pair", opts.raters_per_pair), ("--fps", opts.fps)):
+    for name, value in (("--pairs", opts.pairs), ("--raters", opts.raters), ("--fps", opts.fps)):
         if value < 1:
             raise UserError(f"{name} must be at least 1, got {value}")
     if opts.checks < 0 or opts.repeats < 0:
@@ -127,63 +174,62 @@ def export_kit(run_dir: str | Path, out: str | Path, opts: ExportOptions) -> dic
     setting, target, baselines, cells = _rows(run_dir, opts)
     rng = np.random.default_rng(opts.seed)
     videos = {row: _load_row(run_dir, cells, row) for row in [target, *baselines]}
-    clip_ids: dict[tuple[str, VideoKey], str] = {}
-    key_clips: dict[str, dict[str, Any]] = {}
-    pairs: list[dict[str, Any]] = []
+    shared = _shared_keys(run_dir, videos, target)
+    size = design.size(len(shared), opts.pairs, len(baselines))
+    keys = _spread(shared, size.videos, rng)
+    clip = _ClipWriter(out, setting, opts.fps)
+    pairs: dict[str, dict[str, Any]] = {}
     key_pairs: dict[str, dict[str, Any]] = {}
-
-    def clip(video: Video) -> str:
-        ident = (video.row, video.key)
-        if ident not in clip_ids:
-            cid = secrets.token_hex(8)
-            clipmod.write_mp4(out / CLIPS / f"{cid}.mp4", clipmod.upscale(clipmod.to_frames(video.tensor)), opts.fps)
-            clip_ids[ident] = cid
-            key_clips[cid] = {"row": video.row, "seed": video.key[0], "prompt": video.key[1], "sample": video.key[2],
-                              "setting": setting, "cell": video.cell, "scores": video.scores, "broken": False}
-        return clip_ids[ident]
 
     def add(kind: str, prompt: str, a: str, b: str, **extra: Any) -> str:
         pid = secrets.token_hex(6)
         pair = [a, b] if rng.random() < 0.5 else [b, a]  # which clip is listed first says nothing either
-        pairs.append({"id": pid, "prompt": prompt, "clips": pair})
+        pairs[pid] = {"id": pid, "prompt": prompt, "clips": pair}
         key_pairs[pid] = {"kind": kind, **extra}
         return pid
 
-    main: list[str] = []
-    for base in baselines:
-        common = sorted(set(videos[target]) & set(videos[base]))
-        if not common:
-            raise UserError(f"{run_dir}: rows {target!r} and {base!r} share no (seed, prompt, sample) eval video")
-        for k in _spread(common, opts.pairs, rng):
-            t, b = clip(videos[target][k]), clip(videos[base][k])
-            main.append(add("main", k[1], t, b, target=t, baseline=b, baseline_row=base))
-    for pid in [main[i] for i in rng.choice(len(main), min(opts.repeats, len(main)), replace=False)]:
-        original = key_pairs[pid]
-        add("repeat", next(p["prompt"] for p in pairs if p["id"] == pid), original["target"], original["baseline"],
-            target=original["target"], baseline=original["baseline"], baseline_row=original["baseline_row"], of=pid)
-    pool = sorted(key_clips)
-    for _ in range(opts.checks):
-        cid = pool[int(rng.integers(len(pool)))]
-        add("identical", key_clips[cid]["prompt"], cid, cid, clip=cid)
-        src = pool[int(rng.integers(len(pool)))]
-        info = key_clips[src]
-        video = videos[info["row"]][(info["seed"], info["prompt"], info["sample"])]
-        bad = secrets.token_hex(8)
-        frames = clipmod.broken(clipmod.to_frames(video.tensor), rng)
-        clipmod.write_mp4(out / CLIPS / f"{bad}.mp4", clipmod.upscale(frames), opts.fps)
-        key_clips[bad] = {**info, "broken": True, "scores": {}}
-        add("broken", info["prompt"], src, bad, intact=src, broken=bad)
-    order = rng.permutation(len(pairs))  # pairs.json order mixes kinds; raters get their own order anyway
-    # how many pairs are checks stays in the key: pairs.json says nothing a rater could use
-    atomic_write_json(out / PAIRS, {"salt": secrets.token_hex(8), "fps": opts.fps,
-                                    "design": {"raters_per_pair": opts.raters_per_pair},
-                                    "pairs": [pairs[i] for i in order]})
+    def main_pair(kind: str, k: VideoKey, base: str, **extra: Any) -> str:
+        t, b = clip(videos[target][k]), clip(videos[base][k])
+        return add(kind, k[1], t, b, target=t, baseline=b, baseline_row=base, video=list(k), **extra)
+
+    blocks: list[list[str]] = []
+    for block in design.blocks(keys, baselines):
+        main = [main_pair("main", k, base) for k, base in block]
+        again = [main[i] for i in rng.choice(len(main), min(opts.repeats, len(main)), replace=False)]
+        repeats = [main_pair("repeat", tuple(key_pairs[p]["video"]), key_pairs[p]["baseline_row"], of=p)
+                   for p in again]  # a repeat shows the same videos under fresh ids, in the same block
+        blocks.append(main + repeats)
+    checks: list[str] = []
+    pool = [(row, k) for k in keys for row in (target, *baselines)]
+    for _ in range(opts.checks):  # the same checks in every block; they may show a video a second time
+        row, k = pool[int(rng.integers(len(pool)))]
+        a, b = clip(videos[row][k]), clip(videos[row][k])
+        checks.append(add("identical", k[1], a, b, clips=[a, b]))
+        row, k = pool[int(rng.integers(len(pool)))]
+        intact, bad = clip(videos[row][k]), clip.broken(videos[row][k], rng)
+        checks.append(add("broken", k[1], intact, bad, intact=intact, broken=bad))
+    blocks = [b + checks for b in blocks]
+    listed = list(pairs.values())
+    order = rng.permutation(len(listed))  # pairs.json order mixes kinds; raters get their own order anyway
+    per_block = design.raters_per_block(opts.raters, len(blocks))
+    power = study_power.statement(opts.raters, size.per_baseline)
+    # pairs.json states the blocks but not which pairs are checks or how many: that stays in the key
+    atomic_write_json(out / PAIRS, {"salt": secrets.token_hex(8), "fps": opts.fps, "design": {
+        "rule": "the comparisons are rotated over raters and prompts (docs/human_study.md); a rater answers "
+                "one block; a new rater joins the block with the fewest raters",
+        "raters": opts.raters, "raters_per_block": per_block, "blocks": blocks},
+        "pairs": [listed[i] for i in order]})
+    summary_design = {"blocks": len(blocks), "raters": opts.raters, "raters_per_block": per_block,
+                      "target_videos_per_rater": size.videos, "pairs_per_baseline_per_rater": size.per_baseline,
+                      "pairs_per_rater": len(blocks[0]), "asked_pairs_per_baseline": opts.pairs,
+                      "shortfall": size.shortfall, "power": power}
     atomic_write_json(out / KEY, {"setting": setting, "target": target, "baselines": baselines,
-                                  "world": _is_world(key_clips), "run_dir": str(run_dir.resolve()),
-                                  "clips": key_clips, "pairs": key_pairs})
+                                  "world": _is_world(clip.clips), "run_dir": str(run_dir.resolve()),
+                                  "design": summary_design, "clips": clip.clips, "pairs": key_pairs})
     _register(run_dir, out)
     kinds = [k["kind"] for k in key_pairs.values()]
-    return {"kit": str(out), "setting": setting, "target": target, "baselines": baselines, "clips": len(key_clips),
+    return {"kit": str(out), "setting": setting, "target": target, "baselines": baselines, "clips": len(clip.clips),
+            "design": summary_design,
             **{kind: kinds.count(kind) for kind in ("main", "repeat", "identical", "broken")}}
 
 

@@ -43,6 +43,14 @@ class Kit:
     design: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def blocks(self) -> list[list[Pair]]:
+        """The design's blocks (grpo_bench.study.design): a rater answers the pairs of one block. A kit
+        without blocks is one block of every pair."""
+        by_id = self.by_id
+        listed = self.design.get("blocks") or [[p.id for p in self.pairs]]
+        return [[by_id[i] for i in block] for block in listed]
+
+    @property
     def by_id(self) -> dict[str, Pair]:
         return {p.id: p for p in self.pairs}
 
@@ -65,6 +73,14 @@ def load_kit(root: str | Path) -> Kit:
     bad = [i for p in pairs for i in (p.id, *p.clips) if not TOKEN.match(i)]
     if bad:
         raise UserError(f"{path}: ids must be lowercase hex tokens; got {bad[0]!r}")
+    blocks = kit.design.get("blocks")
+    if blocks is not None:
+        ids = kit.by_id
+        def valid(block: Any) -> bool:
+            return isinstance(block, list) and bool(block) and all(isinstance(i, str) and i in ids for i in block)
+
+        if not isinstance(blocks, list) or not blocks or not all(valid(b) for b in blocks):
+            raise UserError(f"{path}: design.blocks must be non-empty lists of the file's pair ids")
     return kit
 
 

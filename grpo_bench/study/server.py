@@ -3,8 +3,9 @@
 It serves exactly three things: its own pages, its own static files, and the kit's clips by id.
 key.json, votes.sqlite and every other path are unreachable because no route maps onto the kit
 folder: a clip is looked up by id in pairs.json, never by a path taken from the URL.
-Each rater gets their own pair order and their own left/right sides, drawn from a seed made of the
-kit's salt and the rater id, so a reopened tab resumes at the first unanswered pair in the same order.
+Each rater answers one block of the design (given on arrival, stored in votes.sqlite) in their own pair
+order with their own left/right sides, drawn from a seed made of the kit's salt and the rater id, so a
+reopened tab resumes at the first unanswered pair in the same order.
 """
 
 from __future__ import annotations
@@ -40,11 +41,12 @@ class Shown:
     right: str
 
 
-def layout(kit: Kit, rater: str) -> list[Shown]:
-    """This rater's pairs in their order, each with its sides (deterministic in salt and rater)."""
+def layout(kit: Kit, rater: str, block: int = 0) -> list[Shown]:
+    """This rater's pairs (their block of the design) in their order, each with its sides (deterministic
+    in salt and rater)."""
     seed = int(hashlib.sha256(f"{kit.salt}\x00{rater}".encode()).hexdigest()[:16], 16)
     rng = random.Random(seed)
-    pairs = list(kit.pairs)
+    pairs = list(kit.blocks[block])
     rng.shuffle(pairs)
     out = []
     for p in pairs:
@@ -88,14 +90,19 @@ def create_app(root: str | Path) -> FastAPI:
         return templates.TemplateResponse(
             request, "error.html", {"message": str(exc.detail)}, status_code=exc.status_code)
 
+    def rater_layout(rater: str) -> list[Shown]:
+        with lock:
+            block = votes.block_of(con, rater, len(kit.blocks), _now())
+        return layout(kit, rater, block)
+
     @app.get("/", response_class=HTMLResponse)
     def start(request: Request) -> Response:
-        return templates.TemplateResponse(request, "start.html", {"pairs": len(kit.pairs)})
+        return templates.TemplateResponse(request, "start.html", {"pairs": len(kit.blocks[0])})
 
     @app.get("/rate", response_class=HTMLResponse)
     def rate(request: Request, rater: str | None = None) -> Response:
         rater = clean_rater(rater)
-        shown = layout(kit, rater)
+        shown = rater_layout(rater)
         with lock:
             done = votes.answered(con, rater)
         todo = [s for s in shown if s.pair.id not in done]
@@ -114,7 +121,7 @@ def create_app(root: str | Path) -> FastAPI:
             dt.datetime.fromisoformat(shown_at)
         except ValueError:
             raise HTTPException(400, "shown_at is not an ISO time.") from None
-        shown = {s.pair.id: s for s in layout(kit, rater)}
+        shown = {s.pair.id: s for s in rater_layout(rater)}
         if pair_id not in shown:
             raise HTTPException(400, "Unknown pair.")
         s, at = shown[pair_id], _now()

@@ -22,12 +22,30 @@ def _pct(x: float) -> str:
 def _cell(r: dict[str, Any]) -> str:
     if not r.get("votes"):
         return "–"
+    if not (math.isfinite(r["ci_low"]) and math.isfinite(r["ci_high"])):  # one rater or one prompt: no interval
+        one = "1 rater" if r.get("raters", 0) < 2 else "1 prompt"
+        return f"{_pct(r['rate'])} [n/a ({one})]"
     return f"{_pct(r['rate'])} [{_pct(r['ci_low'])}, {_pct(r['ci_high'])}]"
 
 
 def _line(title: str, per_dim: dict[str, dict[str, Any]], what: str) -> str:
     parts = [f"{SHORT[d]} {_cell(r)} ({r.get('votes', 0)} {what})" for d, r in per_dim.items()]
     return f"- {title}: " + "; ".join(parts)
+
+
+def summary_lines(result: dict[str, Any]) -> list[str]:
+    """What ``study analyze`` prints: the raters it kept and each baseline's win rates, one line each."""
+    r = result["raters"]
+    lines = [f"{result['target']} (setting {result.get('setting')}): {r['kept']} of {r['total']} raters kept "
+             f"({r['excluded']} excluded by attention checks); win rate, a tie counting half, 95% interval:"]
+    by_base: dict[str, dict[str, dict[str, Any]]] = {}
+    for row in result["win_rates"]:
+        by_base.setdefault(row["baseline"], {})[row["dimension"]] = row
+    for base, dims in by_base.items():
+        votes = max(int(d.get("votes") or 0) for d in dims.values())
+        lines.append(f"  vs {base}: " + ", ".join(f"{SHORT[d]} {_cell(dims[d])}" for d in DIMENSIONS if d in dims)
+                     + f" ({votes} votes per dimension)")
+    return lines
 
 
 def write(root: str | Path, result: dict[str, Any]) -> Path:
@@ -55,7 +73,9 @@ def write(root: str | Path, result: dict[str, Any]) -> Path:
             f"{SHORT[d]} " + (", ".join(f"{k} {v:+.2f}" for k, v in bt.items()) or "–")
             for d, bt in result["bradley_terry"].items()),
         "- Krippendorff's alpha (ordinal, main pairs): " + ", ".join(
-            f"{SHORT[d]} {a:.2f}" if math.isfinite(a) else f"{SHORT[d]} –" for d, a in result["alpha"].items()),
+            f"{SHORT[d]} {a:.2f}" if math.isfinite(a)
+            else f"{SHORT[d]} – ({result.get('alpha_gap', {}).get(d) or 'not defined'})"
+            for d, a in result["alpha"].items()),
         _line("position bias, share of non-tie votes for the LEFT clip (0.5 = none)", result["position_left"], "votes"),
         "- consistency on repeated pairs (same answer twice): " + ", ".join(
             f"{SHORT[d]} {_pct(c['rate'])} ({c['repeats']})" for d, c in result["consistency"].items()),
@@ -82,7 +102,7 @@ def _figure(wr: pd.DataFrame, target: str, path: Path) -> None:
     for k, dim in enumerate(DIMENSIONS):
         part = wr[wr["dimension"] == dim].set_index("baseline").reindex(bases)
         x = np.arange(len(bases)) + (k - 1) * width
-        err = np.vstack([part["rate"] - part["ci_low"], part["ci_high"] - part["rate"]]).clip(min=0)
+        err = np.nan_to_num(np.vstack([part["rate"] - part["ci_low"], part["ci_high"] - part["rate"]])).clip(min=0)
         ax.bar(x, part["rate"], width, yerr=err, capsize=3, label=SHORT[dim])
     ax.axhline(0.5, color="k", lw=0.8, ls="--")
     ax.set_xticks(np.arange(len(bases)), bases, fontsize=8)

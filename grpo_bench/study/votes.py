@@ -1,4 +1,5 @@
-"""KIT/votes.sqlite: one row per (rater, pair, dimension), written in one transaction per answered pair.
+"""KIT/votes.sqlite: one row per (rater, pair, dimension), written in one transaction per answered pair;
+and table raters(rater, block, joined_at): the design block each rater was given on arrival.
 
 WAL journal: a reader (the analysis) never blocks the server, and a crash loses at most the answer
 being written. A unique index (outside the table's own schema, which the issue fixes) makes a double
@@ -20,6 +21,7 @@ CREATE TABLE IF NOT EXISTS votes(
     choice TEXT CHECK(choice IN ('left','right','tie')),
     left_clip TEXT, right_clip TEXT, shown_at TEXT, answered_at TEXT);
 CREATE UNIQUE INDEX IF NOT EXISTS votes_once ON votes(rater, pair_id, dimension);
+CREATE TABLE IF NOT EXISTS raters(rater TEXT PRIMARY KEY, block INTEGER NOT NULL, joined_at TEXT);
 """
 COLUMNS = ["rater", "pair_id", "dimension", "choice", "left_clip", "right_clip", "shown_at", "answered_at"]
 
@@ -46,6 +48,25 @@ def record(con: sqlite3.Connection, rows: Iterable[tuple[str, ...]]) -> int:
         con.execute("ROLLBACK")
         raise
     return new
+
+
+def block_of(con: sqlite3.Connection, rater: str, n_blocks: int, now: str) -> int:
+    """The rater's block of the design; a new rater joins the block with the fewest raters (the lowest
+    such block), in the same transaction that reads the counts, so the blocks stay balanced."""
+    con.execute("BEGIN IMMEDIATE")
+    try:
+        row = con.execute("SELECT block FROM raters WHERE rater = ?", (rater,)).fetchone()
+        if row is None:
+            counts = dict(con.execute("SELECT block, COUNT(*) FROM raters GROUP BY block").fetchall())
+            block = min(range(n_blocks), key=lambda g: (counts.get(g, 0), g))
+            con.execute("INSERT INTO raters(rater, block, joined_at) VALUES (?, ?, ?)", (rater, block, now))
+        else:
+            block = int(row[0])
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return block % n_blocks
 
 
 def answered(con: sqlite3.Connection, rater: str) -> set[str]:

@@ -22,6 +22,9 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, ProgressColumn, Task, TextColumn
 from rich.text import Text
 
+STOPPED = "interrupted"
+"""The end status of a cell that Ctrl-C stopped at a checkpoint: shown as *stopped*, never as failed."""
+
 
 class NullDisplay:
     """Accepts every event and shows nothing (library use, tests)."""
@@ -54,6 +57,13 @@ class _Count(ProgressColumn):
         return Text(f"{int(task.completed)}/{total}", style="progress.download")
 
 
+class _Bar(BarColumn):
+    """A bar, blank on the header row."""
+
+    def render(self, task: Task) -> Any:
+        return Text("") if task.fields.get("header") else super().render(task)
+
+
 class _Clock(ProgressColumn):
     """Elapsed time of the row (and the suite's ETA on the suite row)."""
 
@@ -74,6 +84,7 @@ class SuiteDisplay:
     total: int = 0
     done: int = 0
     failed: int = 0
+    stopped: int = 0
     slots: dict[int, _Slot] = field(default_factory=dict)
     updates_left: int = 0
     updates_run: int = 0
@@ -90,13 +101,16 @@ class SuiteDisplay:
         self._progress = Progress(
             TextColumn("{task.fields[worker]:>6}"), TextColumn("{task.description}"),
             TextColumn("{task.fields[setting]:^7}"), TextColumn("{task.fields[run]}"),
-            TextColumn("{task.fields[seed]:>4}"), BarColumn(bar_width=20), _Count(),
+            TextColumn("{task.fields[seed]:>4}"), _Bar(bar_width=20), _Count(),
             TextColumn("{task.fields[reward]:>7}"), _Clock(),
             console=self.console, refresh_per_second=4, transient=False,
         )
+        # a row of its own names the columns: the suite's row below it holds only the suite's counts
+        self._progress.add_task("[dim]cell[/]", total=1, worker="worker", setting="setting", run="run", seed="seed",
+                                reward="reward", clock=False, idle=True, header=True)
         self._suite_task = self._progress.add_task(
-            f"[bold]{self.title}[/]", total=max(total, 1), completed=done, worker="suite", setting="Setting",
-            run="run", seed="seed", reward="reward", eta="?")
+            f"[bold]{self.title}[/]", total=max(total, 1), completed=done, worker="suite", setting="",
+            run="", seed="", reward="", eta="?")
         self.slots = {}
         for i in range(jobs):
             task = self._progress.add_task("[dim]idle[/]", total=1, worker=str(i), setting="", run="", seed="",
@@ -139,13 +153,16 @@ class SuiteDisplay:
                 if ran:
                     self.finished_seconds += seconds
                     self.finished_updates += ran
+            elif status == STOPPED:
+                self.stopped += 1
             else:
                 self.failed += 1
-            colour = "green" if status == "done" else "red"
+            colour = {"done": "green", STOPPED: "yellow"}.get(status, "red")
+            shown = "stopped" if status == STOPPED else status
             setting = self.settings.get(cell, "")
             live = self._progress is not None and s.task is not None
             run = self._progress.tasks[s.task].fields.get("run", "") if live else ""
-            self.console.print(f"[dim]{time.strftime('%H:%M:%S')}[/] [{colour}]{status}[/] {cell} "
+            self.console.print(f"[dim]{time.strftime('%H:%M:%S')}[/] [{colour}]{shown}[/] {cell} "
                                f"{setting + ' ' if setting else ''}{run} ({seconds:.1f} s)", highlight=False)
             s.cell, s.update, s.first_update = "", 0, 0
             if self._progress is not None and s.task is not None:
@@ -161,7 +178,9 @@ class SuiteDisplay:
 
     def eta(self) -> float | None:
         """Seconds left: the remaining updates at the pace of finished cells (workers in parallel),
-        else at the update rate so far; None before anything was measured."""
+        else at the update rate so far; None before anything was measured; 0 when nothing is left."""
+        if self.updates_left == 0:
+            return 0.0
         if self.finished_updates:
             return self.updates_left * self.finished_seconds / self.finished_updates / self.jobs
         elapsed = time.perf_counter() - self.t0
@@ -174,8 +193,9 @@ class SuiteDisplay:
             return
         eta = self.eta()
         failed = f", [red]{self.failed} failed[/]" if self.failed else ""
+        stopped = f", [yellow]{self.stopped} stopped[/]" if self.stopped else ""
         self._progress.update(self._suite_task, completed=self.done + self.failed,
-                              description=f"[bold]{self.title}[/] {self.done}/{self.total} done{failed}",
+                              description=f"[bold]{self.title}[/] {self.done}/{self.total} done{failed}{stopped}",
                               eta="?" if eta is None else _clock(eta))
 
     def finish(self) -> None:

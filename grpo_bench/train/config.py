@@ -338,7 +338,9 @@ def coerce(name: str, value: Any, where: str = "") -> Any:
                             f"'anchor.<name>') to values, got {bad[0]!r}")
         return dict(value)
     if name not in FIELDS:
-        raise unknown("config key", name, FIELDS, where)
+        from grpo_bench.train.key_hints import unknown_key
+
+        raise unknown_key(name, FIELDS, where)
     return RULES.check(name, value, where)
 
 
@@ -354,6 +356,8 @@ def parse_overrides(items: list[str], where: str = "command line: ") -> dict[str
         if key in out:
             raise UserError(f"{where}{key} is given twice ({key}={shown(out[key])} and {shown(item)}); give it once")
         value = safe_yaml.load_text(raw, f"{where}override {key}") if raw.strip() else raw
+        if isinstance(value, bool) and key in FIELDS and RULES.is_text(key):
+            value = raw.strip()  # a word typed on the command line stays that word (setting=no is not False)
         out[key] = coerce(key, value, where)
     return out
 

@@ -84,6 +84,10 @@ MaybeInts = Annotated[Annotated[list[Int], BeforeValidator(_list)] | None, _null
 Names = Annotated[list[Name], BeforeValidator(_list)]
 
 
+YAML_WORDS = {False: "no", True: "yes"}
+"""The word an unquoted YAML bool most likely was, for fields whose values are words."""
+
+
 def upto(most: int) -> FieldInfo:
     """Values past ``most`` are typos (``updates: 1e12``) that would only hang or exhaust memory."""
     return Field(le=most)
@@ -121,7 +125,13 @@ class FieldRules:
         self._adapters: dict[str, TypeAdapter] = {}
 
     def check(self, name: str, value: Any, where: str = "") -> Any:
-        """``value`` converted to field ``name``'s type, or a UserError naming the key and what it allows."""
+        """``value`` converted to field ``name``'s type, or a UserError naming the key and what it allows.
+
+        YAML reads an unquoted ``no`` / ``yes`` as a bool; a field whose choices include the word takes
+        it as that word (``mixed_precision: no``)."""
+        choices = self.choices(name)
+        if isinstance(value, bool) and choices and YAML_WORDS[value] in choices:
+            value = YAML_WORDS[value]
         if name not in self._adapters:
             self._adapters[name] = TypeAdapter(self.hints[name])
         try:
@@ -140,6 +150,13 @@ class FieldRules:
         if typing.get_origin(tp) in (typing.Union, types.UnionType) and type(None) in args:
             return _bare(next(a for a in args if a is not type(None))), True, notes
         return tp, False, notes
+
+    def is_text(self, name: str) -> bool:
+        """A field whose values are words (a name or a choice of words), not numbers or bools."""
+        tp = self.declared(name)[0]
+        if typing.get_origin(tp) is Literal:
+            return all(isinstance(c, str) for c in typing.get_args(tp))
+        return tp is str
 
     def choices(self, name: str) -> tuple[Any, ...] | None:
         """The choices of a ``Literal`` field (None for other fields)."""

@@ -23,19 +23,18 @@ TRACKERS = {
     "swanlab": ("swanlab",), "trackio": ("trackio",),
 }
 """Tracker names accelerate accepts -> modules that must be importable for each (any one of them)."""
-EXTRAS = {"tensorboard": "tensorboard", "wandb": "wandb"}
-"""Trackers with a pip extra of this package: ``pip install 'grpo-bench[tensorboard]'``."""
 
 
 def check_trackers(names: list[str], where: str = "") -> None:
     """Every tracker is one accelerate knows and is installed; else one line naming the fix."""
     from grpo_bench.errors import UserError, unknown
+    from grpo_bench.extras import install_hint
 
     for name in names:
         if name not in TRACKERS:
             raise unknown("tracker", name, list(TRACKERS), f"{where}trackers: ")
         if not any(importlib.util.find_spec(m) is not None for m in TRACKERS[name]):
-            how = f"pip install 'grpo-bench[{EXTRAS[name]}]'" if name in EXTRAS else f"pip install {TRACKERS[name][0]}"
+            how = install_hint(TRACKERS[name][0]) or f"pip install {TRACKERS[name][0]}"
             raise UserError(f"{where}trackers: {name} is not installed; {how}")
 
 

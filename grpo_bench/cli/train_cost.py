@@ -1,0 +1,56 @@
+"""What a ``train`` run will cost: the budget keys in its help, and an estimate after its first update.
+
+The help text is static (the CLI must start without importing the config and pydantic), so a test
+holds it to RunConfig's defaults. The estimate reads the first update's own phase times from its
+metrics line (``time_*``): per-update work, evaluations every ``eval_every`` updates and the final
+one, gradient diagnostics every ``diag_every``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+BUDGET_HELP = (
+    "Budget keys (key=value; RunConfig's defaults): updates=200, prompts_per_update=2, group_size=8 (rollouts "
+    "per prompt), steps=10 (sampler steps), minibatches=2 (optimizer steps per rollout), inner_epochs=1, "
+    "eval_every=25, eval_samples=4, diag_every=50, video_size=16. Each update samples prompts_per_update x "
+    "group_size videos of steps steps; train prints an estimate of the whole run after its first update "
+    "(--updates 5 for a first look)."
+)
+BUDGET_DEFAULTS = {"updates": 200, "prompts_per_update": 2, "group_size": 8, "steps": 10, "minibatches": 2,
+                   "inner_epochs": 1, "eval_every": 25, "eval_samples": 4, "diag_every": 50, "video_size": 16}
+"""What BUDGET_HELP states (a test compares it with RunConfig)."""
+
+
+def clock(seconds: float) -> str:
+    seconds = int(round(max(0.0, seconds)))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds // 3600} h {seconds // 60 % 60:02d} min"
+
+
+def plan_line(cfg: Any) -> str:
+    """Before the first update: how much work the run is."""
+    return (f"{cfg.updates} updates x {cfg.prompts_per_update} prompts x {cfg.group_size} rollouts, {cfg.steps} "
+            f"sampler steps; an evaluation every {cfg.eval_every} updates")
+
+
+def _count(start: int, stop: int, every: int) -> int:
+    """Updates u in [start, stop) with u % every == 0 (every 0: none)."""
+    return 0 if every <= 0 or stop <= start else len(range(-(-start // every) * every, stop, every))
+
+
+def estimate_line(done: int, total: int, line: dict[str, Any], cfg: Any) -> str:
+    """After the first update of this invocation: what it took and what the rest will take."""
+    work = {name: float(line.get(f"time_{name}") or 0.0) for name in ("rollout", "reward", "train")}
+    per_update = sum(work.values())
+    left = total - done
+    evals = _count(done, total - 1, cfg.eval_every) + 1  # the schedule's evaluations, then the final one
+    diags = _count(done, total, cfg.diag_every)
+    t_eval, t_diag = line.get("time_eval"), line.get("time_diag")
+    rest = left * per_update + evals * float(t_eval or per_update) + diags * float(t_diag or 0.0)
+    parts = ", ".join(f"{name} {clock(t)}" for name, t in work.items())
+    return (f"update {done} of {total} took {clock(per_update)} ({parts}); the other {left} and {evals} "
+            f"evaluation(s) take about {clock(rest)} more at this pace")
