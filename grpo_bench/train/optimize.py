@@ -44,11 +44,13 @@ class OptimizeStats:
     anchor_copies: int
     kl_target: float = float("nan")  # the adaptive weight's target after these steps (NaN: constant weight)
     time_train: float = 0.0  # seconds
+    weights_changed: float = float("nan")  # share of trainable elements these steps changed (landing.py)
 
     def metrics(self) -> dict[str, Any]:
         target = {m.KL_TARGET: self.kl_target} if self.kl_target == self.kl_target else {}  # adaptive weights only
         return {**self.losses, m.KL_WEIGHT: self.kl_weight, **target, m.GRAD_NORM: self.grad_norm,
-                m.OPTIMIZER_STEPS: self.optimizer_steps, m.ANCHOR_COPIES: self.anchor_copies}
+                m.OPTIMIZER_STEPS: self.optimizer_steps, m.ANCHOR_COPIES: self.anchor_copies,
+                m.WEIGHTS_CHANGED: self.weights_changed}
 
     def mean_over_ranks(self, acc: Any) -> OptimizeStats:
         """The float statistics averaged over the processes (equal shards: the whole batch's means)."""
@@ -82,6 +84,7 @@ def optimize(t: Trainer, batch: RolloutBatch) -> OptimizeStats:
     w = t.kl_weight.value
     sums: dict[str, float] = defaultdict(float)
     n, grad_norms, copies = 0, [], 0
+    t.probe.begin()
     for _ in range(cfg.inner_epochs):
         for mb in torch.arange(B, device=t.device).chunk(cfg.minibatches):
             t.stepper.zero_grad()
@@ -98,6 +101,7 @@ def optimize(t: Trainer, batch: RolloutBatch) -> OptimizeStats:
                 sums[m.RATIO_MEAN] += float(terms.ratio.sum())
                 sums[m.CLIP_FRAC] += float(((terms.ratio - 1).abs() > t.ctx.clip_range).sum())
                 n += len(rows)
+            t.probe.touch()
             t.anchors.before_optimizer_step()  # a 'previous' anchor keeps the parameters about to change
             grad_norms.append(t.stepper.step())  # averaged over ranks, clipped, stepped
             t.counters.optimizer_steps += 1
@@ -108,4 +112,5 @@ def optimize(t: Trainer, batch: RolloutBatch) -> OptimizeStats:
                           optimizer_steps=t.counters.optimizer_steps, anchor_copies=t.counters.anchor_copies)
     stats = stats.mean_over_ranks(t.acc)
     t.kl_weight.update(stats.losses[m.KL])
-    return replace(stats, kl_target=t.kl_weight.target, time_train=m.clock(t.device) - start)
+    return replace(stats, kl_target=t.kl_weight.target, weights_changed=t.probe.end(),
+                   time_train=m.clock(t.device) - start)
