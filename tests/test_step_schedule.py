@@ -26,7 +26,7 @@ def _rows(tmp_path, **kw):
 @pytest.mark.parametrize("micro_batch, minibatches", [(1, 1), (2, 1), (1, 2)])
 def test_micro_step_schedule_steps_once_per_micro_batch_and_trained_step(tmp_path, micro_batch, minibatches):
     rows = _rows(tmp_path, step_every="micro_step", micro_batch=micro_batch, minibatches=minibatches)
-    per_update = (4 // micro_batch) * 3  # micro-batches of the 4 rollouts x 3 trained steps (minibatches only order them)
+    per_update = (4 // micro_batch) * 3  # micro-batches of 4 rollouts x 3 trained steps (minibatches: the order)
     assert [r["optimizer_steps"] for r in rows] == [per_update, 2 * per_update]
     assert rows[-1]["anchor_copies"] == 2 * per_update // 5  # anchor_every counts optimizer steps
 
