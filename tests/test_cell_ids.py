@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # API changed any code (commit 2a65c82). Regenerated for a suite only when its content, a default it uses
 # or the shipped world weights it loads changed on purpose (0.2: two optimizer steps per rollout by
 # default, the retrained judge, the redesigned main table and KL ablation; hunyuan15_main_table and
-# wan_small: the paper's trust region, guidance and optimizer-step schedule). "<suite>@0.1" keeps the ids of a stored report measured with 0.1.
+# wan_small: the paper's trust region, guidance and optimizer-step schedule). "<suite>@0.1" keeps the
+# ids of a stored report measured with 0.1.
 GOLDEN = json.loads((ROOT / "tests" / "golden" / "suite_cell_ids.json").read_text())
 STORED_WITH = {"ablate_equalizer": "ablate_equalizer@0.1", "kl_weight": "kl_weight@0.1"}
 """Stored reports not re-run since 0.1: their cells are the 0.1 suite's."""
