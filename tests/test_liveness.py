@@ -66,3 +66,11 @@ def test_a_weight_pinned_at_its_ceiling_is_a_finding():
         '"kl_beta_min": 0.001', '"kl_beta_max": 0.1, "kl_beta_min": 0.001'))
     found = findings(df)
     assert list(found["finding"]) == ["2 of 2 cells stuck at its ceiling kl_beta_max from update 2 to the end"]
+
+
+def test_updates_that_do_not_land_are_a_finding():
+    live = {"kl": "dual", "metrics": {**LIVE["metrics"], "weights_changed": [0.999, 1.0] * 6}}
+    rounded = {"kl": "dual", "metrics": {**LIVE["metrics"], "weights_changed": [0.04, 0.02] * 6}}
+    found = findings(_results({"sage_grpo fp32": live, "sage_grpo bf16": rounded}))
+    assert list(found["group"]) == ["sage_grpo bf16"] and list(found["mechanism"]) == ["weight updates"]
+    assert "3.0%" in found["finding"].iloc[0]  # the median of 0.04 and 0.02

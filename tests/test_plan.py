@@ -18,8 +18,8 @@ from typer.testing import CliRunner
 
 from grpo_bench.cli.commands import app
 from grpo_bench.errors import UserError
-from grpo_bench.train.config import RunConfig
-from grpo_bench.train.plan import GB, check_fits, estimate
+from grpo_bench.train.config import RunConfig, resolve
+from grpo_bench.train.plan import GB, check_fits, estimate, model_spec
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 ROOT = Path(__file__).resolve().parents[1]
@@ -134,3 +134,44 @@ def test_a_local_pipeline_folder_is_planned_as_the_checkpoint_it_holds(tmp_path)
     conf["num_layers"] = 7  # not a known checkpoint
     (tmp_path / "transformer" / "config.json").write_text(json.dumps(conf))
     assert identify_folder(str(tmp_path)) is None
+
+
+def test_durations_read_as_time():
+    from grpo_bench.cli.plan import duration
+
+    assert [duration(x) for x in (4.25, 45, 750, 7.5 * 3600, 4.3 * 86400)] == ["4.25 s", "45 s", "12.5 min", "7.5 h",
+                                                                                "4.3 days"]
+
+
+def test_cell_totals_vae_reward_and_communication_terms():
+    from grpo_bench.train.plan import VAE_DECODE_MAPS, communication_bytes
+
+    cfg = hy(updates=300, step_every="micro_step", guidance=6.0)
+    p = estimate(cfg, processes=8)
+    assert p.seconds_per_cell == pytest.approx(300 * p.seconds_per_update)
+    assert p.seconds_per_update == pytest.approx(sum(p.seconds.values()))
+    assert p.seconds["vae"] > 0 and p.seconds["reward"] > 0 and p.seconds["communication"] > 0
+    # one video per VAE call, tiled in space: 81 frames x one 256 x 256 tile x the top stage's channels, float32
+    assert p.gpu["vae_decode"] == VAE_DECODE_MAPS * 128 * 81 * 256 * 256 * 4
+    assert p.gpu["reward_activations"] > 0
+    assert estimate(hy(reward="world_oracle"), processes=8).gpu["reward_activations"] == 0
+    # replicated LoRA, one optimizer step per (sample, trained step): a float32 ring all-reduce each
+    trained = 3  # max_train_steps
+    calls = 4  # 4 rollouts per process, one sample (two rows with guidance) per call at micro_batch 2
+    want = 7 / 8 * 2 * p.trainable * 4 * trained * calls
+    assert communication_bytes(resolve(cfg), model_spec(resolve(cfg)), p.trainable, 2, 4, trained, 2, 8,
+                               "none") == pytest.approx(want)
+    assert estimate(cfg, processes=1).seconds["communication"] == 0
+
+
+def test_plan_checks_every_cell_against_an_h200_when_nothing_is_declared(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    res = CliRunner().invoke(app, ["plan", str(ROOT / "suites" / "wan_small.yaml"), "frames=257", "height=720",
+                                   "width=1280", "micro_batch=64"])
+    assert res.exit_code != 0 and isinstance(res.exception, UserError)
+    assert "exceeds gpu_memory_gb=141" in str(res.exception) and "\n" not in str(res.exception)
+    assert "checked against 141 GB" in res.output
+    ok = CliRunner().invoke(app, ["plan", str(ROOT / "suites" / "wan_small.yaml")])
+    assert ok.exit_code == 0 and "node-days" in ok.output and "e+0" not in ok.output

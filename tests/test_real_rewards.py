@@ -322,3 +322,61 @@ def test_reward_weights_for_single_score_rewards(clip_parts):
     assert reward_weights(object(), "B") == {"vq": 0.5, "mq": 0.5, "ta": 1.0}
     s = r(videos(b=2), PROMPTS[:2])
     torch.testing.assert_close(composite(s, reward_weights(r, "A")), s["clip"])
+
+
+def test_videoalign_refuses_a_checkpoint_with_missing_or_unexpected_keys(videoalign_parts, tmp_path):
+    """The tiny layout's checkpoint without its reward head or one LoRA weight, or with a stray key, is
+    refused with the keys named (loading it would leave those weights random without a word)."""
+    from safetensors.torch import save_file
+
+    model, tok, config = videoalign_parts
+    base_dir = tmp_path / "qwen2vl"
+    make_tok = lambda: word_tokenizer(QWEN_SPECIALS, pad="<|endoftext|>", eos="<|im_end|>",  # noqa: E731
+                                      model_max_length=4096)
+    tiny_qwen2vl(make_tok()).save_pretrained(base_dir)
+    make_tok().save_pretrained(base_dir)
+    state = model.state_dict()
+    lora = {"base_model.model." + k: v.contiguous() for k, v in state.items() if "lora_" in k}
+    head = {"base_model.model.rm_head.weight": state["rm_head.weight"]}
+    dropped = sorted(lora)[0]
+
+    def folder(name, lora_part, non_lora):
+        ck = tmp_path / name
+        (ck / "checkpoint-1").mkdir(parents=True)
+        save_file(lora_part, str(ck / "checkpoint-1" / "adapter_model.safetensors"))
+        torch.save(non_lora, ck / "checkpoint-1" / "non_lora_state_dict.pth")
+        cfg = json.loads(json.dumps(config))
+        cfg["model_config"]["model_name_or_path"] = str(base_dir)
+        (ck / "model_config.json").write_text(json.dumps(cfg))
+        return str(ck)
+
+    def load(ck):
+        return rewards.load("videoalign", checkpoint=ck, source_fps=4.0, dtype="float32")
+
+    load(folder("complete", lora, head))  # the whole layout loads
+    with pytest.raises(UserError, match=r"1 missing \(rm_head.weight\)") as err:
+        load(folder("no_head", lora, {}))
+    assert "\n" not in str(err.value)
+    name = dropped.removeprefix("base_model.model.")
+    with pytest.raises(UserError, match=rf"1 missing \({name}\)"):
+        load(folder("no_lora", {k: v for k, v in lora.items() if k != dropped}, head))
+    with pytest.raises(UserError, match=r"1 unexpected \(stray.weight\)"):
+        load(folder("stray", lora, {**head, "base_model.model.stray.weight": torch.zeros(2)}))
+
+
+def test_clip_refuses_a_checkpoint_with_missing_keys(clip_parts, tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    model, tok = clip_parts
+    model.save_pretrained(tmp_path / "clip")
+    tok.save_pretrained(tmp_path / "clip")
+    from transformers import CLIPImageProcessorPil
+
+    CLIPImageProcessorPil(size={"shortest_edge": 30}, crop_size={"height": 30, "width": 30}).save_pretrained(
+        tmp_path / "clip")
+    weights = tmp_path / "clip" / "model.safetensors"
+    state = load_file(str(weights))
+    gone = next(k for k in sorted(state) if "visual_projection" in k)
+    save_file({k: v for k, v in state.items() if k != gone}, str(weights), metadata={"format": "pt"})
+    with pytest.raises(UserError, match=rf"missing \({gone}\)"):
+        rewards.load("clip_score", model=str(tmp_path / "clip"))

@@ -3,7 +3,9 @@
 A KL term that is identically zero, a PPO ratio stuck at 1 or a clip that never acts makes a suite's
 rows equal by construction (the stored main table before grpo-bench 0.2 had ratio ≡ 1 and the
 step-wise KL ≡ 0 in all 1,440 update lines). Each distinct trust-region configuration of every
-embedded-world suite is run for two updates at the suite's own optimizer settings.
+embedded-world suite is run for two updates at the suite's own optimizer settings; each distinct one
+of every real-model suite (HunyuanVideo 1.5, Wan) likewise, on the tiny random preset of its family
+(tiny-hunyuan15, tiny-wan) at the suite's optimizer schedule, lr, clip, precision, LoRA and KL numbers.
 """
 
 from __future__ import annotations
@@ -19,42 +21,94 @@ from grpo_bench.train.trainer import train
 ROOT = Path(__file__).resolve().parents[1]
 TRUST_KEYS = ("method", "kl", "stepwise_ref", "stepwise_estimator", "minibatches", "inner_epochs", "anchor_every",
               "clip_range")
+REAL_KEYS = (*TRUST_KEYS, "step_every", "kl_schedule_unit", "micro_batch", "lr", "param_dtype", "mixed_precision",
+             "kl_beta_min", "kl_beta_max", "kl_target", "beta_pos", "beta_vel")
+TINY = {"hunyuan15": "tiny-hunyuan15", "wan": "tiny-wan"}
+"""A real model's family -> the tiny random preset that stands in for it on a CPU."""
+RUN = dict(updates=2, prompts_per_update=1, group_size=4, eval_every=100, eval_samples=1, diag_every=0,
+           checkpoint_every=100, save_videos=False, reward="world_oracle", device="cpu", threads=1, max_train_steps=3)
 
 
-def _trust_region_cells() -> dict[tuple, dict]:
-    out: dict[tuple, dict] = {}
+def _family(model: str) -> str | None:
+    from grpo_bench.train.plan import real_specs
+
+    spec = real_specs().get(model)
+    return spec["family"] if spec else None
+
+
+def _trust_region_cells() -> tuple[dict[tuple, dict], dict[tuple, dict]]:
+    world: dict[tuple, dict] = {}
+    real: dict[tuple, dict] = {}
     for path in sorted((ROOT / "suites").glob("*.yaml")):
-        for cell in expand(load_suite(path)):
+        suite = load_suite(path)
+        gpus = int(suite.resources.get("gpus_per_cell", 1))
+        for cell in expand(suite):
             cfg = cell.config.to_dict()
-            if cfg["model"] != "world" or cfg["kl"] == "none":
+            if cfg["model"] == "world":
+                if cfg["kl"] != "none":
+                    world.setdefault(tuple(str(cfg[k]) for k in TRUST_KEYS), {"suite": path.stem, **cfg})
                 continue
-            out.setdefault(tuple(str(cfg[k]) for k in TRUST_KEYS), {"suite": path.stem, **cfg})
-    return out
+            family = _family(cfg["model"])
+            assert family in TINY, f"{path.stem}: no tiny preset stands in for {cfg['model']!r}"
+            key = (family, cfg["lora_rank"] > 0, *(str(cfg[k]) for k in REAL_KEYS))
+            real.setdefault(key, {"suite": path.stem, "family": family, "gpus": gpus, **cfg})
+    return world, real
 
 
-CELLS = _trust_region_cells()
+CELLS, REAL_CELLS = _trust_region_cells()
+
+
+def _optimizer_steps_per_rollout(cfg: dict) -> int:
+    """Optimizer steps one process takes per rollout batch (each of its samples trained at >= 1 step)."""
+    if cfg.get("step_every", "minibatch") == "micro_step":
+        per_process = cfg["prompts_per_update"] * cfg["group_size"] // cfg.get("gpus", 1)
+        return -(-per_process // max(1, cfg["micro_batch"] or per_process)) * cfg["inner_epochs"]
+    return cfg["minibatches"] * cfg["inner_epochs"]
 
 
 def test_every_current_suite_takes_at_least_two_optimizer_steps_per_rollout():
     assert CELLS, "no shipped suite claims a trust region"
-    for key, cfg in CELLS.items():
-        assert cfg["minibatches"] * cfg["inner_epochs"] >= 2, f"{cfg['suite']}: {key} takes one optimizer step"
+    assert REAL_CELLS, "no shipped real-model suite"
+    for key, cfg in [*CELLS.items(), *REAL_CELLS.items()]:
+        assert _optimizer_steps_per_rollout(cfg) >= 2, f"{cfg['suite']}: {key} takes one optimizer step"
+
+
+def _check_live(tmp_path, cfg: dict) -> None:
+    from grpo_bench.train.config import from_dict
+
+    train(from_dict(cfg), tmp_path / "run")
+    rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    parts = {"dual": ("kl_moving", "kl_stepwise"), "none": ()}.get(cfg["kl"], ("kl",))
+    for row in rows:
+        for part in parts:
+            assert row[part] != 0.0, f"{part} is zero in update {row['update']}"
+        assert row["ratio_mean"] != 1.0, "the PPO ratio never moved"
+    assert any(r["clip_frac"] > 0 for r in rows), "the clip never acted"
 
 
 @pytest.mark.parametrize("key", sorted(CELLS), ids=lambda k: "-".join(k[:3]))
 def test_trust_region_terms_are_live(tmp_path, key):
     cfg = dict(CELLS[key])
     cfg.pop("suite")
-    cfg.update(updates=2, prompts_per_update=1, group_size=4, eval_every=100, eval_samples=1, diag_every=0,
-               checkpoint_every=100, save_videos=False, reward="world_oracle", device="cpu", threads=1,
-               max_train_steps=3)
-    from grpo_bench.train.config import from_dict
+    _check_live(tmp_path, {**cfg, **RUN})
 
-    train(from_dict(cfg), tmp_path / "run")
-    rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
-    parts = {"dual": ("kl_moving", "kl_stepwise")}.get(cfg["kl"], ("kl",))
-    for row in rows:
-        for part in parts:
-            assert row[part] != 0.0, f"{part} is zero in update {row['update']}"
-        assert row["ratio_mean"] != 1.0, "the PPO ratio never moved"
-    assert any(r["clip_frac"] > 0 for r in rows), "the clip never acted"
+
+@pytest.fixture
+def fresh_accelerate_state():
+    """The real suites run bf16: one precision per accelerate state, later tests start from 'no'."""
+    from accelerate.state import AcceleratorState
+
+    AcceleratorState._reset_state(reset_partial_state=True)
+    yield
+    AcceleratorState._reset_state(reset_partial_state=True)
+
+
+@pytest.mark.parametrize("key", sorted(REAL_CELLS, key=str), ids=lambda k: f"{k[0]}-{'lora' if k[1] else 'full'}-"
+                                                                         f"{k[2]}-{k[3]}")
+def test_real_model_suites_trust_regions_are_live_on_the_tiny_presets(tmp_path, key, fresh_accelerate_state):
+    cfg = dict(REAL_CELLS[key])
+    family = cfg.pop("family")
+    for name in ("suite", "gpus", "frames", "height", "width", "reward_path", "reward_base_path"):
+        cfg.pop(name)  # the preset's own video shape, the world's rewards
+    cfg.update(RUN, model=TINY[family], prompts="world", eval_oracle=False, steps=6)
+    _check_live(tmp_path, cfg)

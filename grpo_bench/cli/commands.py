@@ -291,12 +291,13 @@ def plan(
     suite: Path = typer.Argument(..., help="Suite YAML (e.g. suites/hunyuan15_paper.yaml)."),
     gpu_memory_gb: float | None = typer.Option(
         None, "--gpu-memory-gb",
-        help="GPU memory per device (default: the suite's budget.gpu_memory_gb); "
-             "a cell predicted above it is refused (exit 2)."),
+        help="GPU memory per device (default: the suite's budget.gpu_memory_gb, else the local GPU, else 141 "
+             "GB); a cell predicted above it is refused (exit 2)."),
     tflops: float = typer.Option(400.0, "--tflops", help="Sustained TFLOP/s per GPU for the time estimate."),
     overrides: list[str] | None = typer.Argument(None, help="key=value overrides of the suite's base config."),
 ) -> None:
-    """Predict per cell the model size, peak GPU and host memory per process and seconds per update."""
+    """Predict per cell the model size, peak GPU and host memory per process, time per update and per cell,
+    the suite's GPU-hours, and whether every cell fits (exit 2 when one does not)."""
     from grpo_bench.cli.plan import plan_command
 
     raise typer.Exit(plan_command(suite, gpu_memory_gb, tflops, overrides or [], console))

@@ -1,6 +1,9 @@
-"""``grpo-bench plan SUITE``: per cell the model size, predicted peak GPU and host memory per process
-and seconds per update (grpo_bench/train/plan.py), and a one-line refusal (exit 2) when a cell will
-not fit ``gpu_memory_gb``; ``grpo-bench run`` calls ``preflight`` first for real-model suites."""
+"""``grpo-bench plan SUITE``: per cell the model size, predicted peak GPU and host memory per process,
+time per update and per cell, the suite's total in GPU-hours and node-days (grpo_bench/train/plan.py),
+and whether it fits: every cell is checked against one GPU size (``--gpu-memory-gb``, else the suite's
+``budget.gpu_memory_gb``, else the local GPU, else ``DEFAULT_GPU_GB``, the largest current data-centre
+GPU) and a cell that does not fit is refused in one line (exit 2). ``grpo-bench run`` calls
+``preflight`` first for real-model suites."""
 
 from __future__ import annotations
 
@@ -17,6 +20,35 @@ from grpo_bench.train.plan import GB, Plan, check_fits, estimate
 
 DEFAULT_TFLOPS = 400.0
 """Sustained bf16 TFLOP/s per GPU assumed for the time estimate (H100/H200 at ~40% of dense peak)."""
+DEFAULT_GPU_GB = 141.0
+"""What "fits" means when neither the command, the suite nor a local GPU says: an H200's 141 GB."""
+NODE_GPUS = 8
+"""GPUs per node for the node-days total."""
+
+
+def gpu_memory(declared: float | None, suite: Suite) -> tuple[float, str]:
+    """(GB per GPU to check against, where that number comes from)."""
+    if declared:
+        return float(declared), "--gpu-memory-gb"
+    if suite.resources.get("gpu_memory_gb"):
+        return float(suite.resources["gpu_memory_gb"]), "the suite's budget.gpu_memory_gb"
+    import torch
+
+    if torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        return props.total_memory / GB, f"the local GPU ({props.name})"
+    return DEFAULT_GPU_GB, f"no GPU declared or visible: {DEFAULT_GPU_GB:g} GB, an H200"
+
+
+def duration(seconds: float) -> str:
+    """Seconds as a readable duration: '45 s', '12.5 min', '7.4 h', '4.3 days'."""
+    if seconds < 120:
+        return f"{seconds:.3g} s" if seconds < 10 else f"{seconds:.0f} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.1f} min"
+    if seconds < 48 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
 
 
 def sharding_of(launch: str | None) -> str:
@@ -44,19 +76,16 @@ def plan_cells(suite: Suite, cells: list[Cell], tflops: float = DEFAULT_TFLOPS) 
     return out
 
 
-def seconds(x: float) -> str:
-    """Seconds as a person reads them: 0.42, 12.3, 1490 (never 1.49e+03)."""
-    return f"{x:.2f}" if x < 10 else f"{x:.1f}" if x < 100 else f"{x:.0f}"
-
-
-def print_plan(suite: Suite, plans: list[tuple[Cell, Plan]], gpu_memory_gb: float | None, console: Console) -> None:
-    """One row per distinct plan (seeds share one): the run's label, its cells, the prediction."""
+def print_plan(suite: Suite, plans: list[tuple[Cell, Plan]], gpu_memory_gb: float | None, console: Console,
+               source: str = "") -> None:
+    """One row per distinct plan (seeds share one): the run's label, its cells, the prediction, whether it
+    fits; then the totals per suite."""
     first = plans[0][1] if plans else None
     title = f"{suite.name}: {len(plans)} cells" + (
         f", {first.processes} process(es) each, sharding {first.sharding}" if first else "")
     table = Table(title=title)
-    for col in ("run", "setting", "cells", "model", "params", "trained", "tokens", "GPU GB", "host GB", "s/update",
-                "fits"):
+    for col in ("run", "setting", "cells", "model", "params", "trained", "tokens", "GPU GB", "host GB", "per update",
+                "per cell", "fits"):
         table.add_column(col)
     rows: dict[tuple[str, str, int], list[Any]] = {}
     for cell, p in plans:
@@ -64,13 +93,23 @@ def print_plan(suite: Suite, plans: list[tuple[Cell, Plan]], gpu_memory_gb: floa
         rows.setdefault(key, [cell, p, 0])[2] += 1
     for (group, setting, _), (_cell, p, n) in rows.items():
         fits = "-" if not gpu_memory_gb else ("yes" if p.gpu_peak <= gpu_memory_gb * GB else "[red]NO[/]")
-        table.add_row(group, setting, str(n), p.model, _count(p.params), _count(p.trainable), str(p.tokens),
-                      f"{p.gpu_peak / GB:.1f}", f"{p.host_peak / GB:.1f}", seconds(p.seconds_per_update), fits)
+        table.add_row(group, setting, str(n), p.model, _count(p.params), _count(p.trainable), f"{p.tokens:,}",
+                      f"{p.gpu_peak / GB:.1f}", f"{p.host_peak / GB:.1f}", duration(p.seconds_per_update),
+                      duration(p.seconds_per_cell), fits)
     console.print(table)
     for model, p in {p.model: p for _, p in plans}.items():  # the numbers behind every row, unwrapped
         console.print(f"{model}: {_count(p.params)} transformer parameters, {_count(p.trainable)} trained, "
-                      f"{p.tokens} tokens per video; worst cell {max(q.gpu_peak for _, q in plans) / GB:.1f} GB GPU, "
+                      f"{p.tokens:,} tokens per video; worst cell {max(q.gpu_peak for _, q in plans) / GB:.1f} GB GPU, "
                       f"{max(q.host_peak for _, q in plans) / GB:.1f} GB host per process", highlight=False)
+    if plans:
+        gpus = max(p.processes for _, p in plans)
+        cell_s = [p.seconds_per_cell for _, p in plans]
+        gpu_h = sum(s * p.processes for s, (_, p) in zip(cell_s, plans)) / 3600
+        console.print(f"total: {len(plans)} cells, longest {duration(max(cell_s))}; {gpu_h:,.0f} GPU-hours = "
+                      f"{gpu_h / NODE_GPUS / 24:,.1f} node-days of {NODE_GPUS} GPUs ({duration(sum(cell_s))} one cell "
+                      f"at a time on {gpus} GPU(s))", highlight=False)
+    if gpu_memory_gb:
+        console.print(f"fits: checked against {gpu_memory_gb:.0f} GB per GPU ({source})", highlight=False)
 
 
 def _count(n: float) -> str:
@@ -87,9 +126,9 @@ def check(suite: Suite, plans: list[tuple[Cell, Plan]], gpu_memory_gb: float | N
 
 def plan_command(path: Path, gpu_memory_gb: float | None, tflops: float, overrides: list[str], console: Console) -> int:
     suite = load_suite(path, parse_overrides(overrides))
-    memory = gpu_memory_gb or suite.resources.get("gpu_memory_gb")
+    memory, source = gpu_memory(gpu_memory_gb, suite)
     plans = plan_cells(suite, expand(suite), tflops)
-    print_plan(suite, plans, memory, console)
+    print_plan(suite, plans, memory, console, source)
     check(suite, plans, memory)
     return 0
 
@@ -102,16 +141,15 @@ def preflight(suite: Suite, cells: list[Cell], console: Console) -> None:
 
     for c in cells:
         check_weight_paths(c.config, f"{suite.name}: cell {c.id}: ")
-    memory = suite.resources.get("gpu_memory_gb")
+    memory, _ = gpu_memory(None, suite)
     try:
         plans = plan_cells(suite, cells)
     except UserError as exc:  # a model plan cannot size (an unknown local folder): say so, do not block
         console.print(f"plan: skipped ({exc})", highlight=False)
         return
-    if memory:
-        check(suite, plans, memory)
+    check(suite, plans, memory)
     worst = max(plans, key=lambda cp: cp[1].gpu_peak, default=None)
     if worst is not None:
         console.print(f"plan: peak {worst[1].gpu_peak / GB:.1f} GB GPU and "
-                      f"{worst[1].host_peak / GB:.1f} GB host per process "
-                      f"(cell {worst[0].id}; `grpo-bench plan` for every cell)")
+                      f"{worst[1].host_peak / GB:.1f} GB host per process, {duration(worst[1].seconds_per_cell)} "
+                      f"(cell {worst[0].id}; `grpo-bench plan` for every cell)", highlight=False)

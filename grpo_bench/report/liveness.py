@@ -4,7 +4,9 @@ where the logged metrics show them moving.
 A PPO ratio that is identically 1 (one optimizer step per rollout: the policy at loss time is the
 rollout policy), a clip that never clips, a KL term that is identically zero, or an adaptive KL
 weight pinned at its floor makes two rows of a table the same algorithm under different names.
-This part lists every such finding per row, from the per-update metrics alone.
+Updates whose optimizer steps change few weights (``weights_changed``: bf16 parameters that an AdamW step
+of a small lr cannot move) train less than they report. This part lists every such finding per row,
+from the per-update metrics alone.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import pandas as pd
 from grpo_bench.report import data
 from grpo_bench.report.parts import TABLES, Context, Section
 from grpo_bench.report.tables import write_table
+from grpo_bench.train.landing import WEIGHTS_CHANGED_WARN
 
 FLOOR_SHARE = 0.25
 """An adaptive weight is 'stuck at its floor' (ceiling) when it sits at kl_beta_min (kl_beta_max) for at
@@ -39,6 +42,11 @@ def findings(df: pd.DataFrame) -> pd.DataFrame:
         def add(mechanism: str, finding: str, setting=setting, group=group) -> None:
             out.append({"setting": setting, "group": group, "mechanism": mechanism, "finding": finding})
 
+        changed = metric("weights_changed").dropna()
+        if len(changed) and float(changed.median()) < WEIGHTS_CHANGED_WARN:
+            share = float(changed.median())
+            add("weight updates", f"median {share:.1%} of the trainable elements the gradients reached "
+                                  "changed per update: the optimizer steps round away (bf16 parameters at a small lr?)")
         if _dead(metric("ratio_mean") - 1):
             add("PPO ratio", "identically 1: the loss sees the rollout policy (one optimizer step per rollout)")
         if _dead(metric("clip_frac")):

@@ -42,3 +42,20 @@ def composite(scores: dict[str, Tensor], setting: str | dict[str, float]) -> Ten
     if missing:
         raise KeyError(f"reward scores lack dimension(s) {missing}; have {sorted(scores)}")
     return torch.stack([w * scores[k].float() for k, w in weights.items()]).sum(0)
+
+
+def refuse_mismatched_keys(what: str, source: object, missing: list[str] | set[str],
+                           unexpected: list[str] | set[str]) -> None:
+    """A reward checkpoint whose keys do not match its model stops the run, naming the keys: a missing
+    weight would stay at its random initialisation and score nonsense without a word."""
+    from grpo_bench.errors import UserError
+
+    def named(keys: list[str] | set[str]) -> str:
+        keys = sorted(keys)
+        return ", ".join(keys[:5]) + (f" and {len(keys) - 5} more" if len(keys) > 5 else "")
+
+    parts = ([f"{len(missing)} missing ({named(missing)})"] if missing else []) + (
+        [f"{len(unexpected)} unexpected ({named(unexpected)})"] if unexpected else [])
+    if parts:
+        raise UserError(f"{what} {source}: the checkpoint does not match the model: {'; '.join(parts)} weights; "
+                        "refusing to score with weights left at their random initialisation")

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from grpo_bench.errors import UserError
+from grpo_bench.rewards.base import refuse_mismatched_keys
 
 OPENAI_CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 OPENAI_CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
@@ -115,7 +116,7 @@ def load_clip_parts(model_source: str, processor_source: str | None, what: str) 
         return str(p) if p.exists() else src
 
     try:
-        model = CLIPModel.from_pretrained(local(model_source), local_files_only=True)
+        model, info = CLIPModel.from_pretrained(local(model_source), local_files_only=True, output_loading_info=True)
         tokenizer = AutoTokenizer.from_pretrained(local(processor_source), local_files_only=True)
         import json
 
@@ -128,6 +129,7 @@ def load_clip_parts(model_source: str, processor_source: str | None, what: str) 
             f"downloads weights: run `hf download {missing}` (into the Hugging Face cache, found by name), or "
             f"download it to a folder and pass the folder (rewards.load(..., model=DIR))"
         ) from None
+    refuse_mismatched_keys(what, model_source, info["missing_keys"], info["unexpected_keys"])
     size = pre.get("size", 224)
     crop = pre.get("crop_size", 224)
     numbers = {

@@ -31,6 +31,7 @@ from torch import Tensor, nn
 
 from grpo_bench.errors import UserError
 from grpo_bench.rewards import register
+from grpo_bench.rewards.base import refuse_mismatched_keys
 from grpo_bench.rewards.videoalign_prep import SPECIAL_TOKENS, VIDEO_MIN_PIXELS, build_text, patchify, prepare_frames
 
 DEFAULT_CHECKPOINT = "KlingTeam/VideoReward"
@@ -141,7 +142,12 @@ def build_reward_model(base: nn.Module | None, config: dict, tokenizer: Any, bas
     mc, lc = config["model_config"], config["peft_lora_config"]
     cls = reward_model_class()
     if base is None:
-        model = cls.from_pretrained(base_source, output_dim=mc["output_dim"], dtype=dtype, local_files_only=True)
+        model, info = cls.from_pretrained(base_source, output_dim=mc["output_dim"], dtype=dtype, local_files_only=True,
+                                          output_loading_info=True)
+        # rm_head is VideoAlign's own (the checkpoint supplies it); anything else missing stays random
+        refuse_mismatched_keys("VideoAlign base model", base_source,
+                               [k for k in info["missing_keys"] if not k.startswith("rm_head.")],
+                               info["unexpected_keys"])
     else:
         model = base
     model.resize_token_embeddings(len(tokenizer))
@@ -157,7 +163,8 @@ def build_reward_model(base: nn.Module | None, config: dict, tokenizer: Any, bas
 
 
 def load_checkpoint_weights(model: nn.Module, checkpoint_dir: Path, step: int = -1) -> None:
-    """VideoAlign utils.load_model_from_checkpoint, with keys translated; every stored key must land."""
+    """VideoAlign utils.load_model_from_checkpoint, with keys translated; every stored key must land and
+    every LoRA and reward-head weight must be stored (a UserError names the keys otherwise)."""
     from safetensors.torch import load_file
 
     paths = sorted(glob.glob(str(checkpoint_dir / "checkpoint-*")), key=lambda p: int(p.rsplit("-", 1)[-1]))
@@ -177,9 +184,9 @@ def load_checkpoint_weights(model: nn.Module, checkpoint_dir: Path, step: int = 
         if k not in own:  # a LoRA-wrapped linear keeps its weight under base_layer
             k = k.replace(".weight", ".base_layer.weight") if k.replace(".weight", ".base_layer.weight") in own else k
         mapped[k] = value
-    unknown = sorted(k for k in mapped if k not in own)
-    if unknown:
-        raise UserError(f"VideoAlign checkpoint {ck}: {len(unknown)} weights do not fit the model, e.g. {unknown[:3]}")
+    # what the checkpoint must supply (the rest comes from the base model): the LoRA adapters and rm_head
+    required = {k for k in own if ".lora_" in k or k.startswith("rm_head.")}
+    refuse_mismatched_keys("VideoAlign checkpoint", ck, required - set(mapped), {k for k in mapped if k not in own})
     model.load_state_dict(mapped, strict=False)
 
 

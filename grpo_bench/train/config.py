@@ -168,6 +168,12 @@ class Optimisation:
     gives every rollout two optimizer steps (as DanceGRPO and FlowGRPO take): only from the second
     on does the policy differ from the rollout policy, so that the PPO ratio moves, the clip can act
     and the step-wise KL is non-zero. With 1, every method is group-baseline REINFORCE."""
+    step_every: Literal["minibatch", "micro_step"] = "minibatch"
+    """When the optimizer steps: 'minibatch' = once per minibatch, its (micro-batch, trained step)
+    backward passes accumulated (``minibatches`` steps per pass over the rollout); 'micro_step' = after
+    every (micro-batch, trained step) backward, as SAGE-GRPO's and DanceGRPO's official code steps
+    (samples / micro_batch x trained steps per pass: many steps per rollout, each a mean over micro_batch
+    samples at one step)."""
     micro_batch: NonNegative = execution(0)
     """Samples per training forward (0 = the whole minibatch); lower it to fit GPU memory."""
     adv_clip: Positive = 5.0
@@ -200,6 +206,10 @@ class TrustRegion:
     """Adaptive KL weight: target of the mean KL over the last kl_window updates (see kl_target_auto)."""
     kl_window: AtLeast1 = 10
     """Adaptive KL weight: feedback on the mean KL of the last N updates."""
+    kl_schedule_unit: Literal["update", "optimizer_step"] = "update"
+    """What kl_warmup and kl_window count and when the adaptive weight feeds back: 'update' (once per
+    update, on its mean KL) or 'optimizer_step' (after every optimizer step, on that step's mean KL, as
+    SAGE-GRPO's official code counts its warm-up). anchor_every always counts optimizer steps."""
     kl_target_auto: bool = False
     """Adaptive KL weight: at the end of the warm-up set kl_target to the mean KL measured over the
     warm-up's last kl_window updates, so the controller holds the KL the run actually reaches, with
@@ -309,6 +319,7 @@ EXECUTION_FIELDS = frozenset(name for name, f in FIELDS.items() if f.metadata.ge
 ID_NEUTRAL: dict[str, Any] = {
     "params": {}, "param_dtype": "float32", "reward_path": "", "reward_base_path": "", "equalizer_proxy": "gaussian",
     "stepwise_ref": "rollout", "kl_target_auto": False, "adv_norm": "group",
+    "step_every": "minibatch", "kl_schedule_unit": "update",
 }
 """Science fields added since the id scheme of release 0.3: the value for which a field is left out of a
 cell id. A new science field must be added here with the value that reproduces the behaviour from before

@@ -38,4 +38,5 @@ class PhaseInputs(Protocol):
     ctx: LossContext
     kl_weight: Any  # core/kl_weight.py ConstantKLWeight | AdaptiveKLWeight
     counters: Any  # checkpoint.Counters
+    probe: Any  # landing.WeightProbe: which trainable elements the update's optimizer steps change
     autocast: Callable[[], contextlib.AbstractContextManager]

@@ -64,6 +64,25 @@ REWARD_PARAMS = {"videoalign": 2.21e9, "videoalign_16fps": 2.21e9, "clip_score":
 """Parameters of the real reward models (Qwen2-VL-2B + head, CLIP ViT-L/14, CLIP ViT-H/14); the
 world's rewards are negligible."""
 SPECS = Path(__file__).resolve().parents[1] / "models" / "real_specs.yaml"
+VAE_DECODE_MAPS = 4
+"""Float32 feature maps of the VAE decoder's highest-resolution stage alive at once (a conv's input and
+output, a norm's and an upsampler's temporaries), per decoded voxel of a tile and channel: assumed,
+not measured here (benchmarks/gpu_check.sh's vae case measures it)."""
+VAE_THROUGHPUT = 0.25
+"""The VAE decodes in float32 (TF32 convolutions at best): its FLOPs run at this share of the declared
+bf16 throughput (assumed)."""
+REWARD_SHAPES = {  # vision tower (params, hidden), language model (params, hidden), frames' pixels, source fps
+    "videoalign": (6.7e8, 1280, 1.54e9, 1536, 336 * 588, 24.0),
+    "videoalign_16fps": (6.7e8, 1280, 1.54e9, 1536, 336 * 588, 16.0),
+    "clip_score": (3.0e8, 1024, 1.2e8, 768, 224 * 224, 0.0),
+    "pickscore": (6.3e8, 1280, 3.5e8, 1024, 224 * 224, 0.0),
+}
+"""What the reward forward costs: VideoAlign (Qwen2-VL-2B) sees round_2(F / source_fps * 2) frames (at
+least 4) of up to 336 x 588 pixels as 14 x 14 x 2 patches, merged 2 x 2 into language tokens; the
+CLIP family sees 8 frames of 224 x 224 as 14 x 14 patches, one image per frame."""
+LINK_GB_S = 300.0
+"""Collective bandwidth per GPU inside one node (NVLink, GB/s achieved): communication time is the
+bytes a process sends and receives at this rate, not overlapped with compute (an upper bound)."""
 
 
 @dataclass
@@ -83,6 +102,9 @@ class ModelSpec:
     lora_params: int = 0
     block_params: int = 0
     video: tuple[int, int, int] = (1, 1, 1)  # decoded (F, H, W)
+    vae_flops_per_pixel: float = 0.0  # decoder FLOPs per decoded (frame x pixel)
+    vae_channels: int = 0  # channels of the decoder's highest-resolution stage
+    vae_tile: tuple[int, int] | None = None  # decoded (H, W) of one spatial tile, when the VAE tiles
 
     @property
     def video_tokens(self) -> int:
@@ -108,6 +130,14 @@ class Plan:
     seconds_per_update: float
     processes: int
     sharding: str
+    updates: int = 0
+    seconds: dict[str, float] | None = None
+    """seconds_per_update by term: transformer, vae, reward, communication."""
+
+    @property
+    def seconds_per_cell(self) -> float:
+        """The whole cell: its updates (evaluation and diagnostics amortised into each)."""
+        return self.seconds_per_update * self.updates
 
     @property
     def gpu_peak(self) -> float:
@@ -164,6 +194,43 @@ def _meta_counts(name: str, rank: int, targets: tuple[str, ...]) -> tuple[int, i
     return _numel(tr), text, _numel(vae), lora, block
 
 
+def vae_decode_profile(vae: torch.nn.Module, channels: int) -> tuple[float, int, tuple[int, int] | None]:
+    """(decoder FLOPs per decoded frame x pixel, highest-resolution channels, decoded tile (H, W)) of a
+    VAE: the FLOPs counted by torch's FlopCounterMode on one small latent (untiled; the decoder is
+    convolutional, so they scale with the decoded volume), on the module's own device (``meta`` for the
+    named checkpoints)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    device = next(vae.parameters()).device
+    dtype = next(vae.parameters()).dtype
+    z = torch.zeros(1, channels, 2, 4, 4, device=device, dtype=dtype)
+    tiling = getattr(vae, "use_tiling", False)
+    vae.use_tiling = False
+    try:
+        with FlopCounterMode(display=False) as counter, torch.no_grad():
+            out = vae._decode(z)
+            out = out[0] if isinstance(out, tuple) else getattr(out, "sample", out)
+    except Exception:  # a VAE this profile cannot drive: no decode term
+        return 0.0, 0, None
+    finally:
+        vae.use_tiling = tiling
+    per_pixel = counter.get_total_flops() / math.prod(out.shape[2:])
+    conf = vae.config
+    top = (conf.get("block_out_channels") or [conf.get("decoder_base_dim") or conf.get("base_dim") or 0])[0]
+    th, tw = (getattr(vae, "tile_sample_min_height", None), getattr(vae, "tile_sample_min_width", None))
+    return float(per_pixel), int(top), (int(th), int(tw)) if th and tw else None
+
+
+@functools.lru_cache(maxsize=16)
+def _meta_vae(name: str) -> tuple[float, int, tuple[int, int] | None]:
+    import diffusers
+
+    spec = real_specs()[name]
+    with torch.device("meta"):
+        vae = getattr(diffusers, spec["vae"]["class"])(**spec["vae"]["config"])
+    return vae_decode_profile(vae, spec["latent_channels"])
+
+
 def identify_folder(source: str) -> str | None:
     """The named checkpoint a local pipeline folder holds, from its transformer/config.json (class,
     layers, heads, input channels); None when it is not a folder or matches none."""
@@ -191,8 +258,9 @@ def model_spec(cfg: Any) -> ModelSpec:
         tr, text, vae, lora, block = _meta_counts(name, cfg.lora_rank, targets)
         f, h, w = latent_geometry(cfg.frames, cfg.height, cfg.width, s["vae_temporal"], s["vae_spatial"], s["patch"][1])
         video = ((f - 1) * s["vae_temporal"] + 1, h * s["vae_spatial"], w * s["vae_spatial"])
+        flops, top, tile = _meta_vae(name)
         return ModelSpec(name, tr, text, vae, s["hidden"], s["layers"], (s["latent_channels"], f, h, w),
-                         tuple(s["patch"]), s["text_tokens"], s["joint_text"], lora, block, video)
+                         tuple(s["patch"]), s["text_tokens"], s["joint_text"], lora, block, video, flops, top, tile)
     return _built_spec(cfg)
 
 
@@ -224,8 +292,9 @@ def _built_spec(cfg: Any) -> ModelSpec:
         + (pipe.vision_num_semantic_tokens if joint else 0) if joint else cond["prompt_embeds"].shape[1]
     text_params = _numel(getattr(pipe, "text_encoder", None)) + _numel(getattr(pipe, "text_encoder_2", None))
     o = model.options
+    flops, top, tile = vae_decode_profile(pipe.vae, c)
     return ModelSpec(cfg.model, _numel(tr), text_params, _numel(pipe.vae), heads, conf.num_layers, (c, f, h, w),
-                     tuple(patch), text, joint, lora, block, (o.frames, o.height, o.width))
+                     tuple(patch), text, joint, lora, block, (o.frames, o.height, o.width), flops, top, tile)
 
 
 # --- the estimate ----------------------------------------------------------------------------
@@ -303,9 +372,24 @@ def estimate(cfg: Any, processes: int = 1, sharding: str = "none", tflops: float
     gpu["activations"] = max(train_act, rollout_act)
     # the micro-batched diagnostic sums autograd.grad results in a second gradient buffer
     gpu["diagnostic_grads"] = trainable * train_bytes / shard_all if cfg.diag_every else 0.0
+    # collective buffers: FSDP2 gathers the next block while one runs and reduce-scatters a block's
+    # float32 gradients; the replicated launch averages all gradients in one float32 flat buffer
+    if sharding == "fsdp2" and world > 1:
+        gpu["comm_buffers"] = spec.block_params * (base_bytes + 4)
+    elif world > 1:
+        gpu["comm_buffers"] = trainable * 4 if sharding == "none" else 0.0
+    # the reward phase (no training activations alive): one video decoded per VAE call, tiled in
+    # space, then the reward model's forward over a batch
+    f_out, h_out, w_out = spec.video
+    tile = spec.vae_tile or (h_out, w_out)
+    gpu["vae_decode"] = VAE_DECODE_MAPS * spec.vae_channels * f_out * min(tile[0], h_out) * min(tile[1], w_out) * 4
+    reward_act, reward_flops = reward_cost(cfg.reward, f_out)
+    gpu["reward_activations"] = reward_act
     encoders = spec.text_encoder_params * compute
     gpu["text_encoders_while_caching"] = encoders
-    train_phase = sum(v for k, v in gpu.items() if k != "text_encoders_while_caching")
+    phase_only = ("text_encoders_while_caching", "vae_decode", "reward_activations", "activations")
+    static = sum(v for k, v in gpu.items() if k not in phase_only)
+    train_phase = max(static + gpu["activations"], static + gpu["vae_decode"], static + gpu["reward_activations"])
     # at load the whole transformer reaches the GPU before it is sharded, with the text encoders
     cache_phase = spec.transformer_params * base_bytes + gpu["vae"] + encoders
     on_cpu = str(getattr(cfg, "device", "auto")) == "cpu"
@@ -331,8 +415,56 @@ def estimate(cfg: Any, processes: int = 1, sharding: str = "none", tflops: float
         flops += rows * stored * cfg_mult * fwd * 3 / cfg.diag_every
     eval_rows = math.ceil(len(prompts.eval) / world) * cfg.eval_samples
     flops += eval_rows * cfg.steps * cfg_mult * fwd / cfg.eval_every
-    seconds = flops / (tflops * 1e12)
-    return Plan(spec.name, spec.transformer_params, trainable, L, gpu, host, seconds, world, sharding)
+    videos = rows + eval_rows / cfg.eval_every  # decoded and scored per update
+    seconds = {
+        "transformer": flops / (tflops * 1e12),
+        "vae": videos * spec.vae_flops_per_pixel * math.prod(spec.video) / (tflops * 1e12 * VAE_THROUGHPUT),
+        "reward": videos * reward_flops / (tflops * 1e12),
+        "communication": communication_bytes(cfg, spec, trainable, base_bytes, rows, trained, anchors, world,
+                                             sharding) / (LINK_GB_S * 1e9),
+    }
+    return Plan(spec.name, spec.transformer_params, trainable, L, gpu, host, sum(seconds.values()), world, sharding,
+                updates=cfg.updates, seconds=seconds)
+
+
+def reward_cost(reward: str, frames: int) -> tuple[float, float]:
+    """(activation bytes of one reward batch, FLOPs per video) of a real reward's no-grad forward
+    (REWARD_SHAPES); 0 for the world's rewards."""
+    shape = REWARD_SHAPES.get(reward)
+    if shape is None:
+        return 0.0, 0.0
+    vision_params, vision_hidden, lm_params, lm_hidden, pixels, fps = shape
+    if fps:  # VideoAlign: round_2(F / fps * 2) frames, 2-frame temporal patches, 2 x 2 merged tokens
+        n = max(4, 2 * round(frames / fps))
+        patches = n // 2 * pixels / 14**2
+        tokens, batch = patches / 4 + 128, 2
+    else:  # CLIP family: 8 frames, one image each
+        n = min(8, frames)
+        patches, tokens, batch = n * pixels / 14**2, n * 77, 4
+    act = batch * (patches * vision_hidden + tokens * lm_hidden) * ROLLOUT_BYTES
+    return act, 2 * (vision_params * patches + lm_params * tokens)
+
+
+def communication_bytes(cfg: Any, spec: ModelSpec, trainable: int, base_bytes: int, rows: int, trained: int,
+                        anchors: int, world: int, sharding: str) -> float:
+    """Bytes one process moves through collectives per update. FSDP2: every transformer call all-gathers
+    the weights (forward; backward once more) and every backward reduce-scatters float32 gradients;
+    replicated and ZeRO-2: one float32 all-reduce (or reduce-scatter + all-gather, the same volume)
+    of the trainable gradients per optimizer step. Ring collectives: a share (world - 1) / world of
+    each buffer, twice for an all-reduce."""
+    if world <= 1:
+        return 0.0
+    share = (world - 1) / world
+    per_call = max(1, (cfg.micro_batch or rows) // (2 if cfg.guidance != 1.0 else 1))  # samples per call
+    calls = math.ceil(rows / per_call)
+    backward = trained * calls * cfg.inner_epochs
+    if sharding == "fsdp2":
+        forward = calls * (cfg.steps + trained * anchors) + backward
+        gathered = spec.transformer_params * base_bytes + (trainable * 4 if cfg.lora_rank > 0 else 0)
+        return share * ((forward + backward) * gathered + backward * trainable * 4)
+    micro = getattr(cfg, "step_every", "minibatch") == "micro_step"
+    steps = (trained * calls if micro else cfg.minibatches) * cfg.inner_epochs
+    return share * 2 * trainable * 4 * steps
 
 
 def check_fits(plan: Plan, gpu_memory_gb: float | None, where: str) -> None:

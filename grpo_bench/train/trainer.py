@@ -38,7 +38,17 @@ from grpo_bench.core.rollout import StepTable
 from grpo_bench.core.sde import equalizer
 from grpo_bench.core.trust_region import Anchors, make_kl
 from grpo_bench.errors import UserError
-from grpo_bench.train import base_eval, checkpoint, distributed, export, precision, sharding, steppers, weights
+from grpo_bench.train import (
+    base_eval,
+    checkpoint,
+    distributed,
+    export,
+    landing,
+    precision,
+    sharding,
+    steppers,
+    weights,
+)
 from grpo_bench.train import metrics as m
 from grpo_bench.train.collect import collect
 from grpo_bench.train.config import RunConfig, resolve, validate
@@ -102,6 +112,9 @@ class Trainer:
         self.stepper = steppers.make_stepper(self.acc, module, cfg)
         self.sharded = sharding.is_sharded(self.stepper.params)
         self.params, self.autocast = self.stepper.params, self.stepper.autocast
+        if (msg := landing.precision_warning(self.params, cfg.lr)) is not None:  # bf16 weights a step cannot move
+            warnings.warn(msg, stacklevel=2)
+        self.probe = landing.WeightProbe(self.params, self.acc, grads_visible=not self.stepper.engine_checkpoint)
 
         self.method = make_method(cfg.method, **cfg.method_overrides())
         self.sigmas = schedule.sigmas(cfg.steps, cfg.shift)
