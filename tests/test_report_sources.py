@@ -148,7 +148,7 @@ class _Recorder:
     def __init__(self):
         self.labels: list[str] = []
 
-    def __call__(self, ax, frame, label, colour, style="-", x="update", y="value"):
+    def __call__(self, ax, frame, label, colour, style="-", x="update", y="value", **_):
         self.labels.append(label)
 
 

@@ -32,9 +32,10 @@ def band(frame: pd.DataFrame, x: str = "update", y: str = "value") -> pd.DataFra
     return pd.DataFrame(rows, columns=[x, "mean", "ci", "n"])
 
 
-def _plot_band(ax, frame: pd.DataFrame, label: str, colour, style: str = "-", x: str = "update", y: str = "value"):
+def _plot_band(ax, frame: pd.DataFrame, label: str, colour, style: str = "-", x: str = "update", y: str = "value",
+               marks: dict | None = None):
     b = band(frame, x, y)
-    ax.plot(b[x], b["mean"], style, color=colour, label=label, lw=1.4)
+    ax.plot(b[x], b["mean"], style, color=colour, label=label, lw=1.4, **(marks or {}))
     ok = b["ci"].notna()
     ax.fill_between(b[x][ok], (b["mean"] - b["ci"])[ok], (b["mean"] + b["ci"])[ok], color=colour, alpha=0.18, lw=0)
 
@@ -67,6 +68,32 @@ def _legend(ax, **kw) -> None:
     handles, labels = ax.get_legend_handles_labels()
     if handles:
         ax.figure.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False, **kw)
+
+
+MARKERS = "os^vD<>pPX*h"
+"""One marker per row, placed at staggered updates: rows whose lines coincide still show each marker."""
+
+
+def _markers(groups: list[str]) -> dict[str, dict]:
+    n = len(MARKERS)
+    return {g: {"marker": MARKERS[i % n], "markevery": (i % 4, 4), "ms": 4} for i, g in enumerate(groups)}
+
+
+def _align_zero(a, b) -> None:
+    """Limits of two y-axes of one panel (twinx) extended so that 0 sits at the same height on both:
+    lines that both start at 0 then start at the same place."""
+    lims = [(min(ax.get_ylim()[0], 0.0), max(ax.get_ylim()[1], 0.0)) for ax in (a, b)]
+    lims = [(lo, hi) if hi > lo else (-1.0, 1.0) for lo, hi in lims]
+    fractions = [-lo / (hi - lo) for lo, hi in lims]  # where 0 is, from the bottom
+    f = max(fractions)
+    if f >= 1:  # one axis lies wholly below 0: meet in the middle rather than cut the other
+        f = min(fractions) if min(fractions) > 0 else 0.5
+    for ax, (lo, hi), frac in zip((a, b), lims, fractions):
+        if frac < f:
+            lo = -f * hi / (1 - f)
+        elif frac > f:
+            hi = -lo * (1 - f) / f
+        ax.set_ylim(lo, hi)
 
 
 def _missing(title: str, why: str) -> list[Section]:
@@ -130,6 +157,7 @@ def grad_norms(ctx: Context) -> list[Section]:
     colour = _colours(groups)
     fig, axes = _settings_axes(sorted(g["setting"].unique()))
     spread = []
+    styles_seen: set[bool] = set()
     for setting, ax in axes.items():
         part = g[g["setting"] == setting]
         for grp in [x for x in groups if x in set(part["group"])]:
@@ -141,13 +169,20 @@ def grad_norms(ctx: Context) -> list[Section]:
             steps = np.arange(len(mean))
             ok = np.isfinite(mean) & (mean > 0)
             eq = bool(sub["equalizer"].iloc[0])
+            styles_seen.add(eq)
             ax.plot(steps[ok], mean[ok], "-o" if eq else "--s", color=colour[grp], ms=3, label=grp)
             if ok.sum() > 1:
                 spread.append(f"{setting} {grp}: max/min = {mean[ok].max() / mean[ok].min():.1f}")
         ax.set(title=f"Setting {setting}", xlabel="sampler step i (0 = pure noise)", ylabel="|grad| of step loss",
                yscale="log")
         ax.grid(alpha=0.3, which="both")
-    _legend(next(iter(axes.values())), fontsize=7)
+    from matplotlib.lines import Line2D
+
+    first = next(iter(axes.values()))
+    for eq in sorted(styles_seen, reverse=True):  # the key to the line styles, after the rows
+        first.add_line(Line2D([], [], color="0.3", ls="-" if eq else "--", marker="o" if eq else "s", ms=3,
+                              label=f"(line style) equalizer {'on' if eq else 'off'}"))
+    _legend(first, fontsize=7, handlelength=3.5)  # long handles: solid and dashed must be told apart
     body = _save(ctx, fig, "grad_norms") + "\n" + "".join(f"- {s}\n" for s in spread)
     return [Section(title, "Mean measured gradient norm of each step's policy loss (log scale); solid = equalizer on. "
                     "A flat line means every step pulls equally; max/min below quantifies the spread.", body)]
@@ -162,28 +197,39 @@ def kl_curves(ctx: Context) -> list[Section]:
     if kl.empty and weight.empty:
         return _missing(title, "no KL metrics")
     groups = data.group_order(ctx.df)
-    colour = _colours(groups)
-    multi = ctx.df.loc[ctx.df["kind"] == "cell", "setting"].nunique() > 1
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 3.6))
-    for ax in (a1, a2):
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    for ax, frame, ylabel in ((a1, kl, "KL (mean per step)"), (a2, weight, "KL weight")):
-        for (setting, grp), sub in frame.groupby(["setting", "group"], sort=False):
-            style = "--" if multi and setting != frame["setting"].min() else "-"
-            _plot_band(ax, sub, f"{grp} ({setting})" if multi else grp, colour[grp], style)
-        if ax is a1:  # the adaptive weight's target (measured at the end of its warm-up), dotted
-            target = data.curves(ctx.df, "kl_target")
-            target = target[target["kl"].astype(str) != "none"] if not target.empty else target
-            for (_, grp), sub in target.groupby(["setting", "group"], sort=False):
-                mean = sub.groupby("update")["value"].mean()
-                ax.plot(mean.index, mean.values, ":", color=colour[grp], linewidth=1)
-        positive = frame["value"] > 0
-        ax.set(xlabel="update", ylabel=ylabel, yscale="log" if positive.any() and positive.all() else "linear")
-        ax.grid(alpha=0.3)
-    _legend(a1, fontsize=6)
+    colour, marks = _colours(groups), _markers(groups)
+    settings = sorted(set(kl["setting"].astype(str)) | set(weight["setting"].astype(str)))
+    # one row of panels per setting, each titled with it (a line style per setting was unreadable past two)
+    fig, grid = plt.subplots(len(settings), 2, figsize=(11, 3.6 * len(settings)), squeeze=False)
+    target = data.curves(ctx.df, "kl_target")
+    target = target[target["kl"].astype(str) != "none"] if not target.empty else target
+    for row, setting in zip(grid, settings):
+        a1, a2 = row
+        for ax, frame, ylabel in ((a1, kl, "KL (mean per step)"), (a2, weight, "KL weight")):
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            part = frame[frame["setting"].astype(str) == setting]
+            for grp, sub in part.groupby("group", sort=False):
+                _plot_band(ax, sub, grp, colour[grp], marks=marks[grp])
+            if ax is a1 and not target.empty:  # the adaptive weight's target (measured after its warm-up), dotted
+                for grp, sub in target[target["setting"].astype(str) == setting].groupby("group", sort=False):
+                    mean = sub.groupby("update")["value"].mean()
+                    ax.plot(mean.index, mean.values, ":", color=colour[grp], linewidth=1)
+            positive = part["value"] > 0
+            ax.set(title=f"Setting {setting}: {ylabel}", xlabel="update", ylabel=ylabel,
+                   yscale="log" if positive.any() and positive.all() else "linear")
+            ax.grid(alpha=0.3)
+    handles: dict[str, object] = {}
+    for ax in fig.axes:
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, h)
+    if handles:
+        fig.legend(list(handles.values()), list(handles), loc="center left", bbox_to_anchor=(1.0, 0.5),
+                   frameon=False, fontsize=6)
+    fig.tight_layout()
     return [Section(title, "Left: measured KL penalty term per update (dotted: the adaptive weight's target); "
-                    "right: the KL weight (constant or adaptive schedule). Dashed = second setting; cells with "
-                    "kl=none have no KL term and are not drawn.",
+                    "right: the KL weight (constant or adaptive schedule); one row per setting. Cells with "
+                    "kl=none have no KL term and are not drawn. Each row has its own marker, placed at staggered "
+                    "updates, so rows whose lines coincide stay visible.",
                     _save(ctx, fig, "kl_curves"))]
 
 
@@ -214,14 +260,15 @@ def drift(ctx: Context) -> list[Section]:
                ylabel="judge change (z units)" if right is not ax else "oracle change since update 0")
         if right is not ax:
             right.set_ylabel("oracle change (dotted)")
+            _align_zero(ax, right)
         ax.grid(alpha=0.3)
     fig.subplots_adjust(wspace=0.55)  # room for each panel's right-hand (oracle) axis
     handles = {}
     for a in fig.axes:
         for h, label in zip(*a.get_legend_handles_labels()):
             handles.setdefault(label, h)
-    if handles:
-        fig.legend(list(handles.values()), list(handles), loc="center left", bbox_to_anchor=(1.0, 0.5),
+    if handles:  # below the panels: to the right it would cover the oracle axis and its label
+        fig.legend(list(handles.values()), list(handles), loc="upper center", bbox_to_anchor=(0.5, -0.06),
                    frameon=False, fontsize=6, ncol=2)
     return [Section(title, "Solid = learned judge (left axis, z units), dotted = exact oracle (right axis), both on "
                     "held-out prompts and relative to the start; a judge line rising while its oracle line falls is "
