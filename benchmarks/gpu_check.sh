@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
-# One GPU, under 8 minutes: measured peak GPU memory and seconds for
-#   * one GRPO update of the tiny presets (tiny-wan, tiny-hunyuan15), and
+# One GPU (an H200), under 10 minutes: measured peak GPU memory, seconds and achieved TFLOP/s for
+#   * one GRPO update of the tiny presets (tiny-wan, tiny-hunyuan15);
 #   * a training forward+backward of a real-width HunyuanVideo 1.5 / Wan 2.1 14B layer stack
-#     (random weights built from the checkpoints' configs, --blocks blocks, 480p x 81 frames),
-# each printed next to `grpo-bench plan`'s prediction (grpo_bench/train/plan.py).
+#     (random weights built from the checkpoints' configs, --blocks blocks, 480p x 81 frames);
+#   * float32-master vs bf16 HunyuanVideo stacks at 2 and 8 blocks (per-layer and recompute memory);
+#   * dense vs key-padding attention at 70% text padding;
+#   * the real-config HunyuanVideo 1.5 VAE decoding latents 21 x 30 x 53 (fp32 tiled, fp16 untiled);
+#   * a VideoAlign-size (Qwen2-VL-2B) forward on 6 frames at 336 x 588;
+#   * weights_changed of bf16 parameters vs float32 masters at lr 1e-5;
+#   * a 1-process FSDP2 launch;
+# each printed next to `grpo-bench plan`'s prediction (grpo_bench/train/plan.py). benchmarks/gpu_check.py
+# documents every case.
 #
 #   benchmarks/gpu_check.sh                    # the check (needs a CUDA GPU)
 #   benchmarks/gpu_check.sh --dry-run          # the plan column only: CPU, seconds, no model run
@@ -17,4 +24,4 @@ if [[ " $* " != *" --dry-run "* ]] && ! "$PYTHON" -c "import torch, sys; sys.exi
   echo "gpu_check: no CUDA GPU visible; run with --dry-run for the predictions only" >&2
   exit 2
 fi
-exec timeout 480 "$PYTHON" benchmarks/gpu_check.py "$@"
+exec timeout 570 "$PYTHON" benchmarks/gpu_check.py --cases all "$@"

@@ -164,14 +164,21 @@ def test_cell_totals_vae_reward_and_communication_terms():
     assert estimate(cfg, processes=1).seconds["communication"] == 0
 
 
-def test_plan_checks_every_cell_against_an_h200_when_nothing_is_declared(monkeypatch):
+def test_plan_checks_every_cell_against_an_h200_when_nothing_is_declared(monkeypatch, tmp_path):
     import torch
+    import yaml
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    res = CliRunner().invoke(app, ["plan", str(ROOT / "suites" / "wan_small.yaml"), "frames=257", "height=720",
-                                   "width=1280", "micro_batch=64"])
+    suite = yaml.safe_load((ROOT / "suites" / "wan_small.yaml").read_text())
+    suite["budget"].pop("gpu_memory_gb", None)
+    suite["base"]["prompts"] = str(ROOT / "suites" / "prompts" / "video_prompts.yaml")
+    path = tmp_path / "undeclared.yaml"
+    path.write_text(yaml.safe_dump(suite))
+    res = CliRunner().invoke(app, ["plan", str(path), "frames=257", "height=720", "width=1280", "micro_batch=64"])
     assert res.exit_code != 0 and isinstance(res.exception, UserError)
     assert "exceeds gpu_memory_gb=141" in str(res.exception) and "\n" not in str(res.exception)
     assert "checked against 141 GB" in res.output
-    ok = CliRunner().invoke(app, ["plan", str(ROOT / "suites" / "wan_small.yaml")])
+    ok = CliRunner().invoke(app, ["plan", str(path)])
     assert ok.exit_code == 0 and "node-days" in ok.output and "e+0" not in ok.output
+    declared = CliRunner().invoke(app, ["plan", str(ROOT / "suites" / "wan_small.yaml")])
+    assert declared.exit_code == 0 and "checked against 80 GB per GPU (the suite's" in declared.output

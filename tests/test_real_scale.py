@@ -170,3 +170,26 @@ def test_bf16_loading_materialises_each_component_in_its_dtype(tmp_path):
         assert {p.dtype for p in base} == {want}, (lora, param_dtype)
         assert next(model.pipe.text_encoder.parameters()).dtype == torch.bfloat16
         assert {p.dtype for p in model.pipe.vae.parameters()} == {torch.float32}
+
+
+def test_key_padding_attention_does_not_read_the_mask_back_to_the_host(monkeypatch):
+    """bool(tensor) / .item() in an attention call would synchronise the GPU once per layer and step."""
+    from grpo_bench.models.hunyuan15 import tiny_hunyuan15
+    from grpo_bench.models.hunyuan_attention import KeyPaddingAttnProcessor
+
+    model = tiny_hunyuan15(AdapterOptions(frames=9, height=16, width=16))
+    attn = next(m for m in model.pipe.transformer.modules() if isinstance(getattr(m, "processor", None),
+                                                                          KeyPaddingAttnProcessor))
+    dim = attn.to_q.in_features
+    hidden, text = torch.randn(2, 6, dim), torch.randn(2, 4, attn.add_q_proj.in_features)
+    mask = torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1]])
+
+    def no_host_read(*_a, **_k):
+        raise AssertionError("the processor read a tensor back to the host")
+
+    monkeypatch.setattr(torch.Tensor, "__bool__", no_host_read)
+    monkeypatch.setattr(torch.Tensor, "item", no_host_read)
+    with torch.no_grad():
+        out, enc = attn.processor(attn, hidden, text, mask)
+    monkeypatch.undo()
+    assert out.shape == (2, 6, dim) and torch.isfinite(out).all()

@@ -6,8 +6,11 @@ GB per video and per layer, and it rules out the flash kernels). For every *vali
 row is exactly m_j, the key-padding mask; rows of padded queries differ, but padded text tokens
 are never attended to by any valid token (they are masked as keys in every layer) and are not part
 of the transformer's video output. So this processor passes the key-padding mask as a broadcast
-``[B, 1, 1, L]`` mask, and no mask at all when nothing is padded (flash / memory-efficient SDPA
-kernels then apply). The velocity is unchanged; a test compares both processors.
+``[B, 1, 1, L]`` mask (SDPA's memory-efficient kernel takes it; no L x L tensor). The mask is passed
+whenever the transformer gives one, even when nothing is padded: deciding that would read the mask's
+values on the host, a device synchronisation in every attention call (the text streams are padded to
+fixed lengths, so in practice there is always padding). The velocity is unchanged; a test compares both
+processors, another that a call reads nothing back to the host.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import torch.nn.functional as F
 
 
 class KeyPaddingAttnProcessor:
-    """Drop-in for ``HunyuanVideo15AttnProcessor2_0`` with a [B, 1, 1, L] key mask (or none)."""
+    """Drop-in for ``HunyuanVideo15AttnProcessor2_0`` with a [B, 1, 1, L] key mask."""
 
     _attention_backend = None
     _parallel_config = None
@@ -46,10 +49,9 @@ class KeyPaddingAttnProcessor:
             query, key, value = torch.cat([query, eq], 1), torch.cat([key, ek], 1), torch.cat([value, ev], 1)
         batch, seq_len = query.shape[:2]
         mask = None
-        if attention_mask is not None:
+        if attention_mask is not None:  # no host sync: the mask is never inspected, only reshaped
             keys = F.pad(attention_mask, (seq_len - attention_mask.shape[1], 0), value=True).bool()  # [B, L]
-            if not bool(keys.all()):
-                mask = keys.view(batch, 1, 1, seq_len)  # broadcast over heads and queries: no L x L tensor
+            mask = keys.view(batch, 1, 1, seq_len)  # broadcast over heads and queries: no L x L tensor
         out = dispatch_attention_fn(query, key, value, attn_mask=mask, dropout_p=0.0, is_causal=False,
                                     backend=self._attention_backend, parallel_config=self._parallel_config)
         out = out.flatten(2, 3).to(query.dtype)
