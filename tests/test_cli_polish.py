@@ -225,10 +225,11 @@ def test_the_estimate_counts_updates_evaluations_and_diagnostics_left():
     assert "the other 6 and 3 evaluation(s) take about 1 min 23 s more" in text
 
 
-def test_plan_prints_seconds_as_numbers_a_person_reads():
-    from grpo_bench.cli.plan import seconds
+def test_plan_prints_durations_a_person_reads():
+    from grpo_bench.cli.plan import duration
 
-    assert [seconds(x) for x in (0.4234, 12.34, 1490.3)] == ["0.42", "12.3", "1490"]
+    got = [duration(x) for x in (0.4234, 12.34, 1490.3, 30 * 3600, 5 * 86400)]
+    assert got == ["0.423 s", "12 s", "24.8 min", "30.0 h", "5.0 days"] and not any("e+" in d for d in got)
 
 
 def test_methods_describes_each_plug_in_in_whole_sentences():

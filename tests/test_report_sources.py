@@ -192,7 +192,7 @@ def test_report_on_committed_main_table_renders_without_writing_it(tmp_path):
     shutil.copy(src, tmp_path / results.RESULTS)
     res = CliRunner().invoke(app, ["report", str(tmp_path / results.RESULTS), "--out", str(tmp_path / "r")])
     assert res.exit_code == 0, res.output
-    assert "48 done" in (tmp_path / "r" / "report.md").read_text()
+    assert "144 done" in (tmp_path / "r" / "report.md").read_text()
     assert src.read_bytes() == before
 
 
