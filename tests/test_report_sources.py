@@ -57,10 +57,12 @@ def test_results_have_a_typed_column_per_varied_grid_key(tmp_path):
     assert sorted(back.loc[back["kind"] == "update", "noise_level"].unique()) == [0.3, 0.7]
 
 
-def test_old_results_without_grid_columns_still_load_and_get_them():
-    path = ROOT / "reports" / "kl_weight" / results.RESULTS  # committed before grid columns existed
-    raw = pd.read_parquet(path)
-    assert "kl_weight" not in raw.columns
+def test_old_results_without_grid_columns_still_load_and_get_them(tmp_path):
+    stored = pd.read_parquet(ROOT / "reports" / "kl_weight" / results.RESULTS)
+    grid = ["kl_adaptive", "kl_weight", "kl_beta_min", "kl_beta_max"]
+    path = tmp_path / results.RESULTS  # as written before grid columns existed: the same rows without them
+    stored.drop(columns=[c for c in grid if c in stored.columns]).to_parquet(path)
+    assert "kl_weight" not in pd.read_parquet(path).columns
     df = data.with_grid_columns(sources.load_frame(path))
     cells = df[df["kind"] == "cell"]
     for r in cells.itertuples():
