@@ -90,8 +90,9 @@ class Trainer:
         cfg = dataclasses.replace(cfg, mixed_precision=self.precision)  # 'auto' resolved for every component
         self.cfg, self.out_dir = cfg, Path(out_dir)
         steppers.check_launch(cfg.mixed_precision)
-        steppers.allow_precision(steppers.accelerator_kwargs(cfg, _device_is_cpu(cfg.device))["mixed_precision"])
-        self.acc = Accelerator(**steppers.accelerator_kwargs(cfg, _device_is_cpu(cfg.device)),
+        launch = steppers.accelerator_kwargs(cfg, _device_is_cpu(cfg.device))
+        steppers.allow_precision(launch["mixed_precision"])
+        self.acc = Accelerator(**launch,
                                log_with=cfg.trackers or None, project_dir=str(self.out_dir))
         self.device = self.acc.device
         if reward is None:
