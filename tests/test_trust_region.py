@@ -282,3 +282,63 @@ def test_auto_target_ignores_a_zero_warmup_kl():
     w.update(0.0)
     w.update(0.0)
     assert w.target == 0.5  # a KL that never moved cannot be the target: the configured one stays
+
+
+def _midpoint_weight(warmup: int = 2, window: int = 3) -> AdaptiveKLWeight:
+    return AdaptiveKLWeight(beta_min=1e-3, beta_max=1e-1, warmup=warmup, target=1.0, window=window,
+                            auto_target=True, feedback="proportional")
+
+
+def test_midpoint_target_is_the_mean_kl_of_a_hold_at_the_middle_weight():
+    w = _midpoint_weight()
+    seen = []
+    for kl in (5.0, 5.0, 0.02, 0.04, 0.06):  # the warm-up's KL (5.0) must not enter the target
+        seen.append(w.value)
+        w.update(kl)
+    middle = (1e-3 * 1e-1) ** 0.5
+    assert seen == pytest.approx([1e-3, 1e-3 + (1e-1 - 1e-3) / 2, middle, middle, middle])
+    assert w.target == pytest.approx(0.04)  # (0.02 + 0.04 + 0.06) / 3: the hold's KL only
+    assert w.value == pytest.approx(middle)  # the first feedback is on target: ratio 1
+    w.update(0.13)  # window (0.04, 0.06, 0.13): the weight is the middle one times the KL's ratio
+    assert w.value == pytest.approx(middle * (0.23 / 3) / 0.04)
+    for _ in range(3):
+        w.update(0.04)
+    assert w.value == pytest.approx(middle)  # proportional, not integral: back on target, back in the middle
+    for _ in range(3):
+        w.update(4.0)
+    assert w.value == pytest.approx(1e-1)  # 100x the target: clamped at the ceiling
+
+
+def test_midpoint_hold_without_warmup_starts_at_the_first_update_and_survives_a_checkpoint():
+    w = _midpoint_weight(warmup=0, window=2)
+    assert w.value == pytest.approx(0.01)
+    w.update(0.3)
+    clone = _midpoint_weight(warmup=0, window=2)
+    clone.load_state_dict(copy.deepcopy(w.state_dict()))
+    for m in (w, clone):
+        m.update(0.5)
+    assert w.target == clone.target == pytest.approx(0.4) and w.value == clone.value == pytest.approx(0.01)
+    for m in (w, clone):
+        m.update(0.7)
+    assert w.value == clone.value == pytest.approx(0.01 * 0.6 / 0.4)
+
+
+def test_proportional_weight_stays_inside_its_range_and_moves():
+    # KL = 1e-3 * weight^-0.2 (about the slope between constant weights 0.001 and 0.1 on the world),
+    # times +-60% noise: the weight never touches a bound and still follows the KL.
+    def tail(feedback: str, seed: int) -> list[float]:
+        gen = torch.Generator().manual_seed(seed)
+        w = AdaptiveKLWeight(beta_min=1e-3, beta_max=1e-1, warmup=10, target=1.0, window=10,
+                             auto_target=True, feedback=feedback)
+        values = []
+        for _ in range(300):
+            w.update(1e-3 * w.value ** -0.2 * (1 + 0.6 * (2 * torch.rand(1, generator=gen).item() - 1)))
+            values.append(w.value)
+        return values[50:]
+
+    def on_a_bound(values: list[float]) -> float:
+        return sum(v <= 1e-3 * (1 + 1e-9) or v >= 1e-1 * (1 - 1e-9) for v in values) / len(values)
+
+    for seed in range(4):
+        assert on_a_bound(tail("proportional", seed)) == 0
+        assert max(tail("proportional", seed)) / min(tail("proportional", seed)) > 1.5  # and it moves

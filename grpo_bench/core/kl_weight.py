@@ -33,20 +33,25 @@ class ConstantKLWeight:
 
 @dataclass
 class AdaptiveKLWeight:
-    """Linear warm-up from beta_min to beta_max over `warmup` updates, then proportional feedback.
+    """Linear warm-up from beta_min to beta_max over `warmup` updates, then feedback on the KL.
 
-    Weight of update u < warmup: beta_min + (beta_max - beta_min) * u / warmup. After the
-    warm-up, once per update, with kbar the mean KL of the last `window` updates: kbar >
-    1.5*target multiplies the weight by min(kbar/target, max_factor) (raise it), kbar < 0.5*target
-    by max(kbar/target, 1/max_factor) (lower it); inside the band it stays. Clamped to
-    [beta_min, beta_max].
+    Weight of update u < warmup: beta_min + (beta_max - beta_min) * u / warmup. After it, once per
+    update, with kbar the mean KL of the last `window` updates, clamped to [beta_min, beta_max]:
 
-    ``auto_target``: the target is not guessed but measured: at the end of the warm-up it becomes
-    the mean KL of the last `window` warm-up updates (the KL the run reaches while the weight sweeps
-    its range), and the feedback is proportional in log space without a dead band, factor =
-    clamp(sqrt(kbar/target), 1/max_factor, max_factor), so the weight rises and falls around a
-    reachable level every update. (A fixed target far from the run's KL only ever pushes the weight
-    to one of its bounds: measured on the stored main table, at the floor from update ~17.)
+    - ``feedback="proportional"`` (the shipped world suites): the weight is proportional to the KL,
+      w = mid * kbar / target, around the middle of the range mid = sqrt(beta_min * beta_max). With
+      ``auto_target`` the target is the mean KL of `window` updates held at mid after the warm-up, so
+      the KL the run has at the middle weight maps back to it. The weight leaves the range only when
+      the KL is beyond target * beta_max / mid (or below target * beta_min / mid).
+    - ``feedback="integral"`` (release 0.3): the weight is multiplied every update; with a fixed
+      target by min(kbar/target, max_factor) above 1.5 x target and max(kbar/target, 1/max_factor)
+      below 0.5 x; with ``auto_target`` (the target: the warm-up's last `window` updates) by
+      clamp(sqrt(kbar/target), 1/max_factor, max_factor).
+
+    Why proportional: on the world the KL responds weakly to the weight (KL ~ w^-0.2 between constant
+    weights 0.001 and 0.1), so an integrator turns every error of the measured target into a drift that
+    ends on a bound (release 0.3: the weight at the ceiling in 8 of 9 DanceGRPO main-table cells, at the
+    floor in the moving-anchor ablations); a proportional weight stays where the KL puts it.
     """
 
     beta_min: float
@@ -56,13 +61,24 @@ class AdaptiveKLWeight:
     window: int = 10
     max_factor: float = 2.0
     auto_target: bool = False
+    feedback: str = "integral"
+    """'proportional' (w = mid * kbar / target) or 'integral' (the weight multiplied every update)."""
     updates: int = 0
     """Updates seen so far (the weight `value` is the one for update number `updates`)."""
     value: float = field(init=False)
     history: deque = field(default_factory=deque)
 
     def __post_init__(self) -> None:
-        self.value = self._warmup_value(0)
+        self.value = self.midpoint if self._holding(0) else self._warmup_value(0)
+
+    @property
+    def midpoint(self) -> float:
+        """The middle of the weight range in log space (the arithmetic middle when beta_min is 0)."""
+        return math.sqrt(self.beta_min * self.beta_max) if self.beta_min > 0 else 0.5 * self.beta_max
+
+    def _holding(self, u: int) -> bool:
+        """Update u belongs to the hold at the midpoint whose KL becomes the proportional target."""
+        return self.feedback == "proportional" and self.auto_target and self.warmup <= u < self.warmup + self.window
 
     def _warmup_value(self, u: int) -> float:
         if self.warmup <= 0:
@@ -71,26 +87,44 @@ class AdaptiveKLWeight:
 
     def update(self, kl: float) -> None:
         """Record one update's mean KL and set the weight of the next update."""
+        u = self.updates  # the update whose KL this is
+        if self._holding(u) and not self._holding(u - 1):
+            self.history.clear()  # the hold's window sees its own KL only
         self.history.append(float(kl))
         while len(self.history) > self.window:
             self.history.popleft()
         self.updates += 1
-        if self.auto_target and self.updates == max(self.warmup, 1):
-            measured = sum(self.history) / len(self.history)
-            if math.isfinite(measured) and measured > 0:  # an exactly zero KL cannot be a target
-                self.target = measured
-        if self.updates <= self.warmup:
+        if self.auto_target and u + 1 == (self.warmup + self.window if self.feedback == "proportional"
+                                          else max(self.warmup, 1)):
+            self._measure_target()
+        if self._holding(self.updates):
+            self.value = self.midpoint
+        elif self.updates < self.warmup or (self.updates == self.warmup and self.feedback == "integral"):
             self.value = self._warmup_value(self.updates)
-            return
-        ratio = sum(self.history) / len(self.history) / self.target
-        factor = 1.0
-        if self.auto_target:  # proportional in log space, no dead band: the weight tracks the target
-            factor = min(max(math.sqrt(ratio), 1.0 / self.max_factor), self.max_factor) if ratio > 0 else 0.5
-        elif ratio > 1.5:
-            factor = min(ratio, self.max_factor)
-        elif ratio < 0.5:
-            factor = max(ratio, 1.0 / self.max_factor)
-        self.value = min(max(self.value * factor, self.beta_min), self.beta_max)
+        elif self.feedback == "proportional":
+            self.value = self._clamp(self.midpoint * self._ratio())
+        else:
+            self.value = self._clamp(self.value * self._integral_factor(self._ratio()))
+
+    def _ratio(self) -> float:
+        return sum(self.history) / len(self.history) / self.target
+
+    def _integral_factor(self, ratio: float) -> float:
+        if self.auto_target:  # log-proportional steps, no dead band
+            return min(max(math.sqrt(ratio), 1.0 / self.max_factor), self.max_factor) if ratio > 0 else 0.5
+        if ratio > 1.5:
+            return min(ratio, self.max_factor)
+        if ratio < 0.5:
+            return max(ratio, 1.0 / self.max_factor)
+        return 1.0
+
+    def _clamp(self, value: float) -> float:
+        return min(max(value, self.beta_min), self.beta_max)
+
+    def _measure_target(self) -> None:
+        measured = sum(self.history) / len(self.history)
+        if math.isfinite(measured) and measured > 0:  # an exactly zero KL cannot be a target
+            self.target = measured
 
     def state_dict(self) -> dict[str, Any]:
         return {"updates": self.updates, "value": self.value, "history": list(self.history), "target": self.target}
@@ -104,5 +138,6 @@ class AdaptiveKLWeight:
 def make_kl_weight(cfg: Any) -> ConstantKLWeight | AdaptiveKLWeight:
     if cfg.kl_adaptive:
         return AdaptiveKLWeight(cfg.kl_beta_min, cfg.kl_beta_max, cfg.kl_warmup, cfg.kl_target, cfg.kl_window,
-                                auto_target=getattr(cfg, "kl_target_auto", False))
+                                auto_target=getattr(cfg, "kl_target_auto", False),
+                                feedback=getattr(cfg, "kl_feedback", "integral"))
     return ConstantKLWeight(cfg.kl_weight)

@@ -211,9 +211,14 @@ class TrustRegion:
     update, on its mean KL) or 'optimizer_step' (after every optimizer step, on that step's mean KL, as
     SAGE-GRPO's official code counts its warm-up). anchor_every always counts optimizer steps."""
     kl_target_auto: bool = False
-    """Adaptive KL weight: at the end of the warm-up set kl_target to the mean KL measured over the
-    warm-up's last kl_window updates, so the controller holds the KL the run actually reaches, with
-    proportional feedback every update (factor sqrt(mean KL / target), clamped to [1/2, 2])."""
+    """Adaptive KL weight: measure kl_target instead of taking it (when: kl_feedback), so the
+    controller holds a KL the run actually reaches, with proportional feedback every update (factor
+    sqrt(mean KL / target), clamped to [1/2, 2])."""
+    kl_feedback: Literal["integral", "proportional"] = "integral"
+    """Adaptive KL weight after the warm-up: 'proportional' sets it to mid * (mean KL / kl_target)
+    with mid = sqrt(kl_beta_min * kl_beta_max) (with kl_target_auto, the target is the mean KL of
+    kl_window updates held at mid after the warm-up); 'integral' (release 0.3) multiplies it every
+    update, which on a KL that responds weakly to the weight drifts to a bound (core/kl_weight.py)."""
     beta_pos: Float = 1.0
     """Dual KL: weight of the moving-anchor (position) term."""
     beta_vel: Float = 0.1
@@ -318,7 +323,7 @@ EXECUTION_FIELDS = frozenset(name for name, f in FIELDS.items() if f.metadata.ge
 
 ID_NEUTRAL: dict[str, Any] = {
     "params": {}, "param_dtype": "float32", "reward_path": "", "reward_base_path": "", "equalizer_proxy": "gaussian",
-    "stepwise_ref": "rollout", "kl_target_auto": False, "adv_norm": "group",
+    "stepwise_ref": "rollout", "kl_target_auto": False, "kl_feedback": "integral", "adv_norm": "group",
     "step_every": "minibatch", "kl_schedule_unit": "update",
 }
 """Science fields added since the id scheme of release 0.3: the value for which a field is left out of a

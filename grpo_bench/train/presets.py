@@ -14,7 +14,8 @@ from grpo_bench.errors import unknown
 
 PRESETS: dict[str, dict[str, Any]] = {
     # What the world suites share: 16x16 videos, 10 sampler steps, lr 1e-4, and the two-stage KL weight
-    # (warm-up 0.001 -> 0.1 over 10 updates, then feedback on a target measured at the end of the warm-up;
+    # (warm-up 0.001 -> 0.1 over 10 updates, a hold at the middle weight 0.01 for kl_window updates whose
+    # mean KL becomes the target, then log-proportional feedback;
     # docs/design.md §4). A suite's base refines it, e.g. kl_target_auto: false, kl_target: 0.003.
     # Nothing here is calibrated on a reward (the judge and the oracle are what the suites judge):
     # - lr by the step it produces: at 1e-4 (sage_grpo, P=2, G=8, T=10) the KL between consecutive
@@ -31,6 +32,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "kl_beta_max": 0.1,
         "kl_warmup": 10,
         "kl_target_auto": True,
+        "kl_feedback": "proportional",
     },
 }
 """Preset name -> run-config values (any RunConfig key)."""
