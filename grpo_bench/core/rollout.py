@@ -1,11 +1,11 @@
 """Batched group rollouts (docs/design.md §2–4): P prompts × G rollouts sampled together.
 
-One batched model call per step (classifier-free guidance as one doubled batch, core/sampling.py), the method's
-kernel at every SDE step (``method.sde_steps``), the ODE elsewhere. At every *stored* step (the
+The one sampler (``integrate``, core/sampling.py: one batched model call per step, classifier-free guidance
+as one doubled batch) over the method's ``StepTable``: its kernel at every SDE step, the ODE elsewhere. At every *stored* step (the
 steps the method may train) the rollout keeps x_i, x_{i+1}, logp_old and mu_old for all rows, and
 for each KL anchor mu_ref from one extra batched forward with the anchor's parameters, run on the
 rows that train that step this update only (NaN elsewhere, so a misuse cannot pass silently).
-Everything runs under no_grad. Training recomputes the transition mean with the same function (``transition``), so on
+Everything runs under no_grad. Training recomputes the transition mean with the same ``transition``, so on
 the first inner update rho = exp(logp - logp_old) is exactly 1.
 
 Rows are group-major: prompt p owns rows p*G .. p*G+G-1.
@@ -20,9 +20,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from grpo_bench.core.method import Method
-from grpo_bench.core.sampling import VelocityFn, cat_cond, guided_velocity, index_cond
-from grpo_bench.core.sde import ODEKernel, log_prob
+from grpo_bench.core.sampling import StepTable, VelocityFn, cat_cond, guided_velocity, index_cond, integrate, transition
+from grpo_bench.core.sde import log_prob
 
 __all__ = [
     "Rollout", "StepTable", "VelocityFn", "cat_cond", "derived_seed", "generator", "guided_velocity", "index_cond",
@@ -39,49 +38,6 @@ def derived_seed(seed: int, stream: str, index: int = 0) -> int:
 
 def generator(seed: int, stream: str, index: int = 0, device: torch.device | str = "cpu") -> torch.Generator:
     return torch.Generator(device=device).manual_seed(derived_seed(seed, stream, index))
-
-
-# --- the per-step Gaussian kernel, shared by rollout and training ------------------------------
-@dataclass
-class StepTable:
-    """Per-step kernel scalars as float32 tensors [T] (the method's kernel at SDE steps, ODE elsewhere)."""
-
-    sigma: Tensor  # [T] sigma_i
-    a: Tensor  # [T] mu = a*x + b*v
-    b: Tensor  # [T]
-    std: Tensor  # [T] 0 at deterministic steps
-    sde: Tensor  # bool [T]
-
-    @classmethod
-    def build(cls, method: Method, sigmas: Tensor, device: torch.device | str = "cpu") -> StepTable:
-        sde = method.sde_steps(sigmas)
-        kernel_rows, ode_rows = method.kernel.table(sigmas), ODEKernel().table(sigmas)
-        rows = [kr if s else orow for kr, orow, s in zip(kernel_rows, ode_rows, sde.tolist())]
-        return cls._from_rows(rows, sigmas, sde, device)
-
-    @classmethod
-    def ode(cls, sigmas: Tensor, device: torch.device | str = "cpu") -> StepTable:
-        """The deterministic Euler sampler (evaluation)."""
-        sde = torch.zeros(sigmas.numel() - 1, dtype=torch.bool)
-        return cls._from_rows(ODEKernel().table(sigmas), sigmas, sde, device)
-
-    @classmethod
-    def _from_rows(cls, rows: list, sigmas: Tensor, sde: Tensor, device: torch.device | str) -> StepTable:
-        t = torch.tensor(rows, dtype=torch.float64)  # [T, 3] = (a, b, var)
-        f32 = dict(dtype=torch.float32, device=device)
-        return cls(
-            sigmas[:-1].to(**f32), t[:, 0].to(**f32), t[:, 1].to(**f32), t[:, 2].sqrt().to(**f32), sde.to(device)
-        )
-
-
-def _bcast(v: Tensor, like: Tensor) -> Tensor:
-    return v.view(-1, *([1] * (like.ndim - 1)))
-
-
-def transition(table: StepTable, steps: Tensor, x: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-    """(mu, std) of x_{i+1} for per-sample steps i: Long[b]; float32. mu: [b, ...], std: [b, 1, ...]."""
-    mu = _bcast(table.a[steps], x) * x.float() + _bcast(table.b[steps], x) * v.float()
-    return mu, _bcast(table.std[steps], x)
 
 
 # --- the rollout -------------------------------------------------------------------------------
@@ -143,23 +99,14 @@ def rollout(
         needs_ref.scatter_(1, train_steps.cpu(), True)
     keep: dict[str, list[Tensor]] = {k: [] for k in ("x", "x_next", "logp", "mu", *(f"ref:{a}" for a in anchors))}
 
-    x = x0.float()
-    for i in range(steps_total):
-        step = torch.full((batch,), i, dtype=torch.long, device=x.device)
-        sigma = table.sigma[step]  # [B]
-        v = guided_velocity(model.velocity, x, sigma, cond, null, guidance)
-        mu, std = transition(table, step, x, v)
-        if bool(table.sde[i]):
-            eps = torch.randn(mu.shape, generator=sde_gen, device=sde_gen.device).to(mu.device)
-            x_next = mu + std * eps
-        else:
-            x_next = mu
+    def store(i: int, x: Tensor, x_next: Tensor, mu: Tensor, std: Tensor) -> None:
         if slot[i] >= 0:
             keep["x"].append(x)
             keep["x_next"].append(x_next)
             keep["logp"].append(log_prob(x_next, mu, std, logprob))
             keep["mu"].append(mu)
-        x = x_next
+
+    x = integrate(model.velocity, table, x0, cond, null, guidance, sde_gen, on_step=store)
 
     def stack(key: str) -> Tensor:
         return torch.stack(keep[key], dim=1)  # [B, S, ...]

@@ -1,11 +1,13 @@
-"""Drive a generator model through a sigma schedule (docs/design.md §2): the one sampler and the one
-classifier-free-guidance path.
+"""Drive a generator model through a sigma schedule (docs/design.md §2): the one sampler, its one step
+function and the one classifier-free-guidance path.
 
 ``guided_velocity`` is the only guidance implementation: with guidance g > 1 it runs the
 unconditional and conditional halves as ONE doubled batch, ordered (null, cond), and returns
-v_null + g * (v_cond - v_null). The training rollout, the loss's recomputation, the trainer's
-evaluation, pretraining's evaluation, the judge's base-sample data and ``grpo-bench sample`` all
-call it, and all but the rollout (which also stores transitions for training) step with ``sample``.
+v_null + g * (v_cond - v_null). ``transition`` is the only step arithmetic (mu = a_i x + b_i v from a
+``StepTable`` of float32 per-step scalars) and ``integrate`` the only loop: the training rollout (which
+stores transitions through its ``on_step`` hook), the loss's recomputation (``transition`` alone), the
+trainer's evaluation, pretraining's evaluation, the judge's base-sample data and ``grpo-bench sample``
+(through ``sample``) all step with them, so a kernel has one arithmetic path wherever it runs.
 
 Conditioning is a pytree: a Tensor, or a dict / list / tuple of them, batched along dim 0.
 """
@@ -13,15 +15,18 @@ Conditioning is a pytree: a Tensor, or a dict / list / tuple of them, batched al
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor
 
 from grpo_bench.core.schedule import validate
-from grpo_bench.core.sde import Kernel
+from grpo_bench.core.sde import Kernel, ODEKernel
 
 VelocityFn = Callable[[Tensor, Tensor, Any], Tensor]
+StepHook = Callable[[int, Tensor, Tensor, Tensor, Tensor], None]
+"""on_step(i, x_i, x_next, mu, std): what a caller keeps of step i (the rollout: its stored steps)."""
 
 
 # --- conditioning pytrees ---------------------------------------------------------------------
@@ -57,7 +62,81 @@ def guided_velocity(velocity: VelocityFn, x: Tensor, sigma: Tensor, cond: Any, n
     return v_null + guidance * (v_cond - v_null)
 
 
+# --- the per-step Gaussian kernel, shared by rollout, training, evaluation and sampling --------
+@dataclass
+class StepTable:
+    """Per-step kernel scalars as float32 tensors [T]: mu = a*x + b*v, std (0 at deterministic steps)."""
+
+    sigma: Tensor  # [T] sigma_i
+    a: Tensor  # [T] mu = a*x + b*v
+    b: Tensor  # [T]
+    std: Tensor  # [T] 0 at deterministic steps
+    sde: Tensor  # bool [T] the steps that draw noise
+
+    @classmethod
+    def build(cls, method: Any, sigmas: Tensor, device: torch.device | str = "cpu") -> StepTable:
+        """A method's policy: its kernel at its SDE steps (``method.sde_steps``), the ODE elsewhere."""
+        sde = method.sde_steps(sigmas)
+        kernel_rows, ode_rows = method.kernel.table(sigmas), ODEKernel().table(sigmas)
+        rows = [kr if s else orow for kr, orow, s in zip(kernel_rows, ode_rows, sde.tolist())]
+        return cls._from_rows(rows, sigmas, sde, device)
+
+    @classmethod
+    def of_kernel(cls, kernel: Kernel, sigmas: Tensor, device: torch.device | str = "cpu") -> StepTable:
+        """One kernel at every step; noise where its variance is positive (the ODE kernel: evaluation)."""
+        rows = kernel.table(sigmas)
+        return cls._from_rows(rows, sigmas, torch.tensor([var > 0 for _, _, var in rows], dtype=torch.bool), device)
+
+    @classmethod
+    def ode(cls, sigmas: Tensor, device: torch.device | str = "cpu") -> StepTable:
+        """The deterministic Euler sampler (evaluation)."""
+        return cls.of_kernel(ODEKernel(), sigmas, device)
+
+    @classmethod
+    def _from_rows(cls, rows: list, sigmas: Tensor, sde: Tensor, device: torch.device | str) -> StepTable:
+        t = torch.tensor(rows, dtype=torch.float64)  # [T, 3] = (a, b, var)
+        f32 = dict(dtype=torch.float32, device=device)
+        return cls(
+            sigmas[:-1].to(**f32), t[:, 0].to(**f32), t[:, 1].to(**f32), t[:, 2].sqrt().to(**f32), sde.to(device)
+        )
+
+
+def _bcast(v: Tensor, like: Tensor) -> Tensor:
+    return v.view(-1, *([1] * (like.ndim - 1)))
+
+
+def transition(table: StepTable, steps: Tensor, x: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+    """(mu, std) of x_{i+1} for per-sample steps i: Long[b]; float32. mu: [b, ...], std: [b, 1, ...]."""
+    mu = _bcast(table.a[steps], x) * x.float() + _bcast(table.b[steps], x) * v.float()
+    return mu, _bcast(table.std[steps], x)
+
+
 # --- the sampler --------------------------------------------------------------------------------
+@torch.no_grad()
+def integrate(velocity: VelocityFn, table: StepTable, x0: Tensor, cond: Any, null: Any, guidance: float,
+              noise: torch.Generator | None, on_step: StepHook | None = None) -> Tensor:
+    """x after every step of ``table`` from x0: Tensor[b, ...] at sigma = 1 (float32).
+
+    Step i: v from ``guided_velocity``, (mu, std) from ``transition``, x_{i+1} = mu + std * eps at the
+    table's SDE steps (eps from ``noise``, on its device; the default generator on the CPU when None),
+    mu elsewhere; ``on_step`` sees every step's (i, x_i, x_{i+1}, mu, std)."""
+    x = x0.float()
+    b = x.shape[0]
+    for i in range(table.a.numel()):
+        step = torch.full((b,), i, dtype=torch.long, device=x.device)
+        v = guided_velocity(velocity, x, table.sigma[step], cond, null, guidance)
+        mu, std = transition(table, step, x, v)
+        if bool(table.sde[i]):
+            device = "cpu" if noise is None else noise.device
+            x_next = mu + std * torch.randn(mu.shape, generator=noise, device=device).to(mu.device)
+        else:
+            x_next = mu
+        if on_step is not None:
+            on_step(i, x, x_next, mu, std)
+        x = x_next
+    return x
+
+
 @torch.no_grad()
 def sample(
     model: Any,
@@ -80,29 +159,13 @@ def sample(
     validate(sigmas)
     if noise.shape[0] != len(prompts):
         raise ValueError(f"noise has batch {noise.shape[0]} but {len(prompts)} prompts were given")
+    table = StepTable.of_kernel(kernel, sigmas, noise.device)
     size = chunk or max(1, len(prompts))
     out = []
     for start in range(0, len(prompts), size):
         rows = prompts[start : start + size]
-        x = _sample_rows(model, rows, noise[start : start + size], sigmas, kernel, guidance, generator)
+        null = model.null_cond(len(rows)) if guidance != 1.0 else None
+        x = integrate(model.velocity, table, noise[start : start + size], model.encode_prompts(rows), null, guidance,
+                      generator)
         out.append(model.decode(x).float() if decode else x)
     return torch.cat(out)
-
-
-def _sample_rows(model: Any, prompts: list[str], noise: Tensor, sigmas: Tensor, kernel: Kernel, guidance: float,
-                 generator: torch.Generator | None) -> Tensor:
-    cond = model.encode_prompts(prompts)
-    null = model.null_cond(len(prompts)) if guidance != 1.0 else None
-    x = noise.float()
-    b = x.shape[0]
-    for i in range(len(sigmas) - 1):
-        sigma = torch.full((b,), float(sigmas[i]), dtype=torch.float32, device=x.device)
-        v = guided_velocity(model.velocity, x, sigma, cond, null, guidance).float()
-        mu, std = kernel.step(x, v, sigmas, i)
-        if float(std) > 0:
-            device = "cpu" if generator is None else generator.device
-            eps = torch.randn(x.shape, generator=generator, dtype=x.dtype, device=device)
-            x = mu + std * eps.to(x.device)
-        else:
-            x = mu
-    return x
