@@ -32,7 +32,6 @@ import re
 import shutil
 import sys
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,16 +42,13 @@ from torch import nn
 from grpo_bench.atomic import atomic_write, atomic_write_json
 from grpo_bench.errors import UserError
 from grpo_bench.train import sharding
+from grpo_bench.train.state import CorruptCheckpoint, TrainState
 
 CHECKPOINTS = "checkpoints"
 FORMAT = "grpo-bench/checkpoint/2"
 STATE = "state.json"
 _NAME = re.compile(r"^update_(\d+)$")
 TMP_PREFIX = ".tmp-update_"
-
-
-class CorruptCheckpoint(UserError):
-    """A checkpoint folder that cannot be read safely (torn, edited, pickled, of another format)."""
 
 
 class TrainableState:
@@ -79,26 +75,6 @@ class TrainableState:
             sharding.reshard(self.module)  # no stale all-gathered copy survives the load
 
 
-@dataclass
-class Counters:
-    """Where the run stands: completed updates, optimizer steps, anchor copies, wall time so far."""
-
-    update: int = 0
-    optimizer_steps: int = 0
-    anchor_copies: int = 0
-    wall_time: float = 0.0
-
-    def state_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        for k, v in state.items():
-            if k not in self.__dataclass_fields__ or not isinstance(v, (int, float)) or isinstance(v, bool):
-                raise CorruptCheckpoint(f"counters: unexpected entry {k!r}: {v!r}")
-            setattr(self, k, type(getattr(self, k))(v))
-
-
-# --- nested state <-> (JSON skeleton, flat tensors) ---------------------------------------------
 def flatten(obj: Any, tensors: dict[str, torch.Tensor], path: str = "") -> Any:
     """A JSON-able skeleton of ``obj``; its tensors go to ``tensors`` under their path."""
     if isinstance(obj, torch.Tensor):
@@ -220,11 +196,10 @@ def clean_temp(out_dir: Path) -> None:
         shutil.rmtree(p, ignore_errors=True)
 
 
-def save(trainer: Any, out_dir: Path, update: int, keep: int = 2) -> Path:
-    """The trainer's state after ``update`` completed updates; atomic; keeps the newest ``keep`` checkpoints.
+def save(state: TrainState, acc: Any, out_dir: Path, update: int, keep: int = 2) -> Path:
+    """The run's state after ``update`` completed updates; atomic; keeps the newest ``keep`` checkpoints.
 
-    Every rank must call it (gathering FSDP2 shards is a collective)."""
-    acc = trainer.acc
+    Every rank must call it, with its accelerator ``acc`` (gathering FSDP2 shards is a collective)."""
     root = Path(out_dir) / CHECKPOINTS
     final = root / f"update_{update:06d}"
     tmp = root / f"{TMP_PREFIX}{update:06d}"  # one name for all processes: each writes its own files
@@ -235,28 +210,28 @@ def save(trainer: Any, out_dir: Path, update: int, keep: int = 2) -> Path:
     acc.wait_for_everyone()
     tmp.mkdir(parents=True, exist_ok=True)
     # collectives first, on every rank; the main process writes
-    trainable = TrainableState(trainer.stepper.module).state_dict()
-    anchors = trainer.anchors.state_dict()
-    optimizer = trainer.stepper.optimizer_state()
+    trainable = TrainableState(state.stepper.module).state_dict()
+    anchors = state.anchors.state_dict()
+    optimizer = state.stepper.optimizer_state()
     rng: dict[str, torch.Tensor] = {}
     rng_skel = flatten(rng_state(), rng)
     _write_tensors(tmp / f"rng_{acc.process_index}.safetensors", rng)
     atomic_write_json(tmp / f"rng_{acc.process_index}.json", rng_skel)
-    if trainer.stepper.engine_checkpoint:
+    if state.stepper.engine_checkpoint:
         acc.save_state(str(tmp / "engine"))
     if main:
         anchor_t: dict[str, torch.Tensor] = {}
         opt_t: dict[str, torch.Tensor] = {}
-        state = {
-            "format": FORMAT, "update": update, "counters": trainer.counters.state_dict(),
-            "kl_weight": flatten(trainer.kl_weight.state_dict(), {}),
+        record = {
+            "format": FORMAT, "update": update, "counters": state.counters.state_dict(),
+            "kl_weight": flatten(state.kl_weight.state_dict(), {}),
             "anchors": flatten(anchors, anchor_t),
             "optimizer": flatten(optimizer, opt_t) if optimizer is not None else None,
         }
         _write_tensors(tmp / "trainable.safetensors", trainable)
         _write_tensors(tmp / "anchors.safetensors", anchor_t)
         _write_tensors(tmp / "optimizer.safetensors", opt_t)
-        atomic_write_json(tmp / STATE, state)  # last: a folder without state.json is incomplete
+        atomic_write_json(tmp / STATE, record)  # last: a folder without state.json is incomplete
     acc.wait_for_everyone()
     if main:
         if final.exists():  # re-saving the same point after a crash: replace it
@@ -268,28 +243,28 @@ def save(trainer: Any, out_dir: Path, update: int, keep: int = 2) -> Path:
     return final
 
 
-def load(trainer: Any, folder: Path) -> None:
-    """Restore the trainer from a checkpoint folder written by ``save``. Reads only JSON and
+def load(state: TrainState, acc: Any, folder: Path) -> None:
+    """Restore a run's state in place from a checkpoint folder written by ``save``. Reads only JSON and
     safetensors (and, under DeepSpeed, the engine's files with weights_only=True); anything else in
     the folder (a planted ``*.pkl``) is never opened. Every file is read and checked before any state
     changes; raises CorruptCheckpoint if the folder cannot be read."""
     folder = Path(folder)
     try:
-        state = json.loads((folder / STATE).read_text(encoding="utf-8"))
+        record = json.loads((folder / STATE).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise CorruptCheckpoint(f"{STATE} is missing (incomplete, or written by an older grpo-bench)") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CorruptCheckpoint(f"{STATE} is not valid JSON ({exc})") from None
-    if not isinstance(state, dict) or state.get("format") != FORMAT:
+    if not isinstance(record, dict) or record.get("format") != FORMAT:
         raise CorruptCheckpoint(f"{STATE} is not a {FORMAT} checkpoint")
-    rank = trainer.acc.process_index
+    rank = acc.process_index
     try:  # phase 1: read everything (nothing changes yet)
         trainable = _read_tensors(folder / "trainable.safetensors")
-        anchors = unflatten(state["anchors"], _read_tensors(folder / "anchors.safetensors"))
-        optimizer = (unflatten(state["optimizer"], _read_tensors(folder / "optimizer.safetensors"))
-                     if state["optimizer"] is not None else None)
-        kl_weight = unflatten(state["kl_weight"], {})
-        counters = state["counters"]
+        anchors = unflatten(record["anchors"], _read_tensors(folder / "anchors.safetensors"))
+        optimizer = (unflatten(record["optimizer"], _read_tensors(folder / "optimizer.safetensors"))
+                     if record["optimizer"] is not None else None)
+        kl_weight = unflatten(record["kl_weight"], {})
+        counters = record["counters"]
         rng = None
         if (folder / f"rng_{rank}.json").is_file():  # resumed on more processes than saved: fresh RNG
             rng = unflatten(json.loads((folder / f"rng_{rank}.json").read_text()),
@@ -299,15 +274,15 @@ def load(trainer: Any, folder: Path) -> None:
     except Exception as exc:  # a tampered or torn folder: never a traceback, the caller falls back
         raise CorruptCheckpoint(f"{type(exc).__name__}: {exc}") from None
     try:  # phase 2: apply
-        TrainableState(trainer.stepper.module).load_state_dict(trainable)
-        trainer.anchors.load_state_dict(anchors)
+        TrainableState(state.stepper.module).load_state_dict(trainable)
+        state.anchors.load_state_dict(anchors)
         if optimizer is not None:
-            trainer.stepper.load_optimizer_state(optimizer)
-        if trainer.stepper.engine_checkpoint:
+            state.stepper.load_optimizer_state(optimizer)
+        if state.stepper.engine_checkpoint:
             with weights_only_loads():
-                trainer.acc.load_state(str(folder / "engine"))
-        trainer.kl_weight.load_state_dict(kl_weight)
-        trainer.counters.load_state_dict(counters)
+                acc.load_state(str(folder / "engine"))
+        state.kl_weight.load_state_dict(kl_weight)
+        state.counters.load_state_dict(counters)
         if rng is not None:
             set_rng_state(rng)
     except CorruptCheckpoint:
@@ -316,14 +291,14 @@ def load(trainer: Any, folder: Path) -> None:
         raise CorruptCheckpoint(f"{type(exc).__name__}: {exc}") from None
 
 
-def resume(trainer: Any, out_dir: Path) -> Path | None:
+def resume(state: TrainState, acc: Any, out_dir: Path) -> Path | None:
     """Load the newest readable checkpoint; an unreadable one is reported and the previous one tried.
     Returns the folder loaded, or None (start from scratch)."""
     clean_temp(out_dir)
     found = sorted(_all(Path(out_dir) / CHECKPOINTS), reverse=True)
     for _, folder in found:
         try:
-            load(trainer, folder)
+            load(state, acc, folder)
             return folder
         except CorruptCheckpoint as exc:
             print(f"warning: checkpoint {folder} is unreadable ({exc}); trying the previous one", file=sys.stderr)

@@ -1,12 +1,18 @@
 """The collect phase of one GRPO update (docs/design.md §3): prompts and initial noise from (seed, u)
 alone, so every method sees the same ones; the rollout of this process's rows; rewards gathered
 over the whole batch; group advantages.
+
+``collect(policy, reward, method, prompts, seed, u, spec, shard)`` takes what it uses: the sampling
+policy (``RolloutPolicy``: the generator, its step table and the anchors it evaluates), the reward, the
+method, the training prompts, the run seed and update index, how the batch is drawn and ranked
+(``GroupSpec``, from the run config) and this process's share (``Shard``).
 """
 
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,12 +20,55 @@ import torch
 from torch import Tensor
 
 from grpo_bench.core.advantages import group_advantages, group_std
-from grpo_bench.core.rollout import Rollout, generator, initial_noise, rollout
+from grpo_bench.core.method import Method
+from grpo_bench.core.rollout import Rollout, StepTable, generator, initial_noise, rollout
+from grpo_bench.core.trust_region import Anchors
 from grpo_bench.rewards.base import composite, reward_weights
 from grpo_bench.train import distributed
 from grpo_bench.train import metrics as m
 from grpo_bench.train.microbatch import chunked
-from grpo_bench.train.phase_inputs import PhaseInputs
+
+
+@dataclass(frozen=True)
+class GroupSpec:
+    """How one update's batch is drawn and ranked: P prompts x G rollouts, guidance, forwards of
+    ``micro_batch`` rows, the advantage rule and the setting's reward weights."""
+
+    prompts_per_update: int
+    group_size: int
+    guidance: float
+    micro_batch: int
+    adv_clip: float
+    on_bad_reward: str
+    adv_norm: str
+    setting: str
+
+    @classmethod
+    def of(cls, cfg: Any) -> GroupSpec:
+        return cls(**{name: getattr(cfg, name) for name in cls.__dataclass_fields__})
+
+
+@dataclass
+class RolloutPolicy:
+    """What samples an update's trajectories: the generator (behind micro-batching), the method's step table
+    over ``sigmas``, the steps a rollout stores and the anchors whose means it stores."""
+
+    sampler: Any  # the generator behind micro-batching (models/base.py VideoModel)
+    sigmas: torch.Tensor  # [T+1] the schedule
+    table: StepTable
+    stored: torch.Tensor  # Long[S] the steps a rollout keeps
+    anchors: Anchors
+    latent_shape: tuple[int, ...]
+    device: torch.device
+    autocast: Callable[[], Any]  # the launch's compute precision
+
+
+@dataclass(frozen=True)
+class Shard:
+    """This process's contiguous rows of the global batch, and the accelerator that gathers the rest."""
+
+    acc: Any  # accelerate.Accelerator: process index, collectives
+    rows: slice
 
 
 @dataclass
@@ -42,30 +91,29 @@ class RolloutBatch:
                 m.ADV_ABS_MEAN: self.adv_abs_mean, **{m.reward_part(k): v for k, v in self.reward_parts.items()}}
 
 
-def collect(t: PhaseInputs, u: int) -> RolloutBatch:
+def collect(policy: RolloutPolicy, reward: Any, method: Method, prompts: list[str], seed: int, u: int,
+            spec: GroupSpec, shard: Shard) -> RolloutBatch:
     """Sample, score and rank update u's P × G trajectories (this process's contiguous share of rows)."""
-    cfg, dev = t.cfg, t.device
-    P, G, rank = cfg.prompts_per_update, cfg.group_size, t.acc.process_index
+    P, G, dev = spec.prompts_per_update, spec.group_size, policy.device
     t0 = time.perf_counter()
-    order = torch.randperm(len(t.train_prompts), generator=generator(cfg.seed, "prompts", u))
-    rows = [t.train_prompts[int(k)] for k in order[:P] for _ in range(G)]  # [P*G] group-major
-    x0 = initial_noise(tuple(t.model.latent_shape), P, G, t.method.config.shared_noise,
-                       generator(cfg.seed, "noise", u, dev))
-    steps = t.method.train_steps(t.sigmas, P * G, generator(cfg.seed, "steps", u))  # Long[P*G, K]
-    # Data parallel: this process's contiguous rows of the global batch (all of it on one process).
-    mine = t.shard
-    with t.autocast():
-        ro = rollout(t.sampler, t.table, rows[mine], x0[mine], guidance=cfg.guidance,
-                     stored=t.stored, logprob=t.method.config.logprob,
-                     sde_gen=generator(distributed.rank_seed(cfg.seed, rank), "sde", u, dev),
-                     anchors={a: chunked(t.anchors.velocity(a), cfg.micro_batch) for a in t.anchors.stored_names},
+    order = torch.randperm(len(prompts), generator=generator(seed, "prompts", u))
+    rows = [prompts[int(k)] for k in order[:P] for _ in range(G)]  # [P*G] group-major
+    x0 = initial_noise(tuple(policy.latent_shape), P, G, method.config.shared_noise, generator(seed, "noise", u, dev))
+    steps = method.train_steps(policy.sigmas, P * G, generator(seed, "steps", u))  # Long[P*G, K]
+    mine = shard.rows  # data parallel: this process's rows of the global batch (all of it on one process)
+    anchors = policy.anchors
+    with policy.autocast():
+        ro = rollout(policy.sampler, policy.table, rows[mine], x0[mine], guidance=spec.guidance,
+                     stored=policy.stored, logprob=method.config.logprob,
+                     sde_gen=generator(distributed.rank_seed(seed, shard.acc.process_index), "sde", u, dev),
+                     anchors={a: chunked(anchors.velocity(a), spec.micro_batch) for a in anchors.stored_names},
                      train_steps=steps[mine])
     t1 = m.clock(dev)
     with torch.no_grad():
-        local = {k: v.detach().float().cpu() for k, v in t.reward(ro.videos, ro.prompts).items()}
-    scores = distributed.gather_scores(local, t.acc)  # every rank: the whole batch
-    r = composite(scores, reward_weights(t.reward, cfg.setting))  # [P*G]
-    adv, bad = group_advantages(r, G, cfg.adv_clip, cfg.on_bad_reward, cfg.adv_norm)
+        local = {k: v.detach().float().cpu() for k, v in reward(ro.videos, ro.prompts).items()}
+    scores = distributed.gather_scores(local, shard.acc)  # every rank: the whole batch
+    r = composite(scores, reward_weights(reward, spec.setting))  # [P*G]
+    adv, bad = group_advantages(r, G, spec.adv_clip, spec.on_bad_reward, spec.adv_norm)
     batch = RolloutBatch(rollout=ro, advantages=adv[mine].to(dev), train_steps=steps[mine], reward=_nanmean(r),
                          reward_std_in_group=group_std(r, G), bad_rewards=bad, adv_abs_mean=float(adv.abs().mean()),
                          reward_parts={k: _nanmean(scores[k]) for k in m.REWARD_PARTS if k in scores},

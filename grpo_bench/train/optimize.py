@@ -4,21 +4,44 @@ each accumulating one forward+backward per (micro-batch, trained step) into one 
 (``step_every: minibatch``) or stepping after every one of them (``micro_step``), grad-norm clip; the
 moving anchor follows the optimizer steps, the KL weight the updates or the optimizer steps. How a
 step is taken (FSDP2, DeepSpeed, plain) is the stepper's business (``steppers.py``).
+
+``optimize(batch, loss_ctx, state, passes, acc, probe)`` takes what it uses: the collected batch, the loss
+context (core/loss.py), the run's mutable state (train/state.py: stepper, anchors, KL weight, counters,
+which it advances), how the passes run (``Passes``, from the run config), the accelerator for the means
+over processes and the probe that counts changed weights.
 """
 
 from __future__ import annotations
 
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
 
-from grpo_bench.core.loss import per_step_grad_norms, step_terms
+from grpo_bench.core.loss import LossContext, per_step_grad_norms, step_terms
 from grpo_bench.train import metrics as m
 from grpo_bench.train.collect import RolloutBatch
-from grpo_bench.train.phase_inputs import PhaseInputs
+from grpo_bench.train.state import TrainState
+
+
+@dataclass(frozen=True)
+class Passes:
+    """How one rollout is trained: ``inner_epochs`` x ``minibatches`` passes of forwards of ``micro_batch``
+    (sample, step) pairs, one optimizer step per minibatch or per micro-step (``step_every``); the KL weight
+    adapts per update or per optimizer step (``kl_schedule_unit``)."""
+
+    inner_epochs: int
+    minibatches: int
+    micro_batch: int
+    step_every: str
+    kl_schedule_unit: str
+
+    @classmethod
+    def of(cls, cfg: Any) -> Passes:
+        return cls(**{name: getattr(cfg, name) for name in cls.__dataclass_fields__})
 
 
 @dataclass
@@ -63,68 +86,72 @@ class OptimizeStats:
                        kl_weight=mean.get(m.KL_WEIGHT, self.kl_weight), grad_norm=mean.get(m.GRAD_NORM, self.grad_norm))
 
 
-def measure_step_grad_norms(t: PhaseInputs, batch: RolloutBatch, u: int) -> StepGradNorms:
-    """Per-step gradient norms on the updates ``diag_every`` picks (none when 0)."""
-    cfg, start = t.cfg, time.perf_counter()
+def measure_step_grad_norms(batch: RolloutBatch, loss: LossContext, params: list[torch.Tensor], steps: int,
+                            micro_batch: int, autocast: Callable[[], Any], device: torch.device,
+                            due: bool = True) -> StepGradNorms:
+    """Per-step gradient norms of the policy loss over ``steps`` steps, when ``due`` (a diagnostic update)."""
+    start = time.perf_counter()
     per_step = None
-    if cfg.diag_every and u % cfg.diag_every == 0:
-        with t.autocast():
-            per_step = per_step_grad_norms(t.ctx, batch.rollout, batch.advantages, t.params, cfg.steps,
-                                           micro_batch=cfg.micro_batch)
-    return StepGradNorms(per_step, m.clock(t.device) - start)
+    if due:
+        with autocast():
+            per_step = per_step_grad_norms(loss, batch.rollout, batch.advantages, params, steps,
+                                           micro_batch=micro_batch)
+    return StepGradNorms(per_step, m.clock(device) - start)
 
 
-def optimize(t: PhaseInputs, batch: RolloutBatch) -> OptimizeStats:
+def optimize(batch: RolloutBatch, loss_ctx: LossContext, state: TrainState, passes: Passes, acc: Any,
+             probe: Any) -> OptimizeStats:
     """inner_epochs × minibatches passes over one rollout, one optimizer step per minibatch
     (``step_every: minibatch``) or per (micro-batch, trained step) backward (``micro_step``, the
     official SAGE-GRPO / DanceGRPO schedule); then the KL weight adapts to the whole batch's mean KL
     (averaged over the processes first, so every rank's weight stays equal), or after every optimizer
     step to that step's (``kl_schedule_unit: optimizer_step``)."""
-    cfg, start = t.cfg, time.perf_counter()
-    ro, adv, steps = batch.rollout, batch.advantages, batch.train_steps.to(t.device)
+    start, device = time.perf_counter(), batch.advantages.device
+    stepper, anchors, kl_weight, counters = state.stepper, state.anchors, state.kl_weight, state.counters
+    ro, adv, steps = batch.rollout, batch.advantages, batch.train_steps.to(device)
     B, K = steps.shape
-    per_step_kl = cfg.kl_schedule_unit == "optimizer_step"
+    per_step_kl = passes.kl_schedule_unit == "optimizer_step"
     sums: dict[str, float] = defaultdict(float)
     n, grad_norms, copies, used = 0, [], 0, []
-    t.probe.begin()
-    for _ in range(cfg.inner_epochs):
-        for mb in torch.arange(B, device=t.device).chunk(cfg.minibatches):
-            groups = _step_groups(mb, steps, K, cfg.micro_batch, cfg.step_every == "micro_step")
+    probe.begin()
+    for _ in range(passes.inner_epochs):
+        for mb in torch.arange(B, device=device).chunk(passes.minibatches):
+            groups = _step_groups(mb, steps, K, passes.micro_batch, passes.step_every == "micro_step")
             for group in groups:  # one optimizer step each
-                t.stepper.zero_grad()
-                w = t.kl_weight.value
+                stepper.zero_grad()
+                w = kl_weight.value
                 used.append(w)
                 pairs = sum(len(rows) for rows, _ in group)  # (j, i) pairs this optimizer step averages over
                 step_kl = 0.0
                 for p, (rows, rows_steps) in enumerate(group):
-                    with t.autocast():
-                        terms = step_terms(t.ctx, ro, adv, rows, rows_steps)
+                    with stepper.autocast():
+                        terms = step_terms(loss_ctx, ro, adv, rows, rows_steps)
                         loss = (terms.policy.sum() + w * terms.kl[m.KL].sum()) / pairs
-                    t.stepper.backward(loss, last=p == len(group) - 1)
+                    stepper.backward(loss, last=p == len(group) - 1)
                     sums[m.POLICY_LOSS] += float(terms.policy.detach().sum())
                     for name, val in terms.kl.items():
                         sums[name] += float(val.detach().sum())
                     step_kl += float(terms.kl[m.KL].detach().sum())
                     sums[m.RATIO_MEAN] += float(terms.ratio.sum())
-                    sums[m.CLIP_FRAC] += float(((terms.ratio - 1).abs() > t.ctx.clip_range).sum())
+                    sums[m.CLIP_FRAC] += float(((terms.ratio - 1).abs() > loss_ctx.clip_range).sum())
                     n += len(rows)
-                t.probe.touch()
-                t.anchors.before_optimizer_step()  # a 'previous' anchor keeps the parameters about to change
-                grad_norms.append(t.stepper.step())  # averaged over ranks, clipped, stepped
-                t.counters.optimizer_steps += 1
-                copies += t.anchors.after_optimizer_step(t.counters.optimizer_steps)
+                probe.touch()
+                anchors.before_optimizer_step()  # a 'previous' anchor keeps the parameters about to change
+                grad_norms.append(stepper.step())  # averaged over ranks, clipped, stepped
+                counters.optimizer_steps += 1
+                copies += anchors.after_optimizer_step(counters.optimizer_steps)
                 if per_step_kl:  # warm-up and feedback count optimizer steps
-                    t.kl_weight.update(_rank_mean(t.acc, step_kl / pairs))
-    t.counters.anchor_copies += copies
+                    kl_weight.update(_rank_mean(acc, step_kl / pairs))
+    counters.anchor_copies += copies
     losses = {k: v / n for k, v in sums.items()}
     w = used[0] if not per_step_kl else sum(used) / len(used)  # the weight these steps used (their mean)
     stats = OptimizeStats(losses, kl_weight=w, grad_norm=sum(grad_norms) / len(grad_norms),
-                          optimizer_steps=t.counters.optimizer_steps, anchor_copies=t.counters.anchor_copies)
-    stats = stats.mean_over_ranks(t.acc)
+                          optimizer_steps=counters.optimizer_steps, anchor_copies=counters.anchor_copies)
+    stats = stats.mean_over_ranks(acc)
     if not per_step_kl:
-        t.kl_weight.update(stats.losses[m.KL])
-    return replace(stats, kl_target=t.kl_weight.target, weights_changed=t.probe.end(),
-                   time_train=m.clock(t.device) - start)
+        kl_weight.update(stats.losses[m.KL])
+    return replace(stats, kl_target=kl_weight.target, weights_changed=probe.end(),
+                   time_train=m.clock(device) - start)
 
 
 def _rank_mean(acc: Any, value: float) -> float:

@@ -2,6 +2,8 @@
 
 A run is a sequence of phases, each returning a small typed result:
   build      ``Trainer.__init__``: model, reward, launch (``steppers.py``), method, KL, anchors, once;
+             the phases' inputs (``RolloutPolicy``, ``GroupSpec``, ``Shard``, ``LossContext``,
+             ``Passes``) and the mutable ``TrainState`` (state.py) that checkpoints save and load;
   collect    ``collect.py`` -> ``RolloutBatch``: prompts and initial noise from (seed, u) alone (every
              method sees the same ones), rollout of P × G trajectories, rewards, group advantages;
   optimise   ``optimize.py`` -> ``StepGradNorms`` (diagnostic updates: measured per-step gradient
@@ -50,14 +52,15 @@ from grpo_bench.train import (
     weights,
 )
 from grpo_bench.train import metrics as m
-from grpo_bench.train.collect import collect
+from grpo_bench.train.collect import GroupSpec, RolloutPolicy, Shard, collect
 from grpo_bench.train.config import RunConfig, resolve, validate
 from grpo_bench.train.evaluation import EvalResult, evaluate
 from grpo_bench.train.identity import cell_id
 from grpo_bench.train.metrics import TIMES as TIMES  # re-exported: the time_* keys tests leave out
 from grpo_bench.train.microbatch import MicroBatched, chunked
-from grpo_bench.train.optimize import measure_step_grad_norms, optimize
+from grpo_bench.train.optimize import Passes, measure_step_grad_norms, optimize
 from grpo_bench.train.prompts import load_prompt_set
+from grpo_bench.train.state import TrainState
 from grpo_bench.train.tracking import MetricsSink, hparams
 
 Progress = Callable[[int, int, dict], None]
@@ -129,11 +132,15 @@ class Trainer:
                                self.method.config.logprob, cfg.guidance)
         self.anchors = Anchors(self.kl.anchor_policies(), model, module)
         self.ctx.live_anchors = {a: chunked(self.anchors.velocity(a), cfg.micro_batch) for a in self.anchors.live_names}
-        self.kl_weight = make_kl_weight(cfg)
-        self.counters = checkpoint.Counters()  # with the anchors, KL weight and optimizer: checkpoint.save
+        # what changes between updates (checkpoint.save / load): optimizer and module, anchors, KL weight, counters
+        self.state = TrainState(self.stepper, self.anchors, make_kl_weight(cfg))
         self.train_prompts = prompt_set.train
-        self.shard = distributed.shard(cfg.prompts_per_update * cfg.group_size, self.acc.process_index,
-                                       self.acc.num_processes)  # checks divisibility before any sampling
+        rows = distributed.shard(cfg.prompts_per_update * cfg.group_size, self.acc.process_index,
+                                 self.acc.num_processes)  # checks divisibility before any sampling
+        self.shard = Shard(self.acc, rows)
+        self.policy = RolloutPolicy(self.sampler, self.sigmas, self.table, self.stored, self.anchors,
+                                    tuple(model.latent_shape), self.device, self.autocast)
+        self.groups, self.passes = GroupSpec.of(cfg), Passes.of(cfg)
 
     def _equalizer_weights(self, cfg: RunConfig) -> torch.Tensor:
         """S_i per step (ones without the equalizer); the proxy follows the log-prob form when asked."""
@@ -150,9 +157,12 @@ class Trainer:
     # --- one update: collect -> diagnose -> optimise ----------------------------------------
     def update(self, u: int) -> dict[str, Any]:
         """One GRPO iteration; returns its metrics line (without the eval part)."""
-        batch = collect(self, u)  # rollouts of update u's prompts, rewards, group advantages
-        diag = measure_step_grad_norms(self, batch, u)  # on diagnostic updates only
-        stats = optimize(self, batch)  # inner_epochs × minibatches optimizer steps
+        cfg = self.cfg
+        # rollouts of update u's prompts, rewards, group advantages
+        batch = collect(self.policy, self.reward, self.method, self.train_prompts, cfg.seed, u, self.groups, self.shard)
+        diag = measure_step_grad_norms(batch, self.ctx, self.params, cfg.steps, cfg.micro_batch, self.autocast,
+                                       self.device, due=bool(cfg.diag_every) and u % cfg.diag_every == 0)
+        stats = optimize(batch, self.ctx, self.state, self.passes, self.acc, self.probe)  # the optimizer steps
         return {
             m.UPDATE: u, **batch.metrics(), **diag.metrics(), **stats.metrics(),
             m.TIME_ROLLOUT: batch.time_rollout, m.TIME_REWARD: batch.time_reward,
@@ -195,11 +205,11 @@ class Trainer:
         if self.acc.trackers == [] and cfg.trackers:
             self.acc.init_trackers(f"grpo-bench-{cell_id(cfg)}", config=hparams(cfg.to_dict()))
         if resume:
-            checkpoint.resume(self, out)  # safetensors + JSON only; an unreadable one falls back
-        lines = sink.truncate(self.counters.update) if main else []
-        start_wall, t_attempt = self.counters.wall_time, time.perf_counter()
+            checkpoint.resume(self.state, self.acc, out)  # safetensors + JSON only; an unreadable one falls back
+        lines = sink.truncate(self.state.counters.update) if main else []
+        start_wall, t_attempt = self.state.counters.wall_time, time.perf_counter()
         final_eval = None
-        for u in range(self.counters.update, cfg.updates):
+        for u in range(self.state.counters.update, cfg.updates):
             last = u == cfg.updates - 1
             pre_eval = u % cfg.eval_every == 0 and not last
             line = {}
@@ -212,8 +222,8 @@ class Trainer:
             if last:  # the final policy
                 final_eval = self.evaluate()
                 line.update(final_eval.line(at=u + 1))
-            self.counters.update = u + 1
-            self.counters.wall_time = start_wall + time.perf_counter() - t_attempt
+            self.state.counters.update = u + 1
+            self.state.counters.wall_time = start_wall + time.perf_counter() - t_attempt
             if main:
                 sink.log(line)
             lines.append(line)
@@ -221,7 +231,7 @@ class Trainer:
             # launch could see the flag at different updates, and saving is a collective.
             stopping = interrupt.requested() and not last and self.acc.num_processes == 1
             if (u + 1) % cfg.checkpoint_every == 0 or last or stopping:
-                checkpoint.save(self, out, u + 1)
+                checkpoint.save(self.state, self.acc, out, u + 1)
             if progress is not None:
                 progress(u + 1, cfg.updates, line)
             if stopping:
@@ -237,8 +247,8 @@ class Trainer:
         final = {
             "metrics": {k: v for k, v in last_line.items() if not k.startswith(m.EVAL_PREFIX)},
             "eval": {k: v for k, v in last_eval.items() if k.startswith(m.EVAL_PREFIX)},
-            "updates": self.counters.update, "optimizer_steps": self.counters.optimizer_steps,
-            "wall_time": self.counters.wall_time, "cell_id": cell_id(cfg), "precision": self.precision,
+            "updates": self.state.counters.update, "optimizer_steps": self.state.counters.optimizer_steps,
+            "wall_time": self.state.counters.wall_time, "cell_id": cell_id(cfg), "precision": self.precision,
             "threads": torch.get_num_threads(), "eval_videos": rows, "base_eval_videos": self.base_rows(),
             "provenance": export.provenance(),
         }
