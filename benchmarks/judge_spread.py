@@ -15,7 +15,7 @@ import argparse
 import json
 import statistics
 
-from grpo_bench.rewards.judge_check import CHECK_SEED, check_judge
+from grpo_bench.pretrain.judge_check import CHECK_SEED, check_judge
 from grpo_bench.rewards.world_judge import DEFAULT_WEIGHTS, load_judge
 
 

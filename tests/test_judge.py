@@ -11,7 +11,8 @@ from typer.testing import CliRunner
 from grpo_bench import rewards
 from grpo_bench.cli.commands import app
 from grpo_bench.errors import UserError
-from grpo_bench.rewards.judge_train import correlations, sample_base
+from grpo_bench.pretrain.judge_data import sample_base
+from grpo_bench.pretrain.judge_targets import correlations
 from grpo_bench.rewards.world_judge import DEFAULT_WEIGHTS, DIMENSIONS, load_judge
 from grpo_bench.world import oracle, prompts, render
 
@@ -134,7 +135,7 @@ def test_missing_or_corrupt_weights_name_the_file_and_the_command(tmp_path):
 def test_ranking_loss_closed_form():
     import math
 
-    from grpo_bench.rewards.judge_train import ranking_loss
+    from grpo_bench.pretrain.judge_targets import ranking_loss
 
     t = torch.tensor([0.0, 1.0])
     # equal scores: every ordered pair with |dt| > margin costs softplus(0) = ln 2
@@ -164,7 +165,7 @@ def test_pretrain_judge_rejects_a_bad_rank_weight_before_any_work(tmp_path, valu
 def test_an_old_judge_widens_to_frame_statistics_exactly(tmp_path):
     """start_from: a judge without frame statistics, widened, computes the same outputs (new inputs start at
     zero weight); the reverse (dropping features a judge was trained with) is refused."""
-    from grpo_bench.rewards.judge_train import start_from
+    from grpo_bench.pretrain.judge import start_from
     from grpo_bench.rewards.world_judge import JudgeConfig, WorldJudge, save_judge
 
     torch.manual_seed(0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from grpo_bench.rewards.judge_check import judge_metrics, pair_accuracy, spearman
+from grpo_bench.pretrain.judge_check import judge_metrics, pair_accuracy, spearman
 from grpo_bench.world.corrupt import shuffle_frames
 
 

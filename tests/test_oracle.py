@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from grpo_bench.errors import UserError
-from grpo_bench.world import CORRUPTIONS, corrupt, diversity, oracle, prompts, render, sample_params
+from grpo_bench.train.evaluation import diversity
+from grpo_bench.world import CORRUPTIONS, corrupt, oracle, prompts, render, sample_params
 from grpo_bench.world.generator import palette_rgb
 from grpo_bench.world.oracle import fit
 

@@ -19,10 +19,10 @@ from grpo_bench.errors import UserError
 from grpo_bench.models import build, load, names
 from grpo_bench.models.base import VideoModel
 from grpo_bench.models.world import DEFAULT_WEIGHTS, load_weights
+from grpo_bench.pretrain.base import PretrainConfig, read_card, score_card, train
 from grpo_bench.world import prompts
 from grpo_bench.world.model import NULL_INDEX, WorldUNetConfig, param_count
 from grpo_bench.world.oracle import oracle
-from grpo_bench.world.pretrain import PretrainConfig, read_card, score_card, train
 
 TINY = WorldUNetConfig(channels=(8, 8, 16), emb_dim=16, mid_blocks=1)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from grpo_bench.models.base import BaseVideoModel
 from grpo_bench.world.vocab import parse
 
 
@@ -24,8 +25,9 @@ class TinyNet(nn.Module):
         return self.out(torch.nn.functional.silu(self.inp(x) * (1 + scale) + shift))
 
 
-class TinyModel:
-    """The VideoModel protocol around TinyNet; latents are the pixels (3, 8, 16, 16)."""
+class TinyModel(BaseVideoModel):
+    """The VideoModel protocol around TinyNet; latents are the pixels (3, 8, 16, 16). The rest of the
+    protocol (device placement, policy export: ``module.safetensors``) is BaseVideoModel's defaults."""
 
     latent_shape = (3, 8, 16, 16)
 
@@ -47,10 +49,6 @@ class TinyModel:
 
     def trainable_module(self) -> nn.Module:
         return self.net
-
-    def to(self, device):
-        self.net.to(device)
-        return self
 
 
 _CHANNELS = {0: (0,), 1: (1,), 2: (2,), 3: (0, 1)}  # red, green, blue, yellow

@@ -108,7 +108,7 @@ def pretrain_base(
     ),
 ) -> None:
     """Pretrain the world's base video model (rectified flow, train prompts only) and write weights + card."""
-    from grpo_bench.world.pretrain import PretrainConfig, run_pretrain
+    from grpo_bench.pretrain.base import PretrainConfig, run_pretrain
 
     cfg = PretrainConfig(
         steps=steps, minutes=minutes, seed=seed, size=size, save_every=save_every,
@@ -155,7 +155,7 @@ def pretrain_judge(
     ),
 ) -> None:
     """Train the world judge (the VideoAlign stand-in) to regress the oracle; write weights + card."""
-    from grpo_bench.rewards.judge_train import JudgeTrainConfig, train_judge
+    from grpo_bench.pretrain.judge import JudgeTrainConfig, train_judge
 
     cfg = JudgeTrainConfig(steps=steps, seed=seed, size=size, base_videos=base_videos, heldout_videos=heldout_videos,
                            base_checkpoint=str(base_checkpoint or ""), rank_weight=rank_weight,

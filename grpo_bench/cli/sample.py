@@ -32,8 +32,9 @@ def load_policy(path: Path) -> tuple[Any, str]:
     A run folder gives its exported policy (a finished run) or else its latest checkpoint. Checkpoint
     folders hold the trainable parameters as their first custom object; they are read without
     unpickling code (``weights_only=True``)."""
+    from grpo_bench.models.world import POLICY_WEIGHTS
     from grpo_bench.train import checkpoint as ckpt
-    from grpo_bench.train.export import CARD, POLICY, WORLD_WEIGHTS
+    from grpo_bench.train.export import CARD, POLICY
 
     path = Path(path)
     if not path.exists():
@@ -42,7 +43,7 @@ def load_policy(path: Path) -> tuple[Any, str]:
         return _load_world(path, path), str(path)
     for policy in (path, path / POLICY):
         if (policy / CARD).is_file():
-            weights = policy / WORLD_WEIGHTS
+            weights = policy / POLICY_WEIGHTS
             if not weights.is_file():
                 raise UserError(f"--checkpoint {path}: the policy in {policy} is not a world model "
                                 f"(see {policy / 'README.md'}); `sample` draws from the embedded world only")

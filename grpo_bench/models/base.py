@@ -2,12 +2,18 @@
 
 The harness's kernels drive sampling; a model only maps (x, sigma, cond) to a velocity
 v ≈ E[z - x0 | x] for x_sigma = (1-sigma) x0 + sigma z (docs/design.md §2).
+
+``VideoModel`` is what the trainer calls; ``BaseVideoModel`` gives every member that has an obvious
+answer for a small pixel-space model a default (cheap prompts, latents that are the video, the
+trainable module's tensors as the exported policy), so callers never probe a model for a method.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+import torch
 from torch import Tensor, nn
 
 
@@ -19,9 +25,14 @@ class VideoModel(Protocol):
     latent_shape: tuple[int, int, int, int]
     """(C, F, H, W) of one latent sample."""
 
+    video_shape: tuple[int, int, int, int]
+    """(3, F, H, W) of one decoded video (what a reward scores; checked against the reward's before sampling)."""
+
     bf16_by_default: bool
-    """Optional (default False): ``mixed_precision: auto`` computes in bf16 where the hardware has bf16
-    units (train/precision.py)."""
+    """``mixed_precision: auto`` computes in bf16 where the hardware has bf16 units (train/precision.py)."""
+
+    gif_preview: bool
+    """The final eval videos are also written as a GIF (tiny videos a browser shows at once; MP4 always)."""
 
     def encode_prompts(self, prompts: list[str]) -> Any:
         """Conditioning for a list of prompts (cached where encoding is expensive)."""
@@ -37,3 +48,60 @@ class VideoModel(Protocol):
 
     def trainable_module(self) -> nn.Module:
         """The nn.Module whose parameters RL updates (the whole net, or its LoRA adapters)."""
+
+    def cache_prompts(self, prompts: list[str]) -> None:
+        """Encode every prompt the run will use now (before ``release_text_encoders``)."""
+
+    def release_text_encoders(self, free: bool = False) -> int:
+        """Take the text encoders off the accelerator once the prompts are cached; the parameters taken off."""
+
+    def to(self, device: str | torch.device) -> VideoModel:
+        """Every component the run computes with on ``device``; returns the model."""
+
+    def save_policy(self, folder: Path, card: dict[str, Any], gathered: dict[int, Tensor] | None = None) -> dict:
+        """Write the trained policy into ``folder``; returns what the policy card says about the files.
+        ``gathered``: the full trainable tensors of a sharded run, keyed by ``id`` of the parameter."""
+
+
+class BaseVideoModel:
+    """Defaults of the protocol for a model whose latents are its video and whose prompts are cheap to
+    encode; a subclass implements ``latent_shape`` and the five methods above ``cache_prompts``."""
+
+    latent_shape: tuple[int, int, int, int]
+    bf16_by_default = False
+    gif_preview = False
+
+    @property
+    def video_shape(self) -> tuple[int, int, int, int]:
+        return tuple(self.latent_shape)  # latents are pixels: decode does not change the shape
+
+    def trainable_module(self) -> nn.Module:
+        raise NotImplementedError
+
+    def cache_prompts(self, prompts: list[str]) -> None:
+        """Nothing to cache: encoding a prompt is cheap."""
+
+    def release_text_encoders(self, free: bool = False) -> int:
+        return 0  # no text encoder to take off
+
+    def to(self, device: str | torch.device) -> BaseVideoModel:
+        self.trainable_module().to(device)
+        return self
+
+    def save_policy(self, folder: Path, card: dict[str, Any], gathered: dict[int, Tensor] | None = None) -> dict:
+        return save_module(self.trainable_module(), folder, card, gathered)
+
+
+def save_module(module: nn.Module, folder: Path, card: dict[str, Any],
+                gathered: dict[int, Tensor] | None = None) -> dict:
+    """A module's tensors as one safetensors file, the policy format any torch code reads: the whole state
+    dict, or (a sharded run) the gathered trainable tensors by their names in the module."""
+    from safetensors.torch import save_file
+
+    if gathered is not None:
+        state = {n: gathered[id(p)].contiguous() for n, p in module.named_parameters() if id(p) in gathered}
+        save_file(state, str(Path(folder) / "trainable.safetensors"))
+        return {"format": "torch-safetensors", "weights": "trainable.safetensors", "base_model": card["model"]}
+    state = {k: v.detach().cpu().contiguous() for k, v in module.state_dict().items()}
+    save_file(state, str(Path(folder) / "module.safetensors"))
+    return {"format": "torch-safetensors", "weights": "module.safetensors", "base_model": card["model"]}

@@ -37,6 +37,7 @@ import torch
 from torch import Tensor, nn
 
 from grpo_bench.errors import UserError
+from grpo_bench.models.base import BaseVideoModel, save_module
 from grpo_bench.registry import Registry
 
 NUM_TRAIN_TIMESTEPS = 1000
@@ -142,7 +143,7 @@ class VelocityNet(nn.Module, ABC):
 
 
 # --- the adapter -------------------------------------------------------------------------------
-class DiffusersVideoModel(ABC):
+class DiffusersVideoModel(BaseVideoModel, ABC):
     """A diffusers text-to-video pipeline behind the VideoModel protocol (models/base.py).
 
     Subclasses set ``net_class`` and implement ``vae_factors``, ``encode_batch`` and ``vae_decode``.
@@ -306,6 +307,29 @@ class DiffusersVideoModel(ABC):
 
     def trainable_module(self) -> nn.Module:
         return self.net
+
+    def save_policy(self, folder: Path, card: dict[str, Any], gathered: dict[int, Tensor] | None = None) -> dict:
+        """LoRA: the adapters in peft's format (``adapter_config.json`` + ``adapter_model.safetensors``);
+        full fine-tuning: ``transformer/`` by ``save_pretrained`` (a sharded run: the gathered tensors)."""
+        transformer, folder = self.net.transformer, Path(folder)
+        if self.options.lora_rank > 0:
+            from peft.utils import get_peft_model_state_dict
+            from safetensors.torch import save_file
+
+            transformer.peft_config["default"].save_pretrained(str(folder))
+            if gathered is not None:  # sharded: peft's key names (adapter name dropped) of the gathered tensors
+                state = {n.replace(".default", ""): gathered[id(p)].float().contiguous()
+                         for n, p in transformer.named_parameters() if id(p) in gathered}
+            else:
+                state = {k: v.detach().float().cpu().contiguous()
+                         for k, v in get_peft_model_state_dict(transformer, adapter_name="default").items()}
+            save_file(state, str(folder / "adapter_model.safetensors"), metadata={"format": "pt"})
+            return {"format": "peft-lora", "weights": "adapter_model.safetensors", "config": "adapter_config.json",
+                    "lora_rank": self.options.lora_rank, "base_model": card["model"]}
+        if gathered is not None:  # a sharded full fine-tune: the trainable tensors by their names in the transformer
+            return save_module(transformer, folder, card, gathered)
+        transformer.save_pretrained(str(folder / "transformer"), safe_serialization=True)
+        return {"format": "diffusers-transformer", "weights": "transformer/", "base_model": card["model"]}
 
     @contextlib.contextmanager
     def adapters_disabled(self) -> Iterator[None]:

@@ -21,6 +21,7 @@ from torch import Tensor, nn
 
 from grpo_bench.atomic import atomic_write
 from grpo_bench.errors import UserError
+from grpo_bench.models.base import BaseVideoModel
 from grpo_bench.models.registry import MODELS
 from grpo_bench.world.model import NULL_INDEX, WorldUNet, WorldUNetConfig
 from grpo_bench.world.vocab import parse
@@ -29,9 +30,11 @@ ASSETS = Path(__file__).resolve().parent.parent / "assets"
 DEFAULT_WEIGHTS = ASSETS / "world_base.safetensors"
 REBUILD_COMMAND = "grpo-bench pretrain base"
 FRAMES = 8
+POLICY_WEIGHTS = "model.safetensors"
+"""A trained world policy's weights file in ``RUN/policy/`` (the base model's format)."""
 
 
-class WorldVideoModel:
+class WorldVideoModel(BaseVideoModel):
     """Protocol adapter around a WorldUNet for videos of ``size`` x ``size`` and ``frames`` frames."""
 
     def __init__(self, net: WorldUNet, size: int = 16, frames: int = FRAMES) -> None:
@@ -44,13 +47,12 @@ class WorldVideoModel:
     """``mixed_precision: auto`` runs this model under bf16 autocast where the hardware has bf16 units
     (train/precision.py; checked equivalent to fp32 by tests/test_bf16_equivalence.py)."""
 
+    gif_preview = True
+    """16x16 videos: a GIF shows them in any browser or viewer at once."""
+
     @property
     def device(self) -> torch.device:
         return next(self.net.parameters()).device
-
-    def to(self, device: str | torch.device) -> WorldVideoModel:
-        self.net.to(device)
-        return self
 
     def encode_prompts(self, prompts: list[str]) -> Tensor:
         """LongTensor[B, 3] of part indices (UserError listing the vocabulary for an unknown word)."""
@@ -75,6 +77,13 @@ class WorldVideoModel:
 
     def trainable_module(self) -> nn.Module:
         return self.net
+
+    def save_policy(self, folder: Path, card: dict[str, Any], gathered: dict[int, Tensor] | None = None) -> dict:
+        """The shipped base model's own format, so ``grpo-bench sample --checkpoint RUN`` and
+        ``load("world", path=...)`` read the trained policy; the run's key facts ride in its metadata."""
+        save_weights(self.net, Path(folder) / POLICY_WEIGHTS, self.size, self.frames,
+                     extra={"grpo_bench_card": json.dumps({k: card[k] for k in ("method", "kl", "setting", "seed")})})
+        return {"format": "world-safetensors", "weights": POLICY_WEIGHTS}
 
 
 def save_weights(net: WorldUNet, path: Path, size: int, frames: int = FRAMES, extra: dict | None = None) -> None:

@@ -3,8 +3,8 @@
 A 3D-conv network reads a video Tensor[B, 3, F, H, W] in [-1, 1] and the prompt's (colour, shape,
 motion) indices and predicts the oracle's VQ, MQ and TA; attention-pooling heads over pixels read
 the object's absolute colour, which the normalised conv path loses. It is trained by ``grpo-bench pretrain judge``
-(``judge_train.py``) on rendered, corrupted and base-model videos; its raw heads estimate log VQ, log MQ
-and TA (see ``judge_train.targets``). Like VideoAlign its outputs are z-scores: the raw heads are
+(``grpo_bench/pretrain/judge.py``) on rendered, corrupted and base-model videos; its raw heads estimate log VQ, log MQ
+and TA (see ``pretrain/judge_targets.targets``). Like VideoAlign its outputs are z-scores: the raw heads are
 normalised by their mean and std over base-model samples (stored in the weights file), so 0 is a
 typical base-model video and +1 one standard deviation better.
 

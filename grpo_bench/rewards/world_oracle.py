@@ -22,6 +22,12 @@ class WorldOracleReward:
         self.device = device  # the oracle runs on the CPU; scores come back on the videos' device
 
     @torch.no_grad()
+    def ground_truth(self, videos: Tensor, prompts: list[str]) -> dict[str, Tensor]:
+        """Every oracle column (vq, mq, ta, correct, manifold and the sub-scores) of the videos as given:
+        what evaluation reports beside the training reward under ``eval_oracle``."""
+        return oracle(videos, prompts)
+
+    @torch.no_grad()
     def __call__(self, videos: Tensor, prompts: list[str]) -> dict[str, Tensor]:
         scores = oracle(videos.detach().float().cpu(), prompts)
         return {k: scores[k].to(videos.device) for k in self.dimensions}

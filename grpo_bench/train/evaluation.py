@@ -2,12 +2,13 @@
 
 The noise comes from the run seed alone (stream 'eval'), so every method and every eval point
 of a seed sees the same noise and videos pair across methods by (prompt, sample, seed). Scores:
-the training reward (the judge) under the run's setting, and, with ``eval_oracle`` (world
-prompts), the exact world oracle (vq, mq, ta, correct, manifold, in-group diversity).
+the training reward (the judge) under the run's setting, in-group diversity, and, with ``eval_oracle``
+(world prompts), the exact world oracle (vq, mq, ta, correct, manifold) from the reward registry.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +20,9 @@ from grpo_bench.core.sampling import sample
 from grpo_bench.core.sde import make_kernel
 from grpo_bench.rewards.base import composite, reward_weights
 from grpo_bench.train import metrics as m
+
+EXACT_ORACLE = "world_oracle"
+"""The registered reward whose ``ground_truth`` gives the eval's oracle columns."""
 
 
 @dataclass
@@ -60,6 +64,26 @@ def gather_rows(local: Tensor, acc: Any, counts: list[int]) -> Tensor:
     return torch.cat([every[r, :c] for r, c in enumerate(counts)])
 
 
+def exact_oracle() -> Any:
+    """The exact scorer behind ``eval_oracle``, reached through the reward registry like any scorer (only
+    the embedded world has one; config validation requires world eval prompts for it)."""
+    from grpo_bench.rewards import REWARDS
+
+    return REWARDS.get(EXACT_ORACLE)()
+
+
+def diversity(videos: Tensor, group_size: int) -> Tensor:
+    """In-group diversity Tensor[B // group_size]: mean pairwise RMS distance between the videos of each
+    consecutive group of ``group_size`` (in [-1, 1] units; 0 when a group's videos are identical)."""
+    b = videos.shape[0]
+    if group_size < 2 or b % group_size:
+        raise ValueError(f"group_size must be >= 2 and divide the batch ({b}), got {group_size}")
+    x = videos.detach().float().reshape(b // group_size, group_size, -1)
+    dist = torch.cdist(x, x) / math.sqrt(x.shape[-1])  # [G, n, n] RMS distances
+    n = group_size
+    return dist.sum((1, 2)) / (n * (n - 1))
+
+
 def evaluate(model: Any, reward: Any, sigmas: Tensor, cfg: Any, device: torch.device, autocast: Any,
              acc: Any = None, even_only: bool = False) -> tuple[dict, list, Tensor]:
     """(eval_* metrics, per-video rows, videos Tensor[N, 3, F, H, W] on CPU).
@@ -71,7 +95,6 @@ def evaluate(model: Any, reward: Any, sigmas: Tensor, cfg: Any, device: torch.de
     every forward is a collective, so all ranks must run as many) splits only when the prompts divide
     evenly over the ranks; otherwise every rank samples all of them, as one process would."""
     from grpo_bench.train.prompts import load_prompt_set
-    from grpo_bench.world.oracle import diversity, oracle
 
     n = cfg.eval_samples
     prompts = load_prompt_set(cfg.prompts).eval
@@ -95,7 +118,7 @@ def evaluate(model: Any, reward: Any, sigmas: Tensor, cfg: Any, device: torch.de
         nan = torch.full((len(rows),), float("nan"))
         # No oracle for real models: their oracle columns are NaN (the report leaves them blank).
         blank = dict.fromkeys(("vq", "mq", "ta", "correct", "manifold"), nan)
-        truth = oracle(videos, rows) if cfg.eval_oracle and rows else blank
+        truth = exact_oracle().ground_truth(videos, rows) if cfg.eval_oracle and rows else blank
         judged = judged or {d: nan for d in getattr(reward, "dimensions", ("vq", "mq", "ta"))}
         judge = composite(judged, reward_weights(reward, cfg.setting)).cpu()
         div = diversity(videos, n) if n >= 2 and rows else torch.full((len(rows) // max(n, 1),), float("nan"))

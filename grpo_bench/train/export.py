@@ -1,6 +1,6 @@
 """A finished run's policy in formats other tools read, and its eval videos to watch.
 
-``RUN/policy/`` holds
+``RUN/policy/`` holds the weights the model's ``save_policy`` writes (models/base.py):
 
 * the embedded world: ``model.safetensors`` (the same format as the shipped base model, so
   ``grpo-bench sample --checkpoint RUN`` and ``models.load("world", path=...)`` read it);
@@ -8,16 +8,16 @@
   ``adapter_model.safetensors``; ``PeftModel.from_pretrained`` or diffusers'
   ``load_lora_adapter`` on the base transformer);
 * a fully fine-tuned diffusers model: ``transformer/`` (``save_pretrained``, safetensors);
+* any other model: its trainable module's tensors (``module.safetensors``; ``models.base.save_module``);
 
 plus ``card.json`` and ``README.md``: model, method, config, final metrics, package version and
-git commit. ``RUN/samples/`` gets the final eval videos as GIF (world) and MP4 (every model) beside
-``final_eval.pt``. Nothing here is pickled.
+git commit. ``RUN/samples/`` gets the final eval videos as GIF (a model's ``gif_preview``: the world)
+and MP4 (every model) beside ``final_eval.pt``. Nothing here is pickled.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import os
 import shutil
 import subprocess
@@ -30,7 +30,6 @@ from grpo_bench.atomic import atomic_write_json, atomic_write_text
 
 POLICY = "policy"
 CARD = "card.json"
-WORLD_WEIGHTS = "model.safetensors"
 
 
 @functools.lru_cache(maxsize=1)
@@ -54,63 +53,12 @@ def provenance() -> dict[str, str]:
     return {"grpo_bench_version": ver, "git_commit": commit + ("+dirty" if dirty else "")}
 
 
-def world_net(model: Any) -> Any:
-    from grpo_bench.world.model import WorldUNet
-
-    net = getattr(model, "net", None)
-    return net if isinstance(net, WorldUNet) else None
-
-
 def gather_trainable(module: Any) -> dict[int, Any]:
     """Full copies of the trainable parameters of a sharded (FSDP2) module, keyed by ``id`` of the
     parameter; an all-gather, so every rank must call it."""
     from grpo_bench.train import sharding
 
     return {id(p): sharding.full(p.detach()).cpu().clone() for p in module.parameters() if p.requires_grad}
-
-
-def _write_weights(model: Any, module: Any, folder: Path, card: dict[str, Any],
-                   gathered: dict[int, Any] | None = None) -> dict[str, Any]:
-    """Weights into ``folder``; returns what the card says about them. ``gathered`` holds the full
-    trainable tensors of a sharded run (``gather_trainable``)."""
-    net = world_net(model)
-    if net is not None:
-        from grpo_bench.models.world import save_weights
-
-        save_weights(net, folder / WORLD_WEIGHTS, model.size, model.frames,
-                     extra={"grpo_bench_card": json.dumps({k: card[k] for k in ("method", "kl", "setting", "seed")})})
-        return {"format": "world-safetensors", "weights": WORLD_WEIGHTS}
-    transformer = getattr(module, "transformer", module)
-    options = getattr(model, "options", None)
-    if options is not None and getattr(options, "lora_rank", 0) > 0:
-        from peft.utils import get_peft_model_state_dict
-        from safetensors.torch import save_file
-
-        config = transformer.peft_config["default"]
-        config.save_pretrained(str(folder))
-        if gathered is not None:  # sharded: peft's key names (adapter name dropped) of the gathered tensors
-            state = {n.replace(".default", ""): gathered[id(p)].float().contiguous()
-                     for n, p in transformer.named_parameters() if id(p) in gathered}
-        else:
-            state = {k: v.detach().float().cpu().contiguous()
-                     for k, v in get_peft_model_state_dict(transformer, adapter_name="default").items()}
-        save_file(state, str(folder / "adapter_model.safetensors"), metadata={"format": "pt"})
-        return {"format": "peft-lora", "weights": "adapter_model.safetensors", "config": "adapter_config.json",
-                "lora_rank": options.lora_rank, "base_model": card["model"]}
-    if gathered is not None:  # a sharded full fine-tune: the trainable tensors by their names in the module
-        from safetensors.torch import save_file
-
-        state = {n: gathered[id(p)].contiguous() for n, p in transformer.named_parameters() if id(p) in gathered}
-        save_file(state, str(folder / "trainable.safetensors"))
-        return {"format": "torch-safetensors", "weights": "trainable.safetensors", "base_model": card["model"]}
-    if hasattr(transformer, "save_pretrained"):
-        transformer.save_pretrained(str(folder / "transformer"), safe_serialization=True)
-        return {"format": "diffusers-transformer", "weights": "transformer/", "base_model": card["model"]}
-    from safetensors.torch import save_file
-
-    state = {k: v.detach().cpu().contiguous() for k, v in module.state_dict().items()}
-    save_file(state, str(folder / "module.safetensors"))
-    return {"format": "torch-safetensors", "weights": "module.safetensors", "base_model": card["model"]}
 
 
 def _readme(card: dict[str, Any]) -> str:
@@ -136,10 +84,10 @@ def _readme(card: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def export_policy(model: Any, module: Any, cfg: Any, out_dir: Path, final: dict[str, Any],
+def export_policy(model: Any, cfg: Any, out_dir: Path, final: dict[str, Any],
                   gathered: dict[int, Any] | None = None) -> Path:
-    """Write ``out_dir/policy`` (weights + card) atomically; returns the folder. A sharded run passes
-    the gathered trainable tensors (``gather_trainable``, called on every rank)."""
+    """Write ``out_dir/policy`` (weights by the model's ``save_policy`` + card) atomically; returns the
+    folder. A sharded run passes the gathered trainable tensors (``gather_trainable``, called on every rank)."""
     out_dir = Path(out_dir)
     folder, tmp = out_dir / POLICY, out_dir / f".{POLICY}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -149,7 +97,7 @@ def export_policy(model: Any, module: Any, cfg: Any, out_dir: Path, final: dict[
         "updates": final.get("updates"), "cell_id": final.get("cell_id"), "run_dir": str(out_dir),
         "final_eval": final.get("eval", {}), "config": cfg.to_dict(), **provenance(),
     }
-    card["weights"] = _write_weights(model, module, tmp, card, gathered)
+    card["weights"] = model.save_policy(tmp, card, gathered)  # each model knows its own policy format
     atomic_write_json(tmp / CARD, card)
     atomic_write_text(tmp / "README.md", _readme(card))
     shutil.rmtree(folder, ignore_errors=True)
@@ -157,12 +105,13 @@ def export_policy(model: Any, module: Any, cfg: Any, out_dir: Path, final: dict[
     return folder
 
 
-def write_eval_videos(videos: Tensor, out_dir: Path, world: bool) -> list[Path]:
-    """``samples/final_eval.gif`` (world) and ``samples/final_eval.mp4`` beside the tensor file."""
+def write_eval_videos(videos: Tensor, out_dir: Path, gif: bool) -> list[Path]:
+    """``samples/final_eval.gif`` (``gif``: the model's ``gif_preview``) and ``samples/final_eval.mp4``
+    beside the tensor file."""
     from grpo_bench import media
 
     samples = Path(out_dir) / "samples"
-    writers = ([(media.write_gif, "gif")] if world else []) + [(media.write_mp4, "mp4")]
+    writers = ([(media.write_gif, "gif")] if gif else []) + [(media.write_mp4, "mp4")]
     written = []
     for write, ext in writers:
         path, tmp = samples / f"final_eval.{ext}", samples / f".final_eval.tmp.{ext}"

@@ -88,7 +88,7 @@ class Trainer:
             from grpo_bench import models
 
             model = models.from_config(cfg)
-        self.precision = precision.resolve(cfg.mixed_precision, getattr(model, "bf16_by_default", False),
+        self.precision = precision.resolve(cfg.mixed_precision, model.bf16_by_default,
                                            _device_is_cpu(cfg.device))
         cfg = dataclasses.replace(cfg, mixed_precision=self.precision)  # 'auto' resolved for every component
         self.cfg, self.out_dir = cfg, Path(out_dir)
@@ -105,12 +105,12 @@ class Trainer:
         weights.check_video_shape(cfg, model, reward)  # before any sampling
         self.model, self.reward = model, reward
         prompt_set = load_prompt_set(cfg.prompts)
-        if hasattr(model, "release_text_encoders"):  # encode every prompt once, then free the encoders
-            model.cache_prompts([*prompt_set.train, *prompt_set.eval])
-            model.release_text_encoders()
+        # Encode every prompt once, then take the text encoders off the accelerator (no-ops for the world).
+        model.cache_prompts([*prompt_set.train, *prompt_set.eval])
+        model.release_text_encoders()
         self.sampler = MicroBatched(model, cfg.micro_batch)  # rollout and eval: micro_batch rows per forward
         self.module = module = model.trainable_module()
-        (model if hasattr(model, "to") else module).to(self.device)
+        model.to(self.device)
         # The launch's optimizer step (steppers.py): FSDP2 shards the module first, DeepSpeed wraps it
         # in its engine; every later reference to the parameters sees the final ones.
         self.stepper = steppers.make_stepper(self.acc, module, cfg)
@@ -256,8 +256,8 @@ class Trainer:
             return final
         if cfg.save_videos:
             save_eval_videos(videos, out / "samples" / "final_eval.pt")
-            export.write_eval_videos(videos, out, world=export.world_net(self.model) is not None)
-        export.export_policy(self.model, self.module, cfg, out, final, gathered)
+            export.write_eval_videos(videos, out, gif=self.model.gif_preview)
+        export.export_policy(self.model, cfg, out, final, gathered)
         atomic_write_json(out / "final.json", final)
         atomic_write_text(out / "DONE", "done\n")
         return final

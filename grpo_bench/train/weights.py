@@ -80,7 +80,7 @@ def check_video_shape(cfg: Any, model: Any, reward: Any) -> None:
     """The reward scores videos of the shape the model makes (a reward that declares ``video_shape``);
     UserError with the keys to change, before a single video is sampled."""
     want = getattr(reward, "video_shape", None)
-    have = tuple(getattr(model, "video_shape", model.latent_shape))
+    have = tuple(model.video_shape)
     if want is None or tuple(want) == have:
         return
     what = f"reward {cfg.reward!r} scores videos of frames x height x width {'x'.join(map(str, want[1:]))}"

@@ -237,15 +237,3 @@ def oracle(videos: Tensor, prompts: list[str], refine_steps: int = 0) -> dict[st
     out["correct"] = s["color_ok"] * s["shape_ok"] * s["direction_ok"]
     out["manifold"] = manifold_distance(videos, ft, refine_steps)
     return out
-
-
-def diversity(videos: Tensor, group_size: int) -> Tensor:
-    """In-group diversity Tensor[B // group_size]: mean pairwise RMS distance between the videos of each
-    consecutive group of ``group_size`` (in [-1, 1] units; 0 when a group's videos are identical)."""
-    b = videos.shape[0]
-    if group_size < 2 or b % group_size:
-        raise ValueError(f"group_size must be >= 2 and divide the batch ({b}), got {group_size}")
-    x = videos.detach().float().reshape(b // group_size, group_size, -1)
-    dist = torch.cdist(x, x) / math.sqrt(x.shape[-1])  # [G, n, n] RMS distances
-    n = group_size
-    return dist.sum((1, 2)) / (n * (n - 1))

@@ -18,9 +18,11 @@ order, and GRPO only sees differences inside a group. ``--init`` fine-tunes an e
 without frame statistics (``JudgeConfig.frame_stats``) is widened exactly (``start_from``).
 
 After training the raw heads are z-normalised over held-out base-model samples (as VideoAlign's are) and
-the judge is checked on fresh samples (``judge_check``): Spearman with the oracle on 10-step ODE samples
+the judge is checked on fresh samples (``pretrain/judge_check.py``): Spearman with the oracle on 10-step ODE samples
 of training and held-out prompts, and how often speckle and shuffled frames lower its score. The weights
 go to a safetensors file and a JSON card with the command, seed, steps, wall time and those numbers.
+
+The data are built in ``judge_data.py``, the targets and losses in ``judge_targets.py``.
 """
 
 from __future__ import annotations
@@ -33,35 +35,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
-from torch import Tensor
 
 from grpo_bench.errors import UserError
-from grpo_bench.rewards.world_judge import (
-    AUXILIARY,
-    DEFAULT_WEIGHTS,
-    DIMENSIONS,
-    PARTS,
-    JudgeConfig,
-    WorldJudge,
-    save_judge,
-)
-from grpo_bench.world.corrupt import CORRUPTIONS, shuffle_frames
-from grpo_bench.world.generator import SIZES, direction_vectors, render
-from grpo_bench.world.oracle import fit, oracle
-from grpo_bench.world.vocab import COLORS, MOTIONS, SHAPES, parse, prompt_text
-from grpo_bench.world.vocab import prompts as all_prompts
+from grpo_bench.pretrain.judge_data import PERTURB_SCALES, damage, mirror, mismatched, sample_base, synthetic_batch
+from grpo_bench.pretrain.judge_targets import correlations, judge_loss, ranking_loss, raw_scores, targets
+from grpo_bench.rewards.world_judge import DEFAULT_WEIGHTS, JudgeConfig, WorldJudge, save_judge
+from grpo_bench.world.generator import SIZES
 
-# (kernel, noise level, steps) of the base-model samples: the evaluation sampler and RL's rollout kernels.
-BASE_SAMPLERS = (("ode", 0.0, 20), ("ode", 0.0, 10), ("sage", 0.5, 10), ("flow", 0.7, 10), ("dance", 0.3, 10),
-                 ("cps", 0.7, 10), ("sage", 1.0, 10))
-# Relative std of Gaussian noise added to every base-model weight tensor: stand-ins for the models RL makes.
-# Measured on 32 10-step ODE samples: oracle MQ 0.34 (0), 0.32 (0.05), 0.28 (0.1), 0.18 (0.2).
-PERTURB_SCALES = (0.0, 0.05, 0.1, 0.2)
 RANK_MARGINS = (0.05, 0.05, 0.02)  # (log vq, log mq, ta): pairs closer than this are not ranked
-AUX_WEIGHT = 0.5
-SCORE_WEIGHTS = torch.tensor([1.0, 2.0, 2.0])  # (vq, mq, ta): MQ's and TA's fine orderings are the hardest to learn
-LOG_FLOOR = -7.0  # log-score targets are floored here (a score of ~0.001: pure noise)
-LOG_TARGETS = ("vq", "mq", "bg", "edge", "palette", "velocity", "size", "constancy", "flicker")
 
 
 @dataclass
@@ -134,192 +115,6 @@ def _check(cfg: JudgeTrainConfig) -> None:
         raise UserError(f"judge option 'mismatch' must be in [0, 1], got {cfg.mismatch!r}")
 
 
-# --- data ----------------------------------------------------------------------------------------
-def perturbed(model, scale: float, seed: int):
-    """A copy of the base model with Gaussian noise of std ``scale`` x (each weight tensor's std) added to
-    every weight tensor: a cheap stand-in for the models RL moves to (0: the model itself)."""
-    import copy
-
-    if scale == 0:
-        return model
-    out = copy.deepcopy(model)
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in out.net.parameters():
-            if p.numel() > 1:
-                p.add_(scale * p.std() * torch.randn(p.shape, generator=g))
-    return out
-
-
-def sample_base(n: int, size: int, seed: int, checkpoint: str = "", chunk: int = 64,
-                samplers: tuple = BASE_SAMPLERS, perturb: tuple[float, ...] = (0.0,)) -> tuple[Tensor, list[str]]:
-    """n base-model videos Tensor[n, 3, 8, size, size] over all prompts; chunk k uses ``samplers[k % len]`` and
-    the model perturbed by ``perturb[(k // len(samplers)) % len(perturb)]`` (see ``perturbed``)."""
-    from grpo_bench.core.sampling import sample
-    from grpo_bench.core.schedule import sigmas
-    from grpo_bench.core.sde import make_kernel
-    from grpo_bench.models import load
-
-    kw = {"size": size}
-    if checkpoint:
-        kw["path"] = checkpoint
-    base = load("world", **kw)
-    models = {scale: perturbed(base, scale, seed * 7 + i) for i, scale in enumerate(perturb)}
-    rng = random.Random(seed)
-    texts = all_prompts("all")
-    videos, prompts = [], []
-    for k, start in enumerate(range(0, n, chunk)):
-        m = min(chunk, n - start)
-        kernel_name, level, steps = samplers[k % len(samplers)]
-        model = models[perturb[(k // len(samplers)) % len(perturb)]]
-        batch_prompts = [rng.choice(texts) for _ in range(m)]
-        g = torch.Generator().manual_seed(seed * 100_003 + k)
-        noise = torch.randn(m, *model.latent_shape, generator=g)
-        x = sample(model, batch_prompts, noise, sigmas(steps, 3.0), make_kernel(kernel_name, level), generator=g)
-        videos.append(model.decode(x).clamp(-1, 1).float())
-        prompts += batch_prompts
-    return torch.cat(videos), prompts
-
-
-def _mismatch(prompts: list[str], share: float, rng: random.Random) -> list[str]:
-    """Replace one word (colour, shape or motion) of a share of the prompts by another vocabulary word."""
-    out = []
-    for p in prompts:
-        if rng.random() >= share:
-            out.append(p)
-            continue
-        parts = list(parse(p))
-        which = rng.randrange(3)
-        vocab = (COLORS, SHAPES, MOTIONS)[which]
-        parts[which] = rng.choice([i for i in range(len(vocab)) if i != parts[which]])
-        out.append(prompt_text(COLORS[parts[0]], SHAPES[parts[1]], MOTIONS[parts[2]]))
-    return out
-
-
-_OPPOSITE = {"left": "right", "right": "left", "up": "down", "down": "up"}
-
-
-def mirror(videos: Tensor, prompts: list[str], rng: random.Random) -> tuple[Tensor, list[str]]:
-    """Label-preserving augmentation of sampled videos: a left-right flip and/or time reversal, with the
-    prompt's motion changed to match (the world is symmetric under both; targets are re-scored anyway)."""
-    videos, prompts = videos.clone(), list(prompts)
-    for i, p in enumerate(prompts):
-        motion = p.split()[-1]
-        flip, reverse = rng.random() < 0.5, rng.random() < 0.5
-        if flip:
-            videos[i] = videos[i].flip(-1)
-            motion = {"left": "right", "right": "left"}.get(motion, motion)
-        if reverse:
-            videos[i] = videos[i].flip(1)
-            motion = _OPPOSITE[motion]
-        prompts[i] = p.rsplit(" ", 1)[0] + " " + motion
-    return videos, prompts
-
-
-def damage(v: Tensor, rng: random.Random) -> Tensor:
-    """One or two corruptions of random kind and strength (``world/corrupt.py``), or a frame shuffle."""
-    names = CORRUPTIONS.names()
-    for _ in range(1 if rng.random() < 0.75 else 2):
-        if rng.random() < 0.2:
-            v = shuffle_frames(v, rng.random(), rng.randrange(2**31))
-        else:
-            v = CORRUPTIONS.get(rng.choice(names))(v, rng.random() ** 1.5, rng.randrange(2**31))
-    return v
-
-
-def synthetic_batch(n: int, size: int, rng: random.Random) -> tuple[Tensor, list[str]]:
-    """n rendered videos: clean, damaged (``damage``) or partially re-noised, in groups of 8."""
-    texts = all_prompts("all")
-    prompts = [rng.choice(texts) for _ in range(n)]
-    videos = render(prompts, rng.randrange(2**31), size=size)
-    out = []
-    for lo in range(0, n, 8):  # corruptions act on groups of 8 (one kind and strength per group)
-        v = videos[lo:lo + 8]
-        kind = rng.random()
-        if kind < 0.15:
-            pass  # clean
-        elif kind < 0.75:
-            v = damage(v, rng)
-        else:
-            s = rng.random() * 0.6
-            g = torch.Generator().manual_seed(rng.randrange(2**31))
-            v = ((1 - s) * v + s * torch.randn(v.shape, generator=g)).clamp(-1, 1)
-        out.append(v)
-    return torch.cat(out), prompts
-
-
-def targets(videos: Tensor, prompts: list[str]) -> Tensor:
-    """Regression targets Tensor[B, 3 + len(AUXILIARY) + 3]: the oracle's (vq, mq, ta) and sub-scores, as
-    logs (floored at LOG_FLOOR) for those in LOG_TARGETS, then the fitted (colour, shape, direction)
-    classes as floats.
-
-    Logs for VQ and MQ, because base-model videos crowd into a small range of them (e.g. VQ 0.005-0.3)
-    where a squared error on the score itself barely cares about order; the log spreads that range evenly
-    (each score is a product of sub-scores, so its log is a sum). TA stays linear: on base-model videos it
-    lives near 1, and in log space the zeros of mismatched prompts would dominate the loss (measured:
-    Spearman 0.47 with log TA vs 0.80 linear). Spearman is unchanged by either monotone map."""
-    o = oracle(videos, prompts)
-    ft = fit(videos)
-    direction = (ft.velocity @ direction_vectors().T).argmax(1)
-    classes = torch.stack([ft.color, ft.shape, direction], 1).float()
-    scores = torch.stack([o[k] for k in DIMENSIONS + AUXILIARY], 1)
-    logged = torch.tensor([k in LOG_TARGETS for k in DIMENSIONS + AUXILIARY])
-    scores = torch.where(logged, scores.clamp(min=math.exp(LOG_FLOOR)).log(), scores)
-    return torch.cat([scores, classes], 1)
-
-
-def ranking_loss(score: Tensor, target: Tensor, margin: float = 0.02, sharpness: float = 5.0) -> Tensor:
-    """Pairwise logistic (RankNet) loss: for every pair whose targets differ by more than ``margin``,
-    softplus(-sharpness * sign(t_i - t_j) * (s_i - s_j)); mean over such pairs. score, target: Tensor[n].
-
-    Base-model videos crowd into a narrow band of TA (median 0.86, IQR 0.71-0.92) where the regression
-    loss, dominated by the large errors of corrupted and mismatched videos, barely shapes the order;
-    the Spearman check (and GRPO, which only sees differences within a group) is about that order."""
-    ds = score[:, None] - score[None, :]  # [n, n]
-    dt = target[:, None] - target[None, :]
-    pairs = (dt.abs() > margin).float()
-    loss = torch.nn.functional.softplus(-torch.sign(dt) * ds * sharpness) * pairs
-    return loss.sum() / pairs.sum().clamp(min=1)
-
-
-def judge_loss(pred: Tensor, y: Tensor) -> Tensor:
-    """Weighted MSE on the three scores, plus AUX_WEIGHT x (MSE on the sub-scores + cross-entropy on the classes).
-    The three scores are what the judge is for; the rest only shapes its features."""
-    n, a = len(DIMENSIONS), len(AUXILIARY)
-    err = (pred[:, :n] - y[:, :n]) ** 2
-    loss = (err * SCORE_WEIGHTS).sum(1).mean() / SCORE_WEIGHTS.sum() + AUX_WEIGHT * (
-        (pred[:, n : n + a] - y[:, n : n + a]) ** 2
-    ).mean()
-    classes = y[:, n + a:].long()
-    for i, logits in enumerate(pred[:, n + a:].split(PARTS, dim=1)):
-        loss = loss + AUX_WEIGHT / len(PARTS) * torch.nn.functional.cross_entropy(logits, classes[:, i])
-    return loss
-
-
-# --- evaluation ----------------------------------------------------------------------------------
-@torch.no_grad()
-def raw_scores(net: WorldJudge, videos: Tensor, prompts: list[str], chunk: int = 256) -> Tensor:
-    """The judge's raw (un-normalised) heads Tensor[B, 3]."""
-    net.eval()
-    out = [net(videos[i:i + chunk], net.condition(prompts[i:i + chunk])) for i in range(0, len(prompts), chunk)]
-    return torch.cat(out)
-
-
-def spearman(a: Tensor, b: Tensor) -> float:
-    """Spearman rank correlation of two Tensor[N] (average ranks for ties)."""
-    from scipy.stats import spearmanr
-
-    r = spearmanr(a.double().numpy(), b.double().numpy()).statistic
-    return float(r) if math.isfinite(r) else 0.0
-
-
-def correlations(net: WorldJudge, videos: Tensor, prompts: list[str], truth: Tensor | None = None) -> dict[str, float]:
-    """Spearman per dimension between the judge and the oracle on the given videos."""
-    truth = targets(videos, prompts)[:, : len(DIMENSIONS)] if truth is None else truth
-    pred = raw_scores(net, videos, prompts)
-    return {k: round(spearman(pred[:, i], truth[:, i]), 4) for i, k in enumerate(DIMENSIONS)}
-
-
 # --- training ------------------------------------------------------------------------------------
 def train_judge(cfg: JudgeTrainConfig, out: Path | None = None, command: str = "", console=None) -> dict:
     """Train, normalise, evaluate and save the judge; returns the card (also written next to the weights)."""
@@ -372,7 +167,7 @@ def train_judge(cfg: JudgeTrainConfig, out: Path | None = None, command: str = "
                 bv = torch.cat([damage(bv[:k], rng), bv[k:]])
             v = torch.cat([v, bv])
             p = p + bp
-        p = _mismatch(p, cfg.mismatch, rng)
+        p = mismatched(p, cfg.mismatch, rng)
         y = targets(v, p)
         pred = net(v, net.condition(p), auxiliary=True)
         loss = judge_loss(pred, y)
@@ -422,7 +217,7 @@ def train_judge(cfg: JudgeTrainConfig, out: Path | None = None, command: str = "
     if cfg.init:
         card["init"] = _init_record(cfg.init)
     if cfg.check_per_prompt and cfg.base_videos + cfg.heldout_videos + cfg.ode_videos:
-        from grpo_bench.rewards.judge_check import check_judge
+        from grpo_bench.pretrain.judge_check import check_judge
 
         card["check"] = check_judge(net.score, cfg.check_per_prompt, 4 * cfg.check_per_prompt, cfg.size,
                                     checkpoint=cfg.base_checkpoint)
