@@ -2,9 +2,9 @@
 
 The one sampler (``integrate``, core/sampling.py: one batched model call per step, classifier-free guidance
 as one doubled batch) over the method's ``StepTable``: its kernel at every SDE step, the ODE elsewhere.
-At every *stored* step (the steps the method may train) the rollout keeps x_i, x_{i+1}, logp_old and mu_old for all rows, and
-for each KL anchor mu_ref from one extra batched forward with the anchor's parameters, run on the
-rows that train that step this update only (NaN elsewhere, so a misuse cannot pass silently).
+At every *stored* step (the steps the method may train) the rollout keeps x_i, x_{i+1}, logp_old and
+mu_old for all rows, and for each KL anchor mu_ref from one extra batched forward with the anchor's
+parameters, run on the rows that train that step this update only (NaN elsewhere, so a misuse cannot pass silently).
 Everything runs under no_grad. Training recomputes the transition mean with the same ``transition``, so on
 the first inner update rho = exp(logp - logp_old) is exactly 1.
 
