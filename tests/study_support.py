@@ -12,7 +12,8 @@ import pandas as pd
 import torch
 
 from grpo_bench.atomic import atomic_write_bytes, atomic_write_json
-from grpo_bench.suite.results import COLUMNS, RESULTS
+from grpo_bench.suite.results import COLUMNS
+from grpo_bench.suite.run_folder import RESULTS
 
 ROWS = {"dance_grpo kl=none": ("dance_grpo", "none", -0.6), "flow_grpo kl=none": ("flow_grpo", "none", 0.0),
         "sage_grpo kl=dual": ("sage_grpo", "dual", 0.6)}

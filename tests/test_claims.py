@@ -31,7 +31,8 @@ from grpo_bench.report.claims import (
     ledger,
 )
 from grpo_bench.report.power import seeds_needed
-from grpo_bench.suite.results import COLUMNS, RESULTS
+from grpo_bench.suite.results import COLUMNS
+from grpo_bench.suite.run_folder import RESULTS
 
 ROOT = Path(__file__).resolve().parents[1]
 SEEDS = [0, 1, 2, 3, 4]

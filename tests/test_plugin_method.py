@@ -120,11 +120,11 @@ def test_plugin_trains_from_the_command_line(plugin_file, tmp_path):
 @pytest.fixture
 def inline_backend():
     """A runner backend that trains the cells in this process (the same run_cell the workers call)."""
-    from grpo_bench.suite import runner
+    from grpo_bench.suite import cell, runner
 
     @runner.BACKENDS.register("inline")
     def run_inline(work, trainer, slots, threads, display, **_):
-        return [runner.run_cell(meta, str(cdir), trainer, display.event) for meta, cdir in work]
+        return [cell.run_cell(meta, str(cdir), trainer, display.event) for meta, cdir in work]
 
     yield "inline"
     runner.BACKENDS.unregister("inline")

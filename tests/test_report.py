@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 from grpo_bench.cli.commands import app
 from grpo_bench.report.render import render_report
 from grpo_bench.report.stats import mean_ci, wilson
-from grpo_bench.suite.results import COLUMNS, RESULTS
+from grpo_bench.suite.results import COLUMNS
+from grpo_bench.suite.run_folder import RESULTS
 
 T_975_2 = 4.302652729749464  # Student t quantile 0.975 with 2 degrees of freedom (tables)
 GROUPS = {"dance_grpo kl=none": ("dance_grpo", "none", False), "sage_grpo kl=dual": ("sage_grpo", "dual", True)}

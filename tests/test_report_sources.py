@@ -14,10 +14,12 @@ import yaml
 from suite_support import fake_train
 from typer.testing import CliRunner
 
+from grpo_bench.atomic import atomic_write_json
 from grpo_bench.cli.commands import app
 from grpo_bench.report import data, figures, sources
 from grpo_bench.report.parts import Context
-from grpo_bench.suite import results
+from grpo_bench.suite.aggregate import aggregate
+from grpo_bench.suite.run_folder import CELL, RESULTS, ROWS
 from grpo_bench.suite.spec import expand, parse_suite
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,7 +40,7 @@ def make_suite(folder: Path, finished: int | None = None, data_: dict | None = N
     (folder / "suite.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     metas = [c.meta(suite.name) for c in expand(suite)]
     for i, meta in enumerate(metas):
-        results.atomic_write_json(folder / meta["id"] / results.CELL, meta)
+        atomic_write_json(folder / meta["id"] / CELL, meta)
         if finished is None or i < finished:
             from grpo_bench.train.config import RunConfig
 
@@ -48,19 +50,19 @@ def make_suite(folder: Path, finished: int | None = None, data_: dict | None = N
 
 def test_results_have_a_typed_column_per_varied_grid_key(tmp_path):
     metas = make_suite(tmp_path / "grid")
-    frame = results.aggregate(tmp_path / "grid", metas, {"name": "grid"})
+    frame = aggregate(tmp_path / "grid", metas, {"name": "grid"})
     assert frame["noise_level"].dtype == "float64"
     cells = frame[frame["kind"] == "cell"].set_index("cell")
     for meta in metas:
         assert cells.loc[meta["id"], "noise_level"] == meta["config"]["noise_level"]
-    back = pd.read_parquet(tmp_path / "grid" / results.RESULTS)
+    back = pd.read_parquet(tmp_path / "grid" / RESULTS)
     assert sorted(back.loc[back["kind"] == "update", "noise_level"].unique()) == [0.3, 0.7]
 
 
 def test_old_results_without_grid_columns_still_load_and_get_them(tmp_path):
-    stored = pd.read_parquet(ROOT / "reports" / "kl_weight" / results.RESULTS)
+    stored = pd.read_parquet(ROOT / "reports" / "kl_weight" / RESULTS)
     grid = ["kl_adaptive", "kl_weight", "kl_beta_min", "kl_beta_max"]
-    path = tmp_path / results.RESULTS  # as written before grid columns existed: the same rows without them
+    path = tmp_path / RESULTS  # as written before grid columns existed: the same rows without them
     stored.drop(columns=[c for c in grid if c in stored.columns]).to_parquet(path)
     assert "kl_weight" not in pd.read_parquet(path).columns
     df = data.with_grid_columns(sources.load_frame(path))
@@ -77,7 +79,7 @@ def test_report_of_a_running_suite_shows_the_finished_cells_and_says_how_many(tm
     assert "2 of 8 cells done" in res.output
     report = (tmp_path / "grid" / "report" / "report.md").read_text()
     assert "2 of 8 cells done" in report
-    assert not (tmp_path / "grid" / results.RESULTS).exists()  # a running suite's folder is not written to
+    assert not (tmp_path / "grid" / RESULTS).exists()  # a running suite's folder is not written to
 
 
 def test_report_of_a_single_train_run(tmp_path):
@@ -117,7 +119,7 @@ def test_compare_puts_two_sources_side_by_side(tmp_path):
 
 CORRUPTIONS = {
     "final.json": lambda d: (d / "final.json").write_text("{not json"),
-    "rows.parquet": lambda d: (d / results.ROWS).write_bytes(b"PAR1 truncated"),
+    "rows.parquet": lambda d: (d / ROWS).write_bytes(b"PAR1 truncated"),
     "final_eval.pt": lambda d: (d / "samples" / "final_eval.pt").write_bytes(b"\x00garbage"),
 }
 
@@ -133,8 +135,8 @@ def test_one_broken_cell_never_stops_aggregation(tmp_path, what):
     else:
         CORRUPTIONS[what](cdir)
         if what != "rows.parquet":
-            (cdir / results.ROWS).unlink(missing_ok=True)
-    frame = results.aggregate(tmp_path / "grid", metas, {"name": "grid"})
+            (cdir / ROWS).unlink(missing_ok=True)
+    frame = aggregate(tmp_path / "grid", metas, {"name": "grid"})
     cells = data.cells(frame).set_index("cell")
     if what == "rows.parquet":  # rebuilt from the trainer's files: nothing lost
         assert cells.loc[bad["id"], "status"] == "done"
@@ -156,7 +158,7 @@ class _Recorder:
 
 def test_equalizer_figure_keeps_noise_levels_apart(tmp_path, monkeypatch):
     metas = make_suite(tmp_path / "grid")
-    frame = data.with_grid_columns(results.aggregate(tmp_path / "grid", metas, {"name": "grid"}, write=False))
+    frame = data.with_grid_columns(aggregate(tmp_path / "grid", metas, {"name": "grid"}, write=False))
     rec = _Recorder()
     monkeypatch.setattr(figures, "_plot_band", rec)
     figures.equalizer(Context(df=frame, out=tmp_path / "r", spec={"smooth": 1}))
@@ -167,7 +169,7 @@ def test_equalizer_figure_keeps_noise_levels_apart(tmp_path, monkeypatch):
 def test_kl_weight_panel_draws_nothing_for_kl_none(tmp_path, monkeypatch):
     spec = {**GRID_SUITE, "grid": {"kl": ["none", "dual"]}, "seeds": [0]}
     metas = make_suite(tmp_path / "kl", data_=spec)
-    frame = results.aggregate(tmp_path / "kl", metas, {"name": "kl"}, write=False)
+    frame = aggregate(tmp_path / "kl", metas, {"name": "kl"}, write=False)
     rec = _Recorder()
     monkeypatch.setattr(figures, "_plot_band", rec)
     figures.kl_curves(Context(df=frame, out=tmp_path / "r", spec={}))
@@ -176,7 +178,7 @@ def test_kl_weight_panel_draws_nothing_for_kl_none(tmp_path, monkeypatch):
 
 def test_strip_figure_labels_rows_with_scores_and_prompts(tmp_path, monkeypatch):
     metas = make_suite(tmp_path / "grid", finished=2)
-    frame = results.aggregate(tmp_path / "grid", metas, {"name": "grid"}, write=False)
+    frame = aggregate(tmp_path / "grid", metas, {"name": "grid"}, write=False)
     saved = []
     monkeypatch.setattr(figures, "_save", lambda ctx, fig, name: saved.append(fig) or "")
     figures.strips(Context(df=frame, out=tmp_path / "r", spec={}))
@@ -189,10 +191,10 @@ def test_strip_figure_labels_rows_with_scores_and_prompts(tmp_path, monkeypatch)
 
 
 def test_report_on_committed_main_table_renders_without_writing_it(tmp_path):
-    src = ROOT / "reports" / "main_table" / results.RESULTS
+    src = ROOT / "reports" / "main_table" / RESULTS
     before = src.read_bytes()
-    shutil.copy(src, tmp_path / results.RESULTS)
-    res = CliRunner().invoke(app, ["report", str(tmp_path / results.RESULTS), "--out", str(tmp_path / "r")])
+    shutil.copy(src, tmp_path / RESULTS)
+    res = CliRunner().invoke(app, ["report", str(tmp_path / RESULTS), "--out", str(tmp_path / "r")])
     assert res.exit_code == 0, res.output
     assert "144 done" in (tmp_path / "r" / "report.md").read_text()
     assert src.read_bytes() == before
@@ -202,7 +204,7 @@ def test_table2_csv_has_a_column_per_grid_key(tmp_path):
     from grpo_bench.report.render import render_report
 
     metas = make_suite(tmp_path / "grid")
-    frame = results.aggregate(tmp_path / "grid", metas, {"name": "grid", "report": {"tables": ["table2"],
+    frame = aggregate(tmp_path / "grid", metas, {"name": "grid", "report": {"tables": ["table2"],
                                                                                        "figures": []}})
     render_report(tmp_path / "grid", out=tmp_path / "r", frame=frame)
     csv = pd.read_csv(tmp_path / "r" / "tables" / "table2.csv")
@@ -218,10 +220,10 @@ def test_report_shows_the_cells_of_the_run_as_indexed_not_stale_folders(tmp_path
     stale = resolve(RunConfig(method="cps", updates=2, steps=4, eval_samples=1))
     stale_meta = {"id": "stale0000000", "suite": "grid", "labels": {"method": "cps", "seed": 0}, "group": "cps kl=none",
                   "config": stale.to_dict()}
-    results.atomic_write_json(tmp_path / "grid" / "stale0000000" / results.CELL, stale_meta)
+    atomic_write_json(tmp_path / "grid" / "stale0000000" / CELL, stale_meta)
     fake_train(stale, tmp_path / "grid" / "stale0000000")
     # the run used command-line overrides: suite.yaml alone would expand to other ids; INDEX.json is the truth
-    results.atomic_write_json(tmp_path / "grid" / CELL_INDEX, {"cells": [m["id"] for m in metas[:4]]})
+    atomic_write_json(tmp_path / "grid" / CELL_INDEX, {"cells": [m["id"] for m in metas[:4]]})
     frame = sources.load_frame(tmp_path / "grid")
     assert "stale0000000" not in set(frame["cell"].dropna())
     assert sources.progress_note(frame) == "3 of 4 cells done"

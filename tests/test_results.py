@@ -11,7 +11,11 @@ import pytest
 import torch
 from suite_support import EVAL_PROMPTS, fake_line, fake_train
 
-from grpo_bench.suite import results
+from grpo_bench.suite.aggregate import aggregate
+from grpo_bench.suite.results import COLUMNS
+from grpo_bench.suite.rows import cell_rows
+from grpo_bench.suite.run_folder import RESULTS, ROWS, record_failure
+from grpo_bench.suite.strips import STRIP_PROMPTS, strip_pixels
 from grpo_bench.train.config import RunConfig, resolve
 from grpo_bench.train.identity import cell_id
 
@@ -29,7 +33,7 @@ def cfg() -> RunConfig:
 def test_cell_rows_hold_curves_finals_videos_grads_and_strips(tmp_path, cfg):
     cdir = tmp_path / "cell"
     fake_train(cfg, cdir)
-    rows = results.cell_rows(cdir, _meta(cfg), wall_time=3.0)
+    rows = cell_rows(cdir, _meta(cfg), wall_time=3.0)
     lines = [fake_line(cfg, u) for u in range(cfg.updates)]
     upd = rows[rows["kind"] == "update"]
     n_scalar = sum(1 for ln in lines for k, v in ln.items() if k != "update" and not isinstance(v, list))
@@ -53,7 +57,7 @@ def test_cell_rows_hold_curves_finals_videos_grads_and_strips(tmp_path, cfg):
     assert strips["prompt"].tolist() == EVAL_PROMPTS
     shape = list(strips["shape"].iloc[0])
     assert shape == [1, 4, 16, 16, 3]
-    arr = results.strip_pixels(strips["text"].iloc[0], None, shape)  # stored compactly as PNG, lossless
+    arr = strip_pixels(strips["text"].iloc[0], None, shape)  # stored compactly as PNG, lossless
     clip = torch.load(cdir / "samples" / "final_eval.pt", weights_only=True).float().numpy()  # [N, 3, F, H, W]
     pick = np.round(np.linspace(0, clip.shape[2] - 1, 4)).astype(int)
     expected = np.round((np.clip(clip[0][:, pick], -1, 1) + 1) * 127.5).astype(np.uint8).transpose(1, 2, 3, 0)
@@ -69,7 +73,7 @@ def test_a_torn_last_metrics_line_is_skipped(tmp_path, cfg):
     fake_train(cfg, cdir)
     with open(cdir / "metrics.jsonl", "a") as fh:
         fh.write('{"update": 5, "rew')  # a writer killed mid-line
-    rows = results.cell_rows(cdir, _meta(cfg))
+    rows = cell_rows(cdir, _meta(cfg))
     assert rows.loc[rows["kind"] == "update", "update"].max() == cfg.updates - 1
 
 
@@ -83,25 +87,25 @@ def test_aggregate_keeps_failures_and_ignores_stale_cells(tmp_path, cfg):
     try:
         raise RuntimeError("exploded at update 1")
     except RuntimeError as exc:
-        rec = results.record_failure(suite_dir / bad["id"], exc, 0.5)
+        rec = record_failure(suite_dir / bad["id"], exc, 0.5)
     assert "Traceback" in rec["traceback"] and "exploded" in rec["traceback"]
     stale = resolve(RunConfig(method="flow_grpo", updates=2, steps=4))
     fake_train(stale, suite_dir / cell_id(stale))  # a finished cell no longer in the suite
-    frame = results.aggregate(suite_dir, [good, bad], {"name": "suite", "report": {}})
+    frame = aggregate(suite_dir, [good, bad], {"name": "suite", "report": {}})
     assert set(frame["cell"].dropna()) - {""} == {good["id"], bad["id"]}
     err = frame[(frame["kind"] == "cell") & (frame["metric"] == "error")]
     assert "RuntimeError: exploded at update 1" in json.loads(err["text"].item())["error"]
-    assert (suite_dir / good["id"] / results.ROWS).is_file()  # rows rebuilt for a DONE cell without them
-    back = pd.read_parquet(suite_dir / results.RESULTS)
-    assert len(back) == len(frame) and list(back.columns) == list(results.COLUMNS)
+    assert (suite_dir / good["id"] / ROWS).is_file()  # rows rebuilt for a DONE cell without them
+    back = pd.read_parquet(suite_dir / RESULTS)
+    assert len(back) == len(frame) and list(back.columns) == list(COLUMNS)
     assert json.loads(back.loc[back["kind"] == "suite", "text"].item())["name"] == "suite"
 
 
 def test_rows_are_deterministic(tmp_path, cfg):
     cdir = tmp_path / "cell"
     fake_train(cfg, cdir)
-    a = results.cell_rows(cdir, _meta(cfg), 1.0)
-    b = results.cell_rows(cdir, _meta(cfg), 2.0)  # the runner's time loses to the trainer's
+    a = cell_rows(cdir, _meta(cfg), 1.0)
+    b = cell_rows(cdir, _meta(cfg), 2.0)  # the runner's time loses to the trainer's
     pd.testing.assert_frame_equal(a.drop(columns=["text"]), b.drop(columns=["text"]))
 
 
@@ -119,8 +123,8 @@ def test_base_strips_are_the_same_base_model_for_every_method_of_a_seed(tmp_path
                                  "eval_samples": 1, "diag_every": 0, "reward": "world_oracle", "device": "cpu",
                                  "lr": 1e-2}))
         train(cfg, tmp_path / method)
-        rows = results.cell_rows(tmp_path / method, _meta(cfg), wall_time=1.0)
-        assert (rows["kind"] == "strip").sum() == 2 * results.STRIP_PROMPTS  # final and base
+        rows = cell_rows(tmp_path / method, _meta(cfg), wall_time=1.0)
+        assert (rows["kind"] == "strip").sum() == 2 * STRIP_PROMPTS  # final and base
         strips[method] = data.strips(rows, base=True)[("A", f"{method} kl={cfg.kl}")]
         final = data.strips(rows)[("A", f"{method} kl={cfg.kl}")]
         assert [p for p, _ in final] == [p for p, _ in strips[method]]

@@ -18,7 +18,9 @@ from suite_support import SMALL_SUITE, TRAINER, write_suite
 
 from grpo_bench import atomic
 from grpo_bench.errors import UserError
-from grpo_bench.suite import results, runner
+from grpo_bench.suite import cell, run_folder, runner
+from grpo_bench.suite.locks import SuiteLock
+from grpo_bench.suite.run_folder import ERROR, mark_done, record_failure
 from grpo_bench.suite.spec import expand, load_suite
 
 TESTS = Path(__file__).resolve().parent
@@ -41,7 +43,7 @@ def _held(path: Path):
 # --- one runner per suite folder ------------------------------------------------------------------
 def test_a_second_runner_is_refused_with_one_line_naming_the_holder(tmp_path):
     suite, cells = _suite(tmp_path)
-    with runner.SuiteLock(tmp_path / "runs" / suite.name):
+    with SuiteLock(tmp_path / "runs" / suite.name):
         with pytest.raises(UserError) as err:
             runner.run_suite(suite, cells, tmp_path / "runs", jobs=1, trainer=TRAINER)
     msg = str(err.value)
@@ -54,7 +56,7 @@ def test_a_dead_runners_lock_file_does_not_block_and_no_lock_file_is_left(tmp_pa
     suite, cells = _suite(tmp_path, union=[], seeds=[0])
     sdir = tmp_path / "runs" / suite.name
     sdir.mkdir(parents=True)
-    (sdir / runner.SuiteLock.NAME).write_text("pid 999999 on host gone, since yesterday\n")  # no flock held
+    (sdir / SuiteLock.NAME).write_text("pid 999999 on host gone, since yesterday\n")  # no flock held
     summary = runner.run_suite(suite, cells, tmp_path / "runs", jobs=1, trainer=TRAINER)
     assert summary.count("done") == 2
     assert not list(sdir.rglob("*.lock"))
@@ -95,10 +97,10 @@ def test_a_full_disk_fails_the_cell_in_one_line_even_when_the_error_record_canno
     def trainer(cfg, out, **kw):
         raise OSError(errno.ENOSPC, "No space left on device", str(out / "metrics.jsonl"))
 
-    monkeypatch.setattr(runner, "load_trainer", lambda path: trainer)
+    monkeypatch.setattr(cell, "load_trainer", lambda path: trainer)
     monkeypatch.setattr(atomic, "atomic_write", full)  # every write fails: ERROR.json too
-    monkeypatch.setattr(results, "atomic_write_json", lambda p, obj: full(p, None))
-    out = runner.run_cell(meta, str(tmp_path / "cell"), "x:y", emit=lambda e: None)
+    monkeypatch.setattr(run_folder, "atomic_write_json", lambda p, obj: full(p, None))
+    out = cell.run_cell(meta, str(tmp_path / "cell"), "x:y", emit=lambda e: None)
     assert out.status == "failed" and out.disk_full
     assert out.error == f"no space left on {tmp_path / 'cell' / 'metrics.jsonl'}"
 
@@ -134,10 +136,10 @@ def test_a_dead_worker_fails_only_its_own_cell_and_the_pool_is_rebuilt(tmp_path,
     assert all(s == "done" for c, s in status.items() if c not in dying)
     assert len(dying) == 1 and len(status) == 2
     for c in cells:
-        err = summary.suite_dir / c.id / results.ERROR
+        err = summary.suite_dir / c.id / ERROR
         assert err.is_file() == (c.id in dying)  # no DONE cell carries an ERROR.json
     (dead,) = dying
-    error = json.loads((summary.suite_dir / dead / results.ERROR).read_text())
+    error = json.loads((summary.suite_dir / dead / ERROR).read_text())
     assert "worker running this cell died" in error["message"]
     assert (summary.suite_dir / "results.parquet").is_file()
 
@@ -145,9 +147,9 @@ def test_a_dead_worker_fails_only_its_own_cell_and_the_pool_is_rebuilt(tmp_path,
 def test_done_wins_over_a_late_error_record(tmp_path):
     cdir = tmp_path / "cell"
     cdir.mkdir()
-    results.mark_done(cdir)
-    results.record_failure(cdir, RuntimeError("late"), 0.0)
-    assert not (cdir / results.ERROR).exists()
+    mark_done(cdir)
+    record_failure(cdir, RuntimeError("late"), 0.0)
+    assert not (cdir / ERROR).exists()
 
 
 # --- Ctrl-C --------------------------------------------------------------------------------------------
@@ -229,7 +231,7 @@ def test_each_attempt_records_its_thread_count_and_cell_ids_do_not_depend_on_it(
     suite, cells = _suite(tmp_path, union=[], seeds=[0])
     summary = runner.run_suite(suite, cells, tmp_path / "runs", jobs=1, trainer=TRAINER)
     for c in cells:
-        (attempt,) = [json.loads(x) for x in (summary.suite_dir / c.id / runner.ATTEMPTS).read_text().splitlines()]
+        (attempt,) = [json.loads(x) for x in (summary.suite_dir / c.id / cell.ATTEMPTS).read_text().splitlines()]
         assert attempt["threads"] == max(1, os.cpu_count() or 1) and attempt["pid"] != os.getpid()
     assert [c.id for c in expand(suite)] == [c.id for c in cells]  # ids come from the config alone
 

@@ -15,7 +15,7 @@ from suite_support import SMALL_SUITE, TRAINER, write_suite
 from grpo_bench.core.method import METHODS
 from grpo_bench.core.trust_region import KL_VARIANTS
 from grpo_bench.errors import UserError
-from grpo_bench.suite import runner
+from grpo_bench.suite import local_pool, runner
 from grpo_bench.suite.spec import ablation, expand, load_suite, parse_suite
 from grpo_bench.train.config import EXECUTION_FIELDS, ID_NEUTRAL, from_dict, resolve
 
@@ -184,20 +184,20 @@ def test_shipped_suites_validate_and_expand(name):
 
 
 def test_plan_slots_pins_distinct_gpus_and_splits_cores():
-    slots, threads = runner.plan_slots(None, 1, n_gpus=4, cpus=16)
+    slots, threads = local_pool.plan_slots(None, 1, n_gpus=4, cpus=16)
     assert slots == [[0], [1], [2], [3]] and threads == 4
-    slots, _ = runner.plan_slots(None, 2, n_gpus=4, cpus=16)
+    slots, _ = local_pool.plan_slots(None, 2, n_gpus=4, cpus=16)
     assert slots == [[0, 1], [2, 3]]
-    slots, threads = runner.plan_slots(2, 1, n_gpus=0, cpus=2)
+    slots, threads = local_pool.plan_slots(2, 1, n_gpus=0, cpus=2)
     assert slots == [None, None] and threads == 1
-    assert runner.plan_slots(None, 1, n_gpus=0, cpus=3) == ([None] * 3, 1)
+    assert local_pool.plan_slots(None, 1, n_gpus=0, cpus=3) == ([None] * 3, 1)
     with pytest.raises(UserError, match="only 2 worker"):
-        runner.plan_slots(3, 2, n_gpus=4, cpus=16)
+        local_pool.plan_slots(3, 2, n_gpus=4, cpus=16)
 
 
 def test_workers_get_their_own_gpu_and_thread_budget(tmp_path, monkeypatch):
     """With (pretend) 2 GPUs and no --jobs, two workers each see exactly one distinct GPU."""
-    monkeypatch.setattr(runner, "gpu_count", lambda: 2)
+    monkeypatch.setattr(local_pool, "gpu_count", lambda: 2)
     monkeypatch.setenv("FAKE_LOG", str(tmp_path / "log"))
     monkeypatch.setenv("FAKE_SLEEP", "0.3")  # both workers get a cell before either finishes
     suite = load_suite(write_suite(tmp_path / "s.yaml", _suite(union=None, seeds=[0], base={

@@ -95,7 +95,7 @@ torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
 
 
 def test_first_error_and_the_runner_records_one_line(tmp_path, monkeypatch):
-    from grpo_bench.suite import runner
+    from grpo_bench.suite import accelerate_launch
     from grpo_bench.train.distributed import LaunchError, first_error
 
     assert first_error(LOG) == "rank 1: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.00 GiB"
@@ -113,9 +113,9 @@ def test_first_error_and_the_runner_records_one_line(tmp_path, monkeypatch):
         def poll(self):
             return 1
 
-    monkeypatch.setattr(runner.subprocess, "Popen", FailedLaunch)
+    monkeypatch.setattr(accelerate_launch.subprocess, "Popen", FailedLaunch)
     with pytest.raises(LaunchError) as err:
-        runner._launch_accelerate(tmp_path, "x:y", [0, 1], lambda u: None, "fsdp2")
+        accelerate_launch.launch_accelerate(tmp_path, "x:y", [0, 1], lambda u: None, "fsdp2")
     msg = str(err.value)
     assert msg.startswith("rank 1: torch.OutOfMemoryError: CUDA out of memory") and str(tmp_path / "launch.log") in msg
     assert "\n" not in msg

@@ -22,7 +22,8 @@ from rich.console import Console
 
 from grpo_bench.atomic import atomic_write, atomic_write_json
 from grpo_bench.errors import UserError
-from grpo_bench.suite import results
+from grpo_bench.suite.results import load_results
+from grpo_bench.suite.run_folder import RESULTS
 from grpo_bench.suite.runner import TRAINER
 from grpo_bench.suite.spec import Suite, load_suite
 from grpo_bench.train.config import parse_overrides
@@ -74,7 +75,7 @@ def stamp_results(suite_dir: Path, record: dict[str, Any]) -> None:
     """Put the record into results.parquet's suite row (the report renders from that file alone)."""
     import pandas as pd
 
-    path = suite_dir / results.RESULTS
+    path = suite_dir / RESULTS
     frame = pd.read_parquet(path)
     rows = frame.index[frame["kind"] == "suite"]
     if not len(rows):
@@ -148,10 +149,10 @@ def run_until_decided(suite: Suite, out: Path, jobs: int | None, backend: str, d
             if summary.count("failed") and not (summary.interrupted or summary.disk_full):
                 console.print(f"look {look}: {summary.count('failed')} cell(s) failed; nothing decided on partial "
                               f"data; fix them and rerun: {resume_command()}", markup=False, highlight=False)
-                report = render_report(summary.suite_dir, frame=results.load_results(summary.suite_dir))
+                report = render_report(summary.suite_dir, frame=load_results(summary.suite_dir))
                 console.print(f"report: {report}", markup=False, highlight=False)
             return code  # not decided on partial data: the look is re-run on resume
-        frame = data.stratify(data.with_grid_columns(results.load_results(summary.suite_dir)), suite.report.strata)
+        frame = data.stratify(data.with_grid_columns(load_results(summary.suite_dir)), suite.report.strata)
         previous = record["looks"][-1]["comparisons"] if record["looks"] else []
         comparisons = evaluate_look(frame, suite.report.baseline, suite.report.min_effect, look, planned,
                                     record["alpha"], previous)
@@ -169,7 +170,7 @@ def run_until_decided(suite: Suite, out: Path, jobs: int | None, backend: str, d
             break
     assert summary is not None
     stamp_results(summary.suite_dir, record)
-    report = render_report(summary.suite_dir, frame=results.load_results(summary.suite_dir))
+    report = render_report(summary.suite_dir, frame=load_results(summary.suite_dir))
     stop = record["stopped"]
     console.print(f"{suite.name}: stopped at look {stop['look']} ({_seeds(stop['n'])}, {stop['reason']}); boundary "
                   f"in {folder / DECIDE_FILE}; report: {report}", markup=False, highlight=False)

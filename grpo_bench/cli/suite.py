@@ -11,7 +11,8 @@ from rich.table import Table
 from rich.text import Text
 
 from grpo_bench.errors import UserError
-from grpo_bench.suite import results
+from grpo_bench.suite.results import COLUMNS, load_results
+from grpo_bench.suite.run_folder import ERROR, RESULTS, is_done
 from grpo_bench.suite.runner import TRAINER, RunSummary, run_suite
 from grpo_bench.suite.spec import Cell, Suite, ablation, expand, legacy_ablation_name, load_suite
 from grpo_bench.train.config import parse_overrides
@@ -28,9 +29,9 @@ def suites_dir() -> Path:
 def _status(cdir: Path, updates: int) -> str:
     """done, failed (it wrote ERROR), stopped (it has updates but no DONE: Ctrl-C or a killed runner; a
     rerun resumes it) or pending."""
-    if results.is_done(cdir):
+    if is_done(cdir):
         return "[green]done[/]"
-    if (cdir / results.ERROR).is_file():
+    if (cdir / ERROR).is_file():
         return "[red]failed[/]"
     if not (cdir / "metrics.jsonl").is_file():
         return "pending"
@@ -90,7 +91,7 @@ def execute(suite: Suite, out: Path, jobs: int | None, backend: str, dry_run: bo
         if o.status == "failed":
             by_error.setdefault(o.error, []).append(o.cell)
     for error, failed in by_error.items():
-        where = summary.suite_dir / failed[0] / results.ERROR
+        where = summary.suite_dir / failed[0] / ERROR
         more = f"{len(failed)} cells ({', '.join(failed[:3])}{', …' if len(failed) > 3 else ''})"
         console.print(Text.assemble(("failed", "red"), f" {failed[0] if len(failed) == 1 else more}: {error} "
                                     f"(traceback in {where})"))
@@ -99,10 +100,10 @@ def execute(suite: Suite, out: Path, jobs: int | None, backend: str, dry_run: bo
                       f"{summary.count('interrupted')} not finished); free space and resume with: {resume_command()}",
                       markup=False, highlight=False)
         return summary
-    console.print(f"{suite.name}: {counts} in {summary.wall_s:.1f} s -> {summary.suite_dir / results.RESULTS}",
+    console.print(f"{suite.name}: {counts} in {summary.wall_s:.1f} s -> {summary.suite_dir / RESULTS}",
                   markup=False, highlight=False)
     if render:
-        report = render_report(summary.suite_dir, frame=results.load_results(summary.suite_dir))
+        report = render_report(summary.suite_dir, frame=load_results(summary.suite_dir))
         console.print(f"report: {report}", markup=False, highlight=False)
     return summary
 
@@ -195,14 +196,14 @@ def report_command(run_dirs: list[Path], out: Path | None, console: Console) -> 
     from grpo_bench.report.render import render_report
 
     for p in run_dirs:  # a torn or foreign results.parquet is one line, not a traceback
-        path = Path(p) if Path(p).name == results.RESULTS else Path(p) / results.RESULTS
+        path = Path(p) if Path(p).name == RESULTS else Path(p) / RESULTS
         if path.is_file():
             check_results_file(path)
     if len(run_dirs) == 1:
         frame = sources.load_frame(run_dirs[0])
         path = render_report(run_dirs[0], out=out, frame=frame)
     else:
-        names = [Path(p).name if Path(p).name != results.RESULTS else Path(p).parent.name for p in run_dirs]
+        names = [Path(p).name if Path(p).name != RESULTS else Path(p).parent.name for p in run_dirs]
         if len(set(names)) < len(names):  # two folders of one name: tell them apart by their paths
             names = [str(p) for p in run_dirs]
         frames = {n: sources.load_frame(p) for n, p in zip(names, run_dirs)}
@@ -231,6 +232,6 @@ def check_results_file(path: Path) -> None:
     except Exception as exc:  # pyarrow raises several types for truncated or foreign files
         raise UserError(f"{path}: not a readable parquet file ({' '.join(str(exc).split())[:200]}); "
                         "rerun `grpo-bench run` on the suite to rebuild it") from None
-    missing = sorted(set(results.COLUMNS) - names)
+    missing = sorted(set(COLUMNS) - names)
     if missing:
         raise UserError(f"{path}: not a grpo-bench results table (missing columns {', '.join(missing[:5])})")

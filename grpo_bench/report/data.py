@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 
 from grpo_bench.rewards.base import SETTINGS
-from grpo_bench.suite.results import BASE_STRIP, COLUMNS, add_grid_columns, grid_keys, strip_pixels
+from grpo_bench.suite.results import COLUMNS, add_grid_columns, grid_keys
+from grpo_bench.suite.strips import BASE_STRIP, strip_pixels
 
 KEYS = ["cell", "group", "setting", "seed"]
 ORACLE = {"vq": "oracle_vq", "mq": "oracle_mq", "ta": "oracle_ta"}

@@ -1,6 +1,55 @@
-"""The report-part registries and types (defined in grpo_bench.suite.report_parts, where the suite
-spec validates part names; re-exported here for the parts that register)."""
+"""Registries of report parts. A part renders files under the report folder and returns the
+sections report.md embeds; suites name the parts they want (report.tables, report.figures).
 
-from grpo_bench.suite.report_parts import FIGURES, TABLES, Context, Part, Section
+The parts themselves (grpo_bench.report.tables, grpo_bench.report.figures ...) register into these
+registries and are imported on first lookup, so a part may import this module without a cycle. The
+suite spec (grpo_bench.suite.spec) checks the names a suite asks for against them: the one import from
+the suite layer up into the report layer (pyproject [tool.importlinter] names it).
+"""
 
-__all__ = ["FIGURES", "TABLES", "Context", "Part", "Section"]
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from grpo_bench.registry import LazyRegistry
+
+
+@dataclass
+class Section:
+    """One block of report.md."""
+
+    title: str
+    how: str
+    """One line: how to read it."""
+    body: str
+    """Markdown: a table, or an image link relative to report.md."""
+
+
+@dataclass
+class Context:
+    """What every part receives."""
+
+    df: pd.DataFrame
+    """results.parquet."""
+    out: Path
+    """The report folder (report.md lives here)."""
+    spec: dict[str, Any] = field(default_factory=dict)
+    """The suite's report spec (ReportSpec.to_dict())."""
+
+
+Part = Callable[[Context], list[Section]]
+
+_PART_MODULES = (
+    "grpo_bench.report.agreement", "grpo_bench.report.figures", "grpo_bench.report.hacking",
+    "grpo_bench.report.liveness",
+    "grpo_bench.report.power_table",
+    "grpo_bench.report.tables",
+)
+
+TABLES: LazyRegistry[Part] = LazyRegistry("report table", modules=_PART_MODULES)
+FIGURES: LazyRegistry[Part] = LazyRegistry("report figure", modules=_PART_MODULES)

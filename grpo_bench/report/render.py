@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from grpo_bench.atomic import atomic_write_text
 from grpo_bench.report import data
 from grpo_bench.report.parts import FIGURES, TABLES, Context, Section
 from grpo_bench.report.sources import load_frame
-from grpo_bench.suite.results import atomic_write_text
 from grpo_bench.suite.spec import ReportSpec
 
 

@@ -15,7 +15,10 @@ from typing import Any
 import pandas as pd
 
 from grpo_bench.errors import UserError
-from grpo_bench.suite import results
+from grpo_bench.suite.aggregate import aggregate
+from grpo_bench.suite.results import COLUMNS, load_results
+from grpo_bench.suite.rows import EMPTY_CONFIG, broken_rows, cell_rows, typed_frame
+from grpo_bench.suite.run_folder import CELL, RESULTS, is_done
 from grpo_bench.suite.spec import ReportSpec
 
 CELL_INDEX = "INDEX.json"
@@ -51,7 +54,7 @@ def _suite_metas(folder: Path) -> tuple[list[dict[str, Any]], Any] | None:
 
 def _stored_info(folder: Path) -> dict[str, Any]:
     """The suite row of an existing results.parquet (name, description, report spec, last run)."""
-    path = folder / results.RESULTS
+    path = folder / RESULTS
     if not path.is_file():
         return {}
     try:
@@ -64,7 +67,7 @@ def _stored_info(folder: Path) -> dict[str, Any]:
 
 def _cell_metas(folder: Path) -> list[dict[str, Any]]:
     metas = []
-    for path in sorted(folder.glob(f"*/{results.CELL}"), key=lambda p: p.stat().st_mtime):
+    for path in sorted(folder.glob(f"*/{CELL}"), key=lambda p: p.stat().st_mtime):
         try:
             metas.append(json.loads(path.read_text()))
         except (OSError, ValueError):
@@ -81,7 +84,7 @@ def _indexed_metas(folder: Path) -> list[dict[str, Any]] | None:
     metas = []
     for cid in ids:
         try:
-            metas.append(json.loads((folder / str(cid) / results.CELL).read_text()))
+            metas.append(json.loads((folder / str(cid) / CELL).read_text()))
         except (OSError, ValueError):
             metas.append({"id": str(cid), "labels": {}, "config": {}, "group": "", "suite": folder.name})
     return metas
@@ -100,15 +103,15 @@ def suite_frame(folder: Path) -> pd.DataFrame:
         if suite is not None:
             info = {**info, "name": suite.name, "description": suite.description, "report": suite.report.to_dict()}
         info.setdefault("name", folder.name)
-    elif expanded is not None and all((folder / m["id"] / results.CELL).is_file() for m in expanded[0]):
+    elif expanded is not None and all((folder / m["id"] / CELL).is_file() for m in expanded[0]):
         metas, suite = expanded
         info = {**info, "name": suite.name, "description": suite.description, "report": suite.report.to_dict()}
     else:
         metas = _cell_metas(folder)
         info.setdefault("name", folder.name)
-    done = sum(results.is_done(folder / m["id"]) for m in metas)
+    done = sum(is_done(folder / m["id"]) for m in metas)
     info["progress"] = {"done": done, "total": len(metas)}
-    return results.aggregate(folder, metas, info, write=False)
+    return aggregate(folder, metas, info, write=False)
 
 
 def train_frame(folder: Path) -> pd.DataFrame:
@@ -122,14 +125,14 @@ def train_frame(folder: Path) -> pd.DataFrame:
     labels = {"method": config.get("method"), "kl": config.get("kl"), "seed": config.get("seed")}
     meta = {"id": folder.name, "suite": folder.name, "labels": labels, "config": config,
             "group": f"{config.get('method')} kl={config.get('kl')}"}
-    done = results.is_done(folder)
+    done = is_done(folder)
     try:
-        rows = results.cell_rows(folder, meta, status="done" if done else "running")
+        rows = cell_rows(folder, meta, status="done" if done else "running")
     except Exception as exc:  # noqa: BLE001 (a damaged file: say which)
-        rows = results.broken_rows(meta, f"{type(exc).__name__}: {exc}")
+        rows = broken_rows(meta, f"{type(exc).__name__}: {exc}")
     info = {"name": folder.name, "progress": {"done": int(done), "total": 1}}
-    suite_row = results._frame([{"kind": "suite", "text": json.dumps(info)}],
-                               {"suite": folder.name, "id": "", "group": "", "config": results._EMPTY_CFG})
+    suite_row = typed_frame([{"kind": "suite", "text": json.dumps(info)}],
+                               {"suite": folder.name, "id": "", "group": "", "config": EMPTY_CONFIG})
     return pd.concat([suite_row, rows], ignore_index=True)
 
 
@@ -139,13 +142,13 @@ def load_frame(path: str | Path) -> pd.DataFrame:
     if not path.exists():
         raise UserError(f"{path}: not found; give {WHAT}")
     if path.is_file():
-        return results.load_results(path)
-    if any(path.glob(f"*/{results.CELL}")) or (path / "suite.yaml").is_file() or (path / CELL_INDEX).is_file():
+        return load_results(path)
+    if any(path.glob(f"*/{CELL}")) or (path / "suite.yaml").is_file() or (path / CELL_INDEX).is_file():
         return suite_frame(path)
     if (path / "config.yaml").is_file() and ((path / "metrics.jsonl").is_file() or (path / "final.json").is_file()):
         return train_frame(path)
-    if (path / results.RESULTS).is_file():
-        return results.load_results(path)
+    if (path / RESULTS).is_file():
+        return load_results(path)
     raise UserError(f"{path}: holds no results yet; give {WHAT}")
 
 
@@ -197,10 +200,10 @@ def combine(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
             "report": {**ReportSpec().to_dict(), **(reports[0] if reports else {}), "baseline": {}}}
     if total:
         info["progress"] = {"done": done, "total": total}
-    suite_row = results._frame([{"kind": "suite", "text": json.dumps(info, default=str)}],
-                               {"suite": info["name"], "id": "", "group": "", "config": results._EMPTY_CFG})
+    suite_row = typed_frame([{"kind": "suite", "text": json.dumps(info, default=str)}],
+                               {"suite": info["name"], "id": "", "group": "", "config": EMPTY_CONFIG})
     combined = pd.concat([suite_row, *parts], ignore_index=True)
-    return combined.astype({k: v for k, v in results.COLUMNS.items() if v != "object"})
+    return combined.astype({k: v for k, v in COLUMNS.items() if v != "object"})
 
 
 def progress_note(frame: pd.DataFrame) -> str:

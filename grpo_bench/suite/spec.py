@@ -213,7 +213,7 @@ def _grid(data: Any, where: str, path: str) -> dict[str, list[Any]]:
 
 
 def _report(data: Any, where: str) -> ReportSpec:
-    from grpo_bench.suite.report_parts import FIGURES, TABLES
+    from grpo_bench.report.parts import FIGURES, TABLES
 
     spec = _mapping(data, where, "report")
     for key in spec:
@@ -248,7 +248,7 @@ def _report(data: Any, where: str) -> ReportSpec:
 
 
 def _min_effect(value: Any, where: str) -> float | dict[str, float]:
-    from grpo_bench.suite.report_parts import headline_columns
+    from grpo_bench.report.tables import TABLE2
 
     def positive(v: Any, key: str) -> float:
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
@@ -257,7 +257,7 @@ def _min_effect(value: Any, where: str) -> float | dict[str, float]:
 
     if not isinstance(value, dict):
         return positive(value, "report.min_effect")
-    allowed = [*headline_columns(), "default"]
+    allowed = [*(title for title, _, _ in TABLE2), "default"]  # Table 2's headline columns
     for key in value:
         if key not in allowed:
             raise unknown("report.min_effect column", key, allowed, where)
