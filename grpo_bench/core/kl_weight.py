@@ -135,9 +135,9 @@ class AdaptiveKLWeight:
         self.target = float(state.get("target", self.target))  # checkpoints from before auto targets
 
 
-def make_kl_weight(cfg: Any) -> ConstantKLWeight | AdaptiveKLWeight:
-    if cfg.kl_adaptive:
-        return AdaptiveKLWeight(cfg.kl_beta_min, cfg.kl_beta_max, cfg.kl_warmup, cfg.kl_target, cfg.kl_window,
-                                auto_target=getattr(cfg, "kl_target_auto", False),
-                                feedback=getattr(cfg, "kl_feedback", "integral"))
-    return ConstantKLWeight(cfg.kl_weight)
+def make_kl_weight(options: Any) -> ConstantKLWeight | AdaptiveKLWeight:
+    """The KL weight built from its own section (the run config's ``KLWeighting``, train/config.py)."""
+    if options.kl_adaptive:
+        return AdaptiveKLWeight(options.kl_beta_min, options.kl_beta_max, options.kl_warmup, options.kl_target,
+                                options.kl_window, auto_target=options.kl_target_auto, feedback=options.kl_feedback)
+    return ConstantKLWeight(options.kl_weight)

@@ -30,9 +30,11 @@ their own parameters are set as ``kl.<key>`` / ``anchor.<key>`` (grpo_bench.para
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any, ClassVar
 
 import torch
@@ -272,8 +274,15 @@ class DualKL(KLVariant):
         return {KL: self.cfg.beta_pos * pos + self.cfg.beta_vel * vel, KL_MOVING: pos, KL_STEPWISE: vel}
 
 
-def make_kl(cfg: Any) -> KLVariant:
-    return KL_VARIANTS.get(cfg.kl)(cfg)
+def make_kl(options: Any, kind: str | None = None, params: dict[str, Any] | None = None) -> KLVariant:
+    """The KL variant ``kind`` built from its own section: ``options`` holds the trust region's fields (the
+    run config's ``TrustRegion`` section, train/config.py), ``params`` the plug-in parameters (``kl.*``,
+    ``anchor.*``). The variant holds those, its name and nothing else of the run. Without ``kind`` and
+    ``params`` both are read from ``options`` (a whole run config works too: tests, planning)."""
+    kind = options.kl if kind is None else kind
+    given = _params_of(options) if params is None else dict(params)
+    fields = dataclasses.asdict(options) if dataclasses.is_dataclass(options) else dict(vars(options))
+    return KL_VARIANTS.get(kind)(SimpleNamespace(**{**fields, "kl": kind, "params": given}))
 
 
 def resolved_params(cfg: Any) -> dict[str, Any]:

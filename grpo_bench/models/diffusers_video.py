@@ -25,11 +25,12 @@ bf16, adapters in float32), its output is returned in float32 so kernels and log
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ from torch import Tensor, nn
 
 from grpo_bench.errors import UserError
 from grpo_bench.models.base import BaseVideoModel, save_module
+from grpo_bench.models.options import GeneratorOptions
 from grpo_bench.registry import Registry
 
 NUM_TRAIN_TIMESTEPS = 1000
@@ -67,20 +69,10 @@ class TextCond(dict):
 
 # --- options ---------------------------------------------------------------------------------
 @dataclass
-class AdapterOptions:
-    """How a diffusers model is set up for RL (filled from the run config)."""
+class AdapterOptions(GeneratorOptions):
+    """How a diffusers model is set up for RL: the run config's generator section (models/options.py:
+    frames, size, LoRA, gradient checkpointing, stored dtype) and what only the adapter decides."""
 
-    frames: int = 9
-    """Video frames (pixel space); latent frames = (frames - 1) // vae_temporal + 1."""
-    height: int = 16
-    width: int = 16
-    lora_rank: int = 0
-    """LoRA rank (0 = full fine-tuning)."""
-    lora_alpha: float = 0.0
-    """LoRA alpha (0 = equal to the rank)."""
-    lora_targets: list[str] = field(default_factory=lambda: ["to_q", "to_k", "to_v", "to_out.0"])
-    """Module-name suffixes LoRA wraps (peft ``target_modules``)."""
-    gradient_checkpointing: bool = False
     mixed_precision: str = "no"
     """'no' (float32) or 'bf16' (autocast; LoRA base weights stored in bf16)."""
     device: str = "cpu"
@@ -92,15 +84,11 @@ class AdapterOptions:
     """Text tokens (None = the pipeline's default)."""
     efficient_attention: bool = True
     """HunyuanVideo 1.5: key-padding attention mask instead of diffusers' dense L x L one (same output)."""
-    param_dtype: str = "float32"
-    """Storage dtype of the trained weights under full fine-tuning: 'float32' (master weights, the
-    forward autocast) or 'bf16' (bf16 parameters, as the paper's FSDP2 recipe; AdamW states follow)."""
 
     @classmethod
     def from_config(cls, cfg: Any, **overrides: Any) -> AdapterOptions:
-        """Options from a RunConfig (fields of the same names)."""
-        names = ("frames", "height", "width", "lora_rank", "lora_alpha", "lora_targets",
-                 "gradient_checkpointing", "mixed_precision", "param_dtype")
+        """Options from a RunConfig: its generator section and its compute precision."""
+        names = [f.name for f in dataclasses.fields(GeneratorOptions)] + ["mixed_precision"]
         kw = {n: getattr(cfg, n) for n in names if hasattr(cfg, n)}
         if kw.get("mixed_precision") == "auto":  # a real model's 'auto' is fp32 compute (train/precision.py)
             kw["mixed_precision"] = "no"

@@ -37,7 +37,7 @@ from grpo_bench import safe_yaml
 from grpo_bench.errors import UserError, unknown
 from grpo_bench.params import is_param_key
 from grpo_bench.preflight import folder_name, shown
-from grpo_bench.train.config import FIELDS, RunConfig, coerce, from_dict, resolve
+from grpo_bench.train.config import FIELDS, RunConfig, coerce, flatten_sections, from_dict, resolve
 from grpo_bench.train.identity import cell_id
 
 SUITE_KEYS = ("name", "description", "preset", "base", "grid", "union", "seeds", "budget", "report", "decide")
@@ -182,7 +182,7 @@ def _check_name(key: str, value: Any, where: str) -> None:
 
 def _config_values(data: Any, where: str, what: str, allowed: tuple[str, ...] | None = None) -> dict[str, Any]:
     out = {}
-    for key, value in _mapping(data, where, what).items():
+    for key, value in flatten_sections(_mapping(data, where, what), f"{where}{what}: ").items():
         if allowed is not None and key not in allowed:
             raise unknown(f"{what} key", key, allowed, where)
         out[key] = coerce(key, value, f"{where}{what}.{key}: ")

@@ -1,16 +1,19 @@
 """Typed run configuration, YAML loading and validation with clear errors (docs/design.md §3–4, §6).
 
-A run's configuration is declared by component, one dataclass each: what is compared
-(``Compared``), the method's options (``MethodOptions``), sampling, optimisation, the trust region,
-evaluation, the system and real models (``COMPONENTS``). ``RunConfig`` combines them into one flat
-config: every field is a top-level key, the same everywhere (YAML suites, ``key=value`` on the
-command line, Python's ``cfg.lr``). Method options default to None, meaning "the method's own
+A run's configuration is declared by component, one dataclass each, every option once with its default
+and doc: the experiment (``Compared``), the method's options (``MethodOptions``), sampling, optimisation,
+the trust region, the KL weighting, evaluation, the system and the generator (``COMPONENTS``, by section
+name). A core component is built from its own section (``section(cfg, KLWeighting)``), never from the
+run config. ``RunConfig`` combines them into one flat config: every field is also a top-level key, the
+same everywhere (YAML suites, ``key=value`` on the command line, Python's ``cfg.lr``); a YAML mapping may
+nest a component's keys under its section name (``flatten_sections``), which changes no value and no id.
+Method options default to None, meaning "the method's own
 default" (methods/*.py); ``resolve`` fills them in so the stored config.yaml is complete. Plug-in
 parameters (a kernel's, a KL variant's, an anchor policy's own) are dotted keys, ``kernel.gamma=0.3``,
 ``kl.tau=0.9``, ``anchor.tau=0.99``, kept in ``params`` (grpo_bench.params).
 
 Each field's type carries its constraints (``Annotated[Int, Field(ge=1)]``, ``Literal[...]`` for
-choices, finite floats; the types are in train/fields.py); pydantic converts YAML / command-line
+choices, finite floats; the types are in grpo_bench/fields.py); pydantic converts YAML / command-line
 values to that type and checks them (``coerce``), and a failure becomes one line naming the file,
 the key and the allowed values or type.
 What pydantic cannot see is checked by hand in ``validate``: registered names (methods, KL variants,
@@ -29,15 +32,14 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import Field
 
 from grpo_bench import params as plugin_params
 from grpo_bench import safe_yaml
 from grpo_bench.errors import UserError, unknown
-from grpo_bench.preflight import shown
-from grpo_bench.train.fields import (
+from grpo_bench.fields import (
     AtLeast1,
     FieldRules,
     Float,
@@ -51,19 +53,15 @@ from grpo_bench.train.fields import (
     Names,
     NonNegative,
     Positive,
+    execution,
     upto,
 )
-
-METHOD_OPTIONS = (
-    "noise_level", "logprob", "score_term", "train_fraction", "max_train_steps", "shared_noise",
-    "clip_range", "kl", "equalizer", "window",
-)
+from grpo_bench.models.options import GeneratorOptions
+from grpo_bench.preflight import shown
 
 
-def execution(default: Any = dataclasses.MISSING, *, factory: Any = dataclasses.MISSING) -> Any:
-    """Declare a field that says where or how a run computes, or what it records on the way, not what
-    it computes: it is left out of the cell id (train/identity.py), so changing it never re-keys a cell."""
-    return field(default=default, default_factory=factory, metadata={"execution": True})
+
+T = TypeVar("T")
 
 
 # --- the components ------------------------------------------------------------------------------
@@ -128,6 +126,11 @@ class MethodOptions:
     (lambda*std for CPS's unscaled surrogate, where the Gaussian proxy widens the per-step spread)."""
 
 
+METHOD_OPTIONS = tuple(f.name for f in dataclasses.fields(MethodOptions)
+                       if f.name not in ("params", "equalizer_proxy"))
+"""The keys a method reads as its options (``make_method(**cfg.method_overrides())``, core/method.py)."""
+
+
 @dataclass
 class Sampling:
     """The rollout sampler and batch."""
@@ -187,8 +190,8 @@ class Optimisation:
 
 
 @dataclass
-class TrustRegion:
-    """The KL trust region: weights, the adaptive controller, anchors."""
+class KLWeighting:
+    """The KL weight: constant, or a warm-up then feedback on the measured KL (core/kl_weight.py)."""
 
     kl_weight: Annotated[Float, Field(ge=0)] = 0.05
     """Constant KL weight (used when kl_adaptive is false)."""
@@ -219,6 +222,12 @@ class TrustRegion:
     with mid = sqrt(kl_beta_min * kl_beta_max) (with kl_target_auto, the target is the mean KL of
     kl_window updates held at mid after the warm-up); 'integral' (release 0.3) multiplies it every
     update, which on a KL that responds weakly to the weight drifts to a bound (core/kl_weight.py)."""
+
+
+@dataclass
+class TrustRegion:
+    """The KL trust region's anchors and terms (core/trust_region.py); its variant is the method option ``kl``."""
+
     beta_pos: Float = 1.0
     """Dual KL: weight of the moving-anchor (position) term."""
     beta_vel: Float = 0.1
@@ -264,39 +273,20 @@ class System:
     """torch intra-op threads (0 = leave as is)."""
 
 
-@dataclass
-class RealModels:
-    """Real video models (ignored by the world)."""
-
-    lora_rank: Int = 0
-    """LoRA rank (0 = full fine-tuning)."""
-    lora_alpha: Float = 0.0
-    """LoRA alpha (0 = equal to the rank)."""
-    lora_targets: Names = field(default_factory=lambda: ["to_q", "to_k", "to_v", "to_out.0"])
-    """Module names LoRA wraps."""
-    gradient_checkpointing: bool = execution(False)
-    """Recompute activations in the backward pass."""
-    param_dtype: Literal["float32", "bf16"] = "float32"
-    """Full fine-tuning: dtype the trained weights are stored in, 'float32' (master weights; the forward
-    autocasts under mixed_precision) or 'bf16' (bf16 parameters and AdamW state, the paper's FSDP2 recipe)."""
-    frames: Annotated[Int, upto(1024)] = 8
-    """Frames per video (real models: latent frames follow the VAE)."""
-    height: Annotated[Int, upto(4096)] = 16
-    width: Annotated[Int, upto(4096)] = 16
-
-
 COMPONENTS: dict[str, type] = {
-    "what is compared": Compared, "method options": MethodOptions, "sampling": Sampling,
-    "optimisation": Optimisation, "trust region": TrustRegion, "evaluation": Evaluation, "system": System,
-    "real models": RealModels,
+    "experiment": Compared, "method_options": MethodOptions, "sampling": Sampling,
+    "optimisation": Optimisation, "trust_region": TrustRegion, "kl_weighting": KLWeighting,
+    "evaluation": Evaluation, "system": System, "generator": GeneratorOptions,
 }
-"""The components of a run config, in reading order (each field belongs to exactly one)."""
+"""The components of a run config, in reading order (each field belongs to exactly one), by section name:
+a YAML mapping may give a component's keys nested under its name (``trust_region: {anchor_every: 5}``)."""
 
 
 # A dataclass takes its bases' fields last base first: listed in reverse, the flat field order is the
 # reading order of COMPONENTS.
 @dataclass
-class RunConfig(RealModels, System, Evaluation, TrustRegion, Optimisation, Sampling, MethodOptions, Compared):
+class RunConfig(GeneratorOptions, System, Evaluation, KLWeighting, TrustRegion, Optimisation, Sampling, MethodOptions,
+                Compared):
     """One GRPO run: every field of every component, each a valid ``key=value`` override."""
 
     def method_overrides(self) -> dict[str, Any]:
@@ -318,6 +308,34 @@ class RunConfig(RealModels, System, Evaluation, TrustRegion, Optimisation, Sampl
 
 FIELDS = {f.name: f for f in dataclasses.fields(RunConfig)}
 
+
+def section(cfg: RunConfig, component: type[T]) -> T:
+    """The component's own config, its fields of ``cfg``: what a core component is built from, so that it
+    never holds (or reads) the whole run config."""
+    return component(**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(component)})
+
+
+def flatten_sections(data: dict[str, Any], where: str = "") -> dict[str, Any]:
+    """A mapping whose component sections (``trust_region: {anchor_every: 5}``, names in COMPONENTS) are
+    spelled as the flat keys they declare, which every config reads; flat keys pass through. A key of
+    another section, or one given both nested and flat, is one line naming it."""
+    out = {k: v for k, v in data.items() if not (k in COMPONENTS and isinstance(v, dict))}
+    for name, values in data.items():
+        if name not in COMPONENTS or not isinstance(values, dict):
+            continue
+        own = {f.name for f in dataclasses.fields(COMPONENTS[name])}
+        for key, value in values.items():
+            dotted = name == "method_options" and plugin_params.is_param_key(str(key))
+            if key not in own and not dotted:
+                home = next((n for n, c in COMPONENTS.items() if key in {f.name for f in dataclasses.fields(c)}), None)
+                if home is not None:
+                    raise UserError(f"{where}{name}.{key}: {key!r} belongs to the {home} section (or the top level)")
+                raise unknown(f"{name} key", key, sorted(own), where)
+            if key in out:
+                raise UserError(f"{where}{key} is given twice: at the top level and under {name}; keep one")
+            out[key] = value
+    return out
+
 EXECUTION_FIELDS = frozenset(name for name, f in FIELDS.items() if f.metadata.get("execution"))
 """Fields declared with ``execution(...)``: left out of every cell id (train/identity.py)."""
 
@@ -332,7 +350,7 @@ it existed, so that adding it keeps every existing id (tests/test_cell_ids.py)."
 
 
 RULES = FieldRules(RunConfig)
-"""Every field's declared type and constraints, checked with pydantic (train/fields.py)."""
+"""Every field's declared type and constraints, checked with pydantic (grpo_bench/fields.py)."""
 allowed_values = RULES.choices
 UPPER_BOUNDS = RULES.upper_bounds()
 """The declared upper bounds (``upto``), by key."""
@@ -391,7 +409,7 @@ def from_dict(data: dict[str, Any], where: str = "") -> RunConfig:
     """Build and validate a RunConfig from a plain mapping."""
     if not isinstance(data, dict):
         raise UserError(f"{where}a run config must be a mapping of key: value, got {type(data).__name__}")
-    typed = {k: coerce(k, v, where) for k, v in data.items()}
+    typed = {k: coerce(k, v, where) for k, v in flatten_sections(data, where).items()}
     cfg = RunConfig(**fold_params(typed))
     validate(cfg, where)
     return cfg

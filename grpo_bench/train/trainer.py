@@ -53,7 +53,7 @@ from grpo_bench.train import (
 )
 from grpo_bench.train import metrics as m
 from grpo_bench.train.collect import GroupSpec, RolloutPolicy, Shard, collect
-from grpo_bench.train.config import RunConfig, resolve, validate
+from grpo_bench.train.config import KLWeighting, RunConfig, TrustRegion, resolve, section, validate
 from grpo_bench.train.evaluation import EvalResult, evaluate
 from grpo_bench.train.identity import cell_id
 from grpo_bench.train.metrics import TIMES as TIMES  # re-exported: the time_* keys tests leave out
@@ -127,13 +127,13 @@ class Trainer:
         if self.stored.numel() == 0:
             raise UserError(f"method {cfg.method!r}: no trainable (stochastic) step with steps={cfg.steps}")
         weight = self._equalizer_weights(cfg)
-        self.kl = make_kl(cfg)
+        self.kl = make_kl(section(cfg, TrustRegion), kind=cfg.kl, params=cfg.params)  # built from its own section
         self.ctx = LossContext(model, self.table, weight.to(self.device), self.kl, self.method.config.clip_range,
                                self.method.config.logprob, cfg.guidance)
         self.anchors = Anchors(self.kl.anchor_policies(), model, module)
         self.ctx.live_anchors = {a: chunked(self.anchors.velocity(a), cfg.micro_batch) for a in self.anchors.live_names}
         # what changes between updates (checkpoint.save / load): optimizer and module, anchors, KL weight, counters
-        self.state = TrainState(self.stepper, self.anchors, make_kl_weight(cfg))
+        self.state = TrainState(self.stepper, self.anchors, make_kl_weight(section(cfg, KLWeighting)))
         self.train_prompts = prompt_set.train
         rows = distributed.shard(cfg.prompts_per_update * cfg.group_size, self.acc.process_index,
                                  self.acc.num_processes)  # checks divisibility before any sampling

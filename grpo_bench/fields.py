@@ -10,6 +10,7 @@ checks a value against the field of that name and words a failure as
 
 from __future__ import annotations
 
+import dataclasses
 import types
 import typing
 from typing import Annotated, Any, Literal
@@ -189,3 +190,9 @@ class FieldRules:
             return UserError(f"{where}config key {name!r} cannot be null")
         return UserError(f"{where}config key {name!r} expects {_type_name(tp)}{' or null' if optional else ''}, "
                          f"got {shown(value)}")
+
+
+def execution(default: Any = dataclasses.MISSING, *, factory: Any = dataclasses.MISSING) -> Any:
+    """Declare a field that says where or how a run computes, or what it records on the way, not what
+    it computes: it is left out of the cell id (train/identity.py), so changing it never re-keys a cell."""
+    return dataclasses.field(default=default, default_factory=factory, metadata={"execution": True})
