@@ -1,0 +1,74 @@
+"""A behaviour fingerprint: short runs of every method on the tiny test model, hashed, to compare two commits.
+
+For each method x KL (fixed, dual): 3 updates, an eval, diagnostics and checkpoints; prints the sha256 of
+the metrics lines (timings left out) and of the checkpoint tensors (RNG states left out). A refactor that
+claims to change no behaviour must print the same lines before and after, in one process and under data
+parallelism:
+
+    git stash; python benchmarks/behaviour_fingerprint.py > before.txt; git stash pop
+    python benchmarks/behaviour_fingerprint.py > after.txt && diff before.txt after.txt
+    accelerate launch --num_processes 2 --cpu benchmarks/behaviour_fingerprint.py /tmp/fp   # 2 processes
+
+(Under a launch every process must see one run folder: give it as the argument; it is emptied first.)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from tiny_world import TinyModel, TinyReward  # noqa: E402
+
+from grpo_bench.train.config import RunConfig  # noqa: E402
+from grpo_bench.train.trainer import train  # noqa: E402
+
+METHODS = ("dance_grpo", "flow_grpo", "cps", "sage_grpo")
+
+
+def fingerprint(method: str, kl: str, folder: Path) -> tuple[str, str] | None:
+    """(metrics hash, checkpoint hash) of one short run; None on a process other than the main one."""
+    from accelerate import PartialState
+
+    cfg = RunConfig(method=method, kl=kl, steps=3, prompts_per_update=2, group_size=2, updates=3, eval_every=2,
+                    minibatches=1, eval_samples=2, diag_every=1, checkpoint_every=2, device="cpu", lr=1e-3,
+                    save_videos=False, anchor_every=2, kl_adaptive=True, kl_warmup=1)
+    train(cfg, folder, model=TinyModel(seed=0), reward=TinyReward())
+    if not PartialState(cpu=True).is_main_process:
+        return None
+    lines = [json.loads(x) for x in (folder / "metrics.jsonl").read_text().splitlines()]
+    lines = [{k: v for k, v in line.items() if not k.startswith("time_") and k != "wall_time"} for line in lines]
+    tensors = hashlib.sha256()
+    for f in sorted((folder / "checkpoints").rglob("*.safetensors")):
+        if not f.name.startswith("rng_"):  # a process's RNG state is not behaviour
+            tensors.update(f.name.encode())
+            tensors.update(f.read_bytes())
+    return hashlib.sha256(json.dumps(lines, sort_keys=True).encode()).hexdigest()[:16], tensors.hexdigest()[:16]
+
+
+def main() -> None:
+    from accelerate import PartialState
+
+    torch.set_num_threads(1)  # float sums reduce in another order with more threads
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tmp)
+        state = PartialState(cpu=True)
+        if state.is_main_process and len(sys.argv) > 1:
+            shutil.rmtree(root, ignore_errors=True)
+        state.wait_for_everyone()
+        for method in METHODS:
+            for kl in ("fixed", "dual"):
+                got = fingerprint(method, kl, root / f"{method}-{kl}")
+                if got is not None:
+                    print(method, kl, *got, flush=True)
+
+
+if __name__ == "__main__":
+    main()
