@@ -24,7 +24,6 @@ SUITES = sorted(p.stem for p in (ROOT / "suites").glob("*.yaml"))
 # it loads changed on purpose. "<suite>@0.1" / "@0.2" / "@0.3" keep the ids of stored reports measured then.
 GOLDEN = json.loads((ROOT / "tests" / "golden" / "suite_cell_ids.json").read_text())
 STORED_WITH = {"reference_recipes": "reference_recipes@0.2", "ablate_train_steps": "ablate_train_steps@0.2",
-               "ablate_kl": "ablate_kl@0.3", "kl_weight": "kl_weight@0.3",
                "ablate_equalizer": "ablate_equalizer@0.3"}
 """Stored reports and the release whose ids their cells carry (their results stay readable)."""
 
