@@ -59,8 +59,6 @@ from grpo_bench.fields import (
 from grpo_bench.models.options import GeneratorOptions
 from grpo_bench.preflight import shown
 
-
-
 T = TypeVar("T")
 
 
