@@ -43,10 +43,6 @@ class GroupSpec:
     adv_norm: str
     setting: str
 
-    @classmethod
-    def of(cls, cfg: Any) -> GroupSpec:
-        return cls(**{name: getattr(cfg, name) for name in cls.__dataclass_fields__})
-
 
 @dataclass
 class RolloutPolicy:

@@ -309,7 +309,8 @@ FIELDS = {f.name: f for f in dataclasses.fields(RunConfig)}
 
 def section(cfg: RunConfig, component: type[T]) -> T:
     """The component's own config, its fields of ``cfg``: what a core component is built from, so that it
-    never holds (or reads) the whole run config."""
+    never holds (or reads) the whole run config. Any dataclass whose fields are run-config keys works (a
+    phase's inputs: train/collect.py ``GroupSpec``, train/optimize.py ``Passes``)."""
     return component(**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(component)})
 
 

@@ -39,10 +39,6 @@ class Passes:
     step_every: str
     kl_schedule_unit: str
 
-    @classmethod
-    def of(cls, cfg: Any) -> Passes:
-        return cls(**{name: getattr(cfg, name) for name in cls.__dataclass_fields__})
-
 
 @dataclass
 class StepGradNorms:

@@ -140,7 +140,7 @@ class Trainer:
         self.shard = Shard(self.acc, rows)
         self.policy = RolloutPolicy(self.sampler, self.sigmas, self.table, self.stored, self.anchors,
                                     tuple(model.latent_shape), self.device, self.autocast)
-        self.groups, self.passes = GroupSpec.of(cfg), Passes.of(cfg)
+        self.groups, self.passes = section(cfg, GroupSpec), section(cfg, Passes)  # the few values each phase reads
 
     def _equalizer_weights(self, cfg: RunConfig) -> torch.Tensor:
         """S_i per step (ones without the equalizer); the proxy follows the log-prob form when asked."""
