@@ -10,6 +10,7 @@ trainable module's tensors as the exported policy), so callers never probe a mod
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -63,7 +64,7 @@ class VideoModel(Protocol):
         ``gathered``: the full trainable tensors of a sharded run, keyed by ``id`` of the parameter."""
 
 
-class BaseVideoModel:
+class BaseVideoModel(ABC):
     """Defaults of the protocol for a model whose latents are its video and whose prompts are cheap to
     encode; a subclass implements ``latent_shape`` and the five methods above ``cache_prompts``."""
 
@@ -75,8 +76,9 @@ class BaseVideoModel:
     def video_shape(self) -> tuple[int, int, int, int]:
         return tuple(self.latent_shape)  # latents are pixels: decode does not change the shape
 
+    @abstractmethod
     def trainable_module(self) -> nn.Module:
-        raise NotImplementedError
+        """The module RL trains (the defaults below place and save it): every model names its own."""
 
     def cache_prompts(self, prompts: list[str]) -> None:
         """Nothing to cache: encoding a prompt is cheap."""
