@@ -88,9 +88,7 @@ class AdaptiveKLWeight:
     def update(self, kl: float) -> None:
         """Record one update's mean KL and set the weight of the next update."""
         u = self.updates  # the update whose KL this is
-        if self._holding(u) and not self._holding(u - 1):
-            self.history.clear()  # the hold's window sees its own KL only
-        self.history.append(float(kl))
+        self.history.append(float(kl))  # the hold lasts `window` updates: at its end the window is the hold's KL
         while len(self.history) > self.window:
             self.history.popleft()
         self.updates += 1
