@@ -82,6 +82,7 @@ class BaseVideoModel(ABC):
 
     def cache_prompts(self, prompts: list[str]) -> None:
         """Nothing to cache: encoding a prompt is cheap."""
+        return None  # a default, not an abstract method: most models have nothing to cache
 
     def release_text_encoders(self, free: bool = False) -> int:
         return 0  # no text encoder to take off
