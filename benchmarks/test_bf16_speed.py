@@ -6,17 +6,22 @@ Reports, as pytest-benchmark extra_info:
   both alike, and their ratio;
 - the U-Net's achieved GFLOP/s (FLOPs counted by torch's FlopCounterMode on a forward at the rollout's
   batch) at both precisions, beside this machine's bf16 and fp32 matmul rates (1024^2, one thread):
-  how far the conv-bound world is from the hardware's bf16 limit.
+  how far the conv-bound world is from the hardware's bf16 limit;
+- the convolution ceiling: every convolution call of one rollout forward, replayed alone in fp32 and in
+  bf16 at its faster memory layout (contiguous or channels-last), summed. It bounds what any bf16 path of
+  this U-Net can gain on this CPU, whatever the harness does around it.
 
     python -m pytest benchmarks/test_bf16_speed.py -s -p no:randomly
 """
 
 from __future__ import annotations
 
+import copy
 import time
 
 import pytest
 import torch
+from torch import Tensor, nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from grpo_bench import models
@@ -63,6 +68,36 @@ def _unet_gflops(model, batch: int, dtype: torch.dtype | None) -> float:
     return flops / _best(forward, 5) / 1e9
 
 
+def _conv_calls(model, batch: int) -> list[tuple[nn.Module, Tensor]]:
+    """(module, input) of every Conv3d / ConvTranspose3d call in one forward at ``batch``."""
+    calls, hooks = [], []
+    for module in model.net.modules():
+        if isinstance(module, (nn.Conv3d, nn.ConvTranspose3d)):
+            hooks.append(module.register_forward_hook(lambda m, args, out: calls.append((m, args[0].detach()))))
+    x = torch.randn(batch, *model.latent_shape)
+    with torch.no_grad():
+        model.velocity(x, torch.full((batch,), 0.5), model.encode_prompts(["a red circle moving left"] * batch))
+    for h in hooks:
+        h.remove()
+    return calls
+
+
+def _conv_ceiling(model, batch: int) -> float:
+    """Sum of fp32 times over sum of best-layout bf16 times of the forward's convolutions, each alone."""
+    fp32 = bf16 = 0.0
+    with torch.no_grad():
+        for module, x in _conv_calls(model, batch):
+            fp32 += _best(lambda m=module, x=x: m(x), 5)
+            layouts = []
+            for fmt in (torch.contiguous_format, torch.channels_last_3d):
+                m = copy.deepcopy(module).to(torch.bfloat16).to(memory_format=fmt)
+                xb = x.to(torch.bfloat16).contiguous(memory_format=fmt)
+                m(xb)
+                layouts.append(_best(lambda m=m, xb=xb: m(xb), 5))
+            bf16 += min(layouts)
+    return fp32 / bf16
+
+
 @pytest.mark.benchmark
 def test_bf16_against_fp32_update_time(benchmark, tmp_path):
     if not has_bf16_units(cpu=True):
@@ -86,6 +121,7 @@ def test_bf16_against_fp32_update_time(benchmark, tmp_path):
             "unet_gflops_fp32": _unet_gflops(model, 16, None),
             "unet_gflops_bf16": _unet_gflops(model, 16, torch.bfloat16),
             "matmul_gflops_fp32": _matmul_gflops(torch.float32), "matmul_gflops_bf16": _matmul_gflops(torch.bfloat16),
+            "conv_ceiling_speedup": _conv_ceiling(model, 16),
         }
         benchmark.extra_info.update(info)
         benchmark.pedantic(trainers["bf16"].update, args=(ROUNDS + 1,), rounds=1, iterations=1)
