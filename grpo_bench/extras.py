@@ -2,7 +2,7 @@
 
 The optional parts (the human study, trackers, SLURM, DeepSpeed) and the real-model stack are imported
 where they are used, so a missing one surfaces as a ModuleNotFoundError deep in a command. The CLI turns
-it into one line naming the install (``grpo_bench.cli.commands.main``); ``require`` checks up front.
+it into one line naming the install (``grpo_bench.cli.entry.main``); ``require`` checks up front.
 A test keeps these tables in step with pyproject.toml.
 """
 

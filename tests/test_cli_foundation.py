@@ -7,7 +7,7 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from grpo_bench.cli.commands import app
+from grpo_bench.cli import app
 from grpo_bench.core.method import METHODS
 from grpo_bench.core.sde import KERNELS
 from grpo_bench.core.trust_region import KL_VARIANTS

@@ -15,7 +15,7 @@ from rich.console import Console
 from suite_support import write_suite
 from typer.testing import CliRunner
 
-from grpo_bench.cli.commands import app
+from grpo_bench.cli import app
 from grpo_bench.suite.live import SuiteDisplay
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -242,17 +242,17 @@ def test_methods_describes_each_plug_in_in_whole_sentences():
 def test_a_warning_on_the_command_line_is_one_line_without_python_source(monkeypatch, capsys):
     import warnings
 
-    from grpo_bench.cli import commands
+    from grpo_bench.cli import entry
 
     def warn_and_exit() -> None:
         warnings.warn("frames x height x width 9x33x33 rounded to 9x32x32", UserWarning, stacklevel=1)
         raise SystemExit(0)
 
-    monkeypatch.setattr(commands, "app", warn_and_exit)
+    monkeypatch.setattr(entry, "app", warn_and_exit)
     monkeypatch.setattr(warnings, "showwarning", warnings.showwarning)  # main() replaces it: restore after
     with warnings.catch_warnings():
         warnings.simplefilter("always")
         with pytest.raises(SystemExit):
-            commands.main()
+            entry.main()
     err = capsys.readouterr().err
     assert err.strip() == "warning: frames x height x width 9x33x33 rounded to 9x32x32"

@@ -17,7 +17,7 @@ import pytest
 from suite_support import SMALL_SUITE, write_suite
 from typer.testing import CliRunner
 
-from grpo_bench.cli.commands import app
+from grpo_bench.cli import app
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -153,7 +153,7 @@ def test_bad_suite_exits_2_with_one_line_and_starts_nothing(tmp_path):
     (["ablate", "--base", "{suite}"], "give at least one of --kl, --equalizer, --sde"),
 ])
 def test_command_line_mistakes_exit_2_and_start_nothing(tmp_path, monkeypatch, capsys, args, needle):
-    import grpo_bench.cli.commands as cli
+    import grpo_bench.cli.entry as cli
 
     suite = write_suite(tmp_path / "s.yaml")
     bad = write_suite(tmp_path / "bad.yaml", {**SMALL_SUITE, "union": [{"method": ["sage_grpo"], "kl": ["dual"]}]})

@@ -11,7 +11,7 @@ import torch
 from safetensors.torch import load_file
 from typer.testing import CliRunner
 
-from grpo_bench.cli.commands import app
+from grpo_bench.cli import app
 from grpo_bench.train.config import RunConfig
 from grpo_bench.train.export import provenance
 
@@ -87,7 +87,7 @@ def test_sample_takes_run_policy_and_checkpoint_folders_at_the_runs_own_steps(wo
 
 
 def test_sample_on_a_wrong_folder_never_suggests_overwriting_it(world_run):
-    from grpo_bench.cli.commands import main  # noqa: F401  (the one-line error path)
+    from grpo_bench.cli import main  # noqa: F401  (the one-line error path)
     from grpo_bench.cli.sample import load_policy
     from grpo_bench.errors import UserError
 

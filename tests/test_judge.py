@@ -9,7 +9,7 @@ import torch
 from typer.testing import CliRunner
 
 from grpo_bench import rewards
-from grpo_bench.cli.commands import app
+from grpo_bench.cli import app
 from grpo_bench.errors import UserError
 from grpo_bench.pretrain.judge_data import sample_base
 from grpo_bench.pretrain.judge_targets import correlations

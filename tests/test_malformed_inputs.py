@@ -12,13 +12,13 @@ import pytest
 import yaml
 from suite_support import SMALL_SUITE
 
-from grpo_bench.cli import commands
+from grpo_bench.cli import entry
 
 
 def cli(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
     monkeypatch.setattr(sys, "argv", ["grpo-bench", *args])
     with pytest.raises(SystemExit) as exit_:
-        commands.main()
+        entry.main()
     out, err = capsys.readouterr()
     return exit_.value.code, out, err
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from grpo_bench.cli import commands
+from grpo_bench.cli import entry
 from grpo_bench.extras import DISTRIBUTION_OF, EXTRA_OF
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,7 +26,7 @@ def _run_hidden(monkeypatch, capsys, hidden: tuple[str, ...], *args: str) -> tup
             monkeypatch.delitem(sys.modules, name)
     monkeypatch.setattr(sys, "argv", ["grpo-bench", *args])
     with pytest.raises(SystemExit) as exit_:
-        commands.main()
+        entry.main()
     out, err = capsys.readouterr()
     return exit_.value.code, out + err
 
@@ -71,10 +71,10 @@ def test_peft_missing_for_lora_names_its_install(monkeypatch):
 
 def test_a_missing_module_of_no_extra_keeps_its_traceback(monkeypatch, capsys):
     """A module we cannot name an install for is a bug, not a missing extra: it is not hidden behind a line."""
-    monkeypatch.setattr(commands, "app", lambda: __import__("no_such_module_of_grpo_bench"))
+    monkeypatch.setattr(entry, "app", lambda: __import__("no_such_module_of_grpo_bench"))
     monkeypatch.setattr(sys, "argv", ["grpo-bench"])
     with pytest.raises(ModuleNotFoundError):
-        commands.main()
+        entry.main()
 
 
 def _requirements() -> tuple[set[str], dict[str, set[str]]]:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from grpo_bench.cli.commands import app
+from grpo_bench.cli import app
 from grpo_bench.errors import UserError
 from grpo_bench.train.config import RunConfig, resolve
 from grpo_bench.train.plan import GB, check_fits, estimate, model_spec

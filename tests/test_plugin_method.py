@@ -24,7 +24,7 @@ from contracts import check_anchor_policy, check_kernel, check_kl_variant, check
 from typer.testing import CliRunner
 
 from grpo_bench import registry
-from grpo_bench.cli.commands import app
+from grpo_bench.cli import app
 from grpo_bench.core.method import METHODS, make_method
 from grpo_bench.core.schedule import sigmas
 from grpo_bench.core.sde import KERNELS

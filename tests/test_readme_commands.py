@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from grpo_bench.cli.commands import app
+from grpo_bench.cli import app
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from grpo_bench.cli.commands import app
+from grpo_bench.cli import app
 from grpo_bench.report.render import render_report
 from grpo_bench.report.stats import mean_ci, wilson
 from grpo_bench.suite.results import COLUMNS

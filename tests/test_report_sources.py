@@ -15,7 +15,7 @@ from suite_support import fake_train
 from typer.testing import CliRunner
 
 from grpo_bench.atomic import atomic_write_json
-from grpo_bench.cli.commands import app
+from grpo_bench.cli import app
 from grpo_bench.report import data, figures, sources
 from grpo_bench.report.parts import Context
 from grpo_bench.suite.aggregate import aggregate

@@ -158,7 +158,7 @@ import sys
 import grpo_bench.cli.suite as cs
 run_suite = cs.run_suite
 cs.run_suite = lambda *a, **k: run_suite(*a, **{**k, "trainer": "suite_support:fake_train"})
-from grpo_bench.cli.commands import main
+from grpo_bench.cli import main
 sys.argv = ["grpo-bench", "run", *sys.argv[1:]]
 main()
 """

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from grpo_bench.api import Field, Kernel, PluginParams, register_kernel
-from grpo_bench.cli import commands
+from grpo_bench.cli import entry
 from grpo_bench.core.sde import KERNELS
 
 PROMPT = "a red circle moving left"
@@ -39,7 +39,7 @@ def _sample(tmp_path, monkeypatch, capsys, name, *extra):
                                       "--kernel", "test_scaled", "--noise-level", "0.7", "--out", str(out),
                                       "--json", str(tmp_path / f"{name}.json"), *extra])
     with pytest.raises(SystemExit) as exit_:
-        commands.main()
+        entry.main()
     return exit_.value.code, capsys.readouterr().err, out
 
 

@@ -177,7 +177,7 @@ def test_position_bias_counts_left_choices_and_an_empty_kit_is_a_user_error(tmp_
 def test_cli_analyze_prints_the_win_rates_not_only_a_path(tmp_path):
     from typer.testing import CliRunner
 
-    from grpo_bench.cli.commands import app
+    from grpo_bench.cli import app
 
     honest = [1, 1, 1, 1, 1, 1, 0.5, 0.5, 0, 0]
     kit = _kit(tmp_path, [honest] * 5 + [[0] * N_PROMPTS], fail_rater=5)

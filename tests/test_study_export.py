@@ -12,7 +12,7 @@ import pytest
 from study_support import ROWS, build_suite
 from typer.testing import CliRunner
 
-from grpo_bench.cli.commands import app
+from grpo_bench.cli import app
 from grpo_bench.errors import UserError
 from grpo_bench.study.export import ExportOptions, export_kit
 from grpo_bench.study.kit import load_kit

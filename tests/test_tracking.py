@@ -8,7 +8,7 @@ import importlib.util
 import pytest
 from typer.testing import CliRunner
 
-from grpo_bench.cli.commands import app
+from grpo_bench.cli import app
 from grpo_bench.errors import UserError
 from grpo_bench.train.config import RunConfig
 from grpo_bench.train.tracking import check_trackers, hparams

@@ -189,7 +189,7 @@ def test_one_update_for_every_method_and_kl_variant(tmp_path, method):
 
 
 def test_cli_rejects_bad_input_before_sampling(tmp_path, monkeypatch):
-    import grpo_bench.cli.commands as cli
+    import grpo_bench.cli.entry as cli
 
     monkeypatch.setattr("grpo_bench.train.trainer.Trainer.__init__", lambda *a, **k: pytest.fail("sampling started"))
     runner = CliRunner()
@@ -206,7 +206,7 @@ def test_cli_rejects_bad_input_before_sampling(tmp_path, monkeypatch):
 
 
 def test_cli_train_end_to_end_with_default_folder(tmp_path, monkeypatch):
-    import grpo_bench.cli.commands as cli
+    import grpo_bench.cli.entry as cli
     from grpo_bench import models, rewards
 
     monkeypatch.chdir(tmp_path)
@@ -251,7 +251,7 @@ def test_the_update_0_eval_is_computed_once_per_seed_and_shared(tmp_path):
 
 
 def test_cli_train_summary_names_the_reward_it_trained_on(tmp_path, monkeypatch):
-    import grpo_bench.cli.commands as cli
+    import grpo_bench.cli.entry as cli
     from grpo_bench import models, rewards
 
     monkeypatch.setattr(models, "load", lambda name, **kw: TinyModel(seed=0))

@@ -69,7 +69,7 @@ def test_world_judge_on_a_tiny_diffusers_model_is_refused_before_sampling():
 
 
 def test_run_refuses_a_real_model_cell_that_will_not_fit(tmp_path):
-    from grpo_bench.cli.commands import app
+    from grpo_bench.cli import app
 
     suite = yaml.safe_load((ROOT / "suites" / "hunyuan15_paper.yaml").read_text())
     suite["base"]["prompts"] = str(ROOT / "suites" / "prompts" / "video_prompts.yaml")

@@ -11,7 +11,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from grpo_bench.cli.commands import app
+from grpo_bench.cli import app
 from grpo_bench.core.sampling import guided_velocity, sample
 from grpo_bench.core.schedule import sigmas
 from grpo_bench.core.sde import make_kernel

@@ -1,3 +1,3 @@
-from grpo_bench.cli.commands import main
+from grpo_bench.cli.entry import main
 
 main()

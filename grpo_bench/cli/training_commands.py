@@ -1,0 +1,147 @@
+"""``grpo-bench train``, ``run``, ``plan`` and ``ablate``: one GRPO run, or a suite of them.
+
+Only arguments are declared here (registered on the app in ``grpo_bench.cli.entry``); the work lives in
+``grpo_bench.cli.train``, ``suite``, ``decide`` and ``plan``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from grpo_bench.cli.terminal import console, interruptible
+from grpo_bench.errors import UserError
+
+# options `run` and `ablate` share, declared once so that their help cannot drift apart
+JobsOption = Annotated[int | None, typer.Option(
+    "--jobs", help="Parallel cells (default: the GPU count, each worker pinned to its GPU; else the core count).")]
+CellDeviceOption = Annotated[str | None, typer.Option(
+    "--device", help="auto, cpu, cuda or cuda:N for every cell (the same as the override device=...).")]
+ResumeCellsOption = Annotated[bool, typer.Option(
+    "--resume/--no-resume", metavar="", help="Skip DONE cells, continue partial ones.")]
+
+
+def _suite_arguments(jobs: int | None, out: Path, device: str | None, overrides: list[str] | None) -> list[str]:
+    """`run` and `ablate`: check --jobs and --out before any work; --device becomes the override device=..."""
+    from grpo_bench import preflight
+
+    if jobs is not None and jobs < 1:
+        raise UserError(f"--jobs must be >= 1, got {jobs}")
+    preflight.out_dir(out)
+    return [*(overrides or []), *([f"device={device}"] if device else [])]
+
+
+def train(
+    method: str | None = typer.Option(
+        None, "--method", help="Registered method (grpo-bench methods); default sage_grpo, or the --like suite's."),
+    kl: str | None = typer.Option(None, "--kl", help="KL trust region: none, fixed, stepwise, moving, dual."),
+    setting: str | None = typer.Option(None, "--setting", help="Reward weights: A (1,1,1) or B (0.5,0.5,1)."),
+    seed: int | None = typer.Option(None, "--seed", help="Run seed (prompt order, noise)."),
+    updates: int | None = typer.Option(
+        None, "--updates", help="Number of GRPO updates (default 200: hours on a CPU; see the budget below)."),
+    out: Path | None = typer.Option(None, "--out", help="Run folder (default: a new folder under runs/train/)."),
+    device: str | None = typer.Option(None, "--device", help="auto, cpu, cuda or cuda:N."),
+    resume: bool = typer.Option(
+        True, "--resume/--no-resume", metavar="", help="Continue from the folder's latest checkpoint."),
+    model: str | None = typer.Option(
+        None, "--model", help="Generator: world, tiny-wan, tiny-hunyuan15, a preset, hub id or folder."
+    ),
+    accelerate_config: str | None = typer.Option(
+        None,
+        "--accelerate-config",
+        help="Re-launch through `accelerate launch` with a shipped config (single_gpu, multi_gpu, fsdp2, "
+        "deepspeed_zero2) or a YAML file.",
+    ),
+    like: Path | None = typer.Option(
+        None, "--like", help="Start from this suite's base config and budget (its cells' lr, warm-up, KL target, "
+        "updates, ...); without it train uses RunConfig's defaults, which differ from the suites'."),
+    overrides: list[str] | None = typer.Argument(None, help="key=value config overrides (any RunConfig key)."),
+) -> None:
+    """Train one GRPO run: config.yaml, metrics.jsonl, checkpoints, final.json, DONE and the exported policy/.
+
+    train's defaults are RunConfig's, not a suite's: to reproduce a suite cell give --like SUITE with the cell's --method, --kl, --setting and --seed."""  # noqa: E501  (one line: rich would keep the break)
+    from grpo_bench import preflight
+    from grpo_bench.cli.train import build_config, run_train
+
+    if out is not None:
+        preflight.out_dir(out)
+    cfg = build_config(method, kl, setting, seed, updates, device,
+                       [*(overrides or []), *([f"model={model}"] if model else [])], like=like)
+    if accelerate_config is not None:
+        from grpo_bench.train import distributed
+
+        distributed.config_path(accelerate_config)  # a bad name fails here, before any launch
+        if not distributed.launched():
+            raise typer.Exit(distributed.relaunch(accelerate_config, sys.argv[1:]))
+    code = interruptible(lambda: run_train(cfg, out, resume, console) and 0)
+    if code:
+        raise typer.Exit(code)
+
+
+def run(
+    suite: Path = typer.Argument(..., help="Suite YAML (e.g. suites/main_table.yaml)."),
+    jobs: JobsOption = None,
+    backend: str = typer.Option("local", "--backend", help="local (process pool) or submitit (SLURM job array)."),
+    out: Path = typer.Option(Path("runs"), "--out", help="Runs folder; the suite goes to OUT/<suite name>/."),
+    dry_run: bool = typer.Option(False, "--dry-run", metavar="", help="List the cells and their status; run nothing."),
+    resume: ResumeCellsOption = True,
+    device: CellDeviceOption = None,
+    until_decided: bool = typer.Option(
+        False, "--until-decided", metavar="",
+        help="After the suite's seeds, add seeds in blocks (the suite's decide block: max_seeds, block, alpha) "
+             "until every headline comparison of the power table is decided at its O'Brien-Fleming level, or "
+             "max_seeds is reached; one line per look, the boundary in <suite>/decide.json and the report. "
+             "Resumable: rerun to continue."),
+    overrides: list[str] | None = typer.Argument(None, help="key=value overrides of the suite's base config."),
+) -> None:
+    """Run every cell of a suite (resumable, parallel), aggregate results.parquet and render the report."""
+    from grpo_bench.cli.decide import decide_command
+    from grpo_bench.cli.suite import run_command
+
+    overrides = _suite_arguments(jobs, out, device, overrides)
+    command = decide_command if until_decided else run_command
+    raise typer.Exit(interruptible(lambda: command(suite, jobs, backend, out, dry_run, resume, overrides, console)))
+
+
+def plan(
+    suite: Path = typer.Argument(..., help="Suite YAML (e.g. suites/hunyuan15_paper.yaml)."),
+    gpu_memory_gb: float | None = typer.Option(
+        None, "--gpu-memory-gb",
+        help="GPU memory per device (default: the suite's budget.gpu_memory_gb, else the local GPU, else 141 "
+             "GB); a cell predicted above it is refused (exit 2)."),
+    tflops: float = typer.Option(400.0, "--tflops", help="Sustained TFLOP/s per GPU for the time estimate."),
+    overrides: list[str] | None = typer.Argument(None, help="key=value overrides of the suite's base config."),
+) -> None:
+    """Predict per cell the model size, peak GPU and host memory per process, time per update and per cell,
+    the suite's GPU-hours, and whether every cell fits (exit 2 when one does not)."""
+    from grpo_bench.cli.plan import plan_command
+
+    raise typer.Exit(plan_command(suite, gpu_memory_gb, tflops, overrides or [], console))
+
+
+def ablate(
+    kl: str | None = typer.Option(None, "--kl", help="'all' or a comma list of KL variants."),
+    equalizer: str | None = typer.Option(None, "--equalizer", help="Comma list of on/off, e.g. on,off."),
+    sde: str | None = typer.Option(
+        None, "--sde", help="Comma list of registered methods or their kernels (`grpo-bench methods`)."
+    ),
+    base: Path | None = typer.Option(
+        None, "--base", help="Suite giving base config, budget, seeds (default suites/ablate_kl.yaml)."
+    ),
+    jobs: JobsOption = None,
+    backend: str = typer.Option("local", "--backend", help="local or submitit."),
+    out: Path = typer.Option(Path("runs"), "--out", help="Runs folder."),
+    dry_run: bool = typer.Option(False, "--dry-run", metavar="", help="List the cells; run nothing."),
+    resume: ResumeCellsOption = True,
+    device: CellDeviceOption = None,
+    overrides: list[str] | None = typer.Argument(None, help="key=value overrides of the base config."),
+) -> None:
+    """Build an ablation grid (KL variant x equalizer x SDE) on a base suite and run it like `run`."""
+    from grpo_bench.cli.suite import ablate_command
+
+    overrides = _suite_arguments(jobs, out, device, overrides)
+    raise typer.Exit(interruptible(lambda: ablate_command(kl, equalizer, sde, base, jobs, backend, out, dry_run,
+                                                          resume, overrides, console)))
