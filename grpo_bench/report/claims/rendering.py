@@ -39,7 +39,7 @@ def ledger(root: Path, claims: Sequence[Claim] = CLAIMS) -> tuple[str, list[Verd
         "comparisons, for the comparison that needs most. The measured column shows the comparison that decides "
         "the verdict (the weakest in the claimed direction). Table 1 is an exact computation (no interval). The "
         "gradient spread is max / min over sampler steps of the mean measured per-step gradient norm; its "
-        "interval is the geometric mean's over seeds. Definitions: `grpo_bench/report/claims.py`.", "",
+        "interval is the geometric mean's over seeds. Definitions: `grpo_bench/report/claims/`.", "",
         "## Sources", "", *_sources(root, claims, cache), "",
         "## Every comparison", "",
     ]
