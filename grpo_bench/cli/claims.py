@@ -1,4 +1,4 @@
-"""``grpo-bench claims REPORTS_DIR``: the ledger of the paper's claims (``grpo_bench/report/claims.py``)
+"""``grpo-bench claims REPORTS_DIR``: the ledger of the paper's claims (``grpo_bench/report/claims/``)
 rendered to ``REPORTS_DIR/CLAIMS.md`` from the stored results alone; nothing is trained or sampled."""
 
 from __future__ import annotations

@@ -65,9 +65,25 @@ def _smoothed(curve: pd.DataFrame, window: int) -> pd.DataFrame:
 def _legend(ax, **kw) -> None:
     """A legend of the axes' labelled lines, outside the data (right of the figure); a panel left empty
     gets none, and no warning."""
-    handles, labels = ax.get_legend_handles_labels()
+    _outside_legend(ax.figure, *ax.get_legend_handles_labels(), **kw)
+
+
+def _figure_legend(fig, **kw) -> None:
+    """One legend of every panel's labelled lines, each label once (its first line stands for it): the
+    panels share their rows, and a legend per panel would repeat them."""
+    handles: dict[str, object] = {}
+    for ax in fig.axes:
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, h)
+    _outside_legend(fig, list(handles.values()), list(handles), **kw)
+
+
+def _outside_legend(fig, handles: list, labels: list[str], loc: str = "center left",
+                    bbox_to_anchor: tuple[float, float] = (1.0, 0.5), **kw) -> None:
+    """The figure's legend, outside the data (right of it unless placed elsewhere); none, and no warning,
+    without labelled lines."""
     if handles:
-        ax.figure.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False, **kw)
+        fig.legend(handles, labels, loc=loc, bbox_to_anchor=bbox_to_anchor, frameon=False, **kw)
 
 
 MARKERS = "os^vD<>pPX*h"
@@ -218,13 +234,7 @@ def kl_curves(ctx: Context) -> list[Section]:
             ax.set(title=f"Setting {setting}: {ylabel}", xlabel="update", ylabel=ylabel,
                    yscale="log" if positive.any() and positive.all() else "linear")
             ax.grid(alpha=0.3)
-    handles: dict[str, object] = {}
-    for ax in fig.axes:
-        for h, label in zip(*ax.get_legend_handles_labels()):
-            handles.setdefault(label, h)
-    if handles:
-        fig.legend(list(handles.values()), list(handles), loc="center left", bbox_to_anchor=(1.0, 0.5),
-                   frameon=False, fontsize=6)
+    _figure_legend(fig, fontsize=6)
     fig.tight_layout()
     return [Section(title, "Left: measured KL penalty term per update (dotted: the adaptive weight's target); "
                     "right: the KL weight (constant or adaptive schedule); one row per setting. Cells with "
@@ -263,13 +273,8 @@ def drift(ctx: Context) -> list[Section]:
             _align_zero(ax, right)
         ax.grid(alpha=0.3)
     fig.subplots_adjust(wspace=0.55)  # room for each panel's right-hand (oracle) axis
-    handles = {}
-    for a in fig.axes:
-        for h, label in zip(*a.get_legend_handles_labels()):
-            handles.setdefault(label, h)
-    if handles:  # below the panels: to the right it would cover the oracle axis and its label
-        fig.legend(list(handles.values()), list(handles), loc="upper center", bbox_to_anchor=(0.5, -0.06),
-                   frameon=False, fontsize=6, ncol=2)
+    # below the panels: to the right it would cover the oracle axis and its label
+    _figure_legend(fig, loc="upper center", bbox_to_anchor=(0.5, -0.06), fontsize=6, ncol=2)
     return [Section(title, "Solid = learned judge (left axis, z units), dotted = exact oracle (right axis), both on "
                     "held-out prompts and relative to the start; a judge line rising while its oracle line falls is "
                     "reward hacking. On the world_oracle track only the oracle is drawn (it is the reward there).",

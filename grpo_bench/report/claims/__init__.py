@@ -1,0 +1,51 @@
+"""The ledger of the paper's claims: ``grpo-bench claims REPORTS_DIR`` writes ``REPORTS_DIR/CLAIMS.md``.
+
+Every claim is one entry of ``CLAIMS``: the paper's sentence, the stored suite that tests it and a few
+*checks*, each a small declarative object that reads only what a report folder stores
+(``<suite>/results.parquet``; ``samplers/**/table1.{csv,md}``; a human study's ``analysis/table3.csv``).
+Nothing is trained or sampled again. A check yields one *finding* per comparison it makes, each
+``supported``, ``contradicted`` or ``undecided``:
+
+    Beats     per seed, the row's learning minus a competitor's (paired by seed, as Table 2b): supported
+              when the Holm-adjusted paired t-test (over the check's comparisons) is below 5% in the
+              claimed direction; contradicted when it is below 5% the other way, or when the two are
+              equivalent (TOST at 5%, ± the suite's min effect: the row does not beat it by the minimum
+              effect); undecided otherwise, with the seeds for 80% power at the min effect (at level
+              5% / comparisons, so that all of them could be decided)
+    Moves     one row's own learning, tested against 0 the same way (e.g. "the oracle falls")
+    Spread    per seed, the max / min over sampler steps of the mean per-step gradient norm; its
+              geometric mean's 95% t-interval (over seeds, on the log) below or above a bound
+    Samplers  Table 1's exact Gaussian computation: no sampling error, so a strict comparison decides
+    WinRates  a human study's win rates (raters and prompts resampled): the interval above or below 0.5
+
+A check holds for ``every`` or for ``some`` of its findings; a claim is supported when all its checks are,
+contradicted when one is, undecided otherwise. Intervals and tests are the report's own
+(``stats.mean_ci``, ``power.paired_p``, ``power.holm``, ``power.equivalent``, ``power.seeds_needed``).
+
+Modules, in reading order:
+
+    finding.py      Finding and the three verdicts
+    suite.py        Suite: the view of one stored suite that the checks read
+    learning.py     Beats, Moves (paired learning, Holm-adjusted t-tests)
+    spread.py       Spread (per-step gradient norms)
+    table1.py       Samplers (Table 1, exact)
+    human_study.py  WinRates (a human study's Table 3)
+    catalogue.py    Claim and CLAIMS
+    verdicts.py     combine, evaluate, Verdict
+    rendering.py    ledger, write_ledger (CLAIMS.md)
+"""
+
+from grpo_bench.report.claims.catalogue import CLAIMS, Check, Claim
+from grpo_bench.report.claims.finding import CONTRADICTED, SUPPORTED, UNDECIDED, Finding
+from grpo_bench.report.claims.human_study import WinRates
+from grpo_bench.report.claims.learning import Beats, Moves
+from grpo_bench.report.claims.rendering import ledger, write_ledger
+from grpo_bench.report.claims.spread import Spread
+from grpo_bench.report.claims.suite import Suite
+from grpo_bench.report.claims.table1 import Samplers
+from grpo_bench.report.claims.verdicts import Verdict, combine, evaluate
+
+__all__ = [
+    "CLAIMS", "CONTRADICTED", "SUPPORTED", "UNDECIDED", "Beats", "Check", "Claim", "Finding", "Moves", "Samplers",
+    "Spread", "Suite", "Verdict", "WinRates", "combine", "evaluate", "ledger", "write_ledger",
+]

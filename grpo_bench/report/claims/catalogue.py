@@ -1,0 +1,50 @@
+"""The catalogue of the paper's claims (``CLAIMS``): each a sentence, the stored suite that tests it and its
+checks. A claim is data: add one here, nothing else changes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from grpo_bench.report.claims.human_study import WinRates
+from grpo_bench.report.claims.learning import Beats, Moves
+from grpo_bench.report.claims.spread import Spread
+from grpo_bench.report.claims.table1 import Samplers
+
+Check = Beats | Moves | Spread | Samplers | WinRates
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One sentence of the paper and the checks that test it on the stored reports."""
+
+    key: str
+    text: str
+    suite: str
+    """Report folder under REPORTS_DIR that holds the evidence ('samplers': Table 1's files)."""
+    checks: tuple[Check, ...]
+
+
+CLAIMS: tuple[Claim, ...] = (
+    Claim("table2_B", "Table 2, Setting B: SAGE-GRPO with dual KL is the best method", "main_table",
+          (Beats(row={"method": "sage_grpo"}, prefer={"kl": "dual"}, within={"setting": "B"}, split=("reward",)),)),
+    Claim("table1_noise", "Table 1: SAGE's SDE has less excess noise than FlowGRPO's first-order SDE", "samplers",
+          (Samplers(kernel="sage", than="flow"),)),
+    Claim("equalizer", "The equalizer shrinks the per-step gradient spread from over 10× to a small constant and "
+          "helps every SDE", "ablate_equalizer",
+          (Spread(row={"equalizer": False}, bound=10.0, below=False, quantifier="some"),
+           Spread(row={"equalizer": True}, bound=2.0, below=True),
+           Beats(row={"equalizer": True}, versus=({"equalizer": False},), split=("method",)))),
+    Claim("dual_kl", "Dual moving KL beats none / fixed / step-wise / moving KL", "ablate_kl",
+          (Beats(row={"kl": "dual", "stepwise_ref": "rollout"},
+                 versus=({"kl": "none"}, {"kl": "fixed"}, {"kl": "stepwise", "stepwise_ref": "rollout"},
+                         {"kl": "moving"})),)),
+    Claim("kl_weight", "The two-stage KL weight beats fixed weights and a milder schedule", "kl_weight",
+          (Beats(row={"kl_adaptive": True, "kl_beta_min": 0.001, "kl_beta_max": 0.1}),)),
+    Claim("hacking", "Without a KL term the reward is hacked (the judge rises while the true quality falls)",
+          "ablate_kl",
+          (Moves(row={"kl": "none"}, metric="Judge", direction=+1),
+           Moves(row={"kl": "none"}, metric="Oracle", direction=-1))),
+    Claim("user_study", "User study: raters prefer SAGE-GRPO over each baseline", "main_table",
+          (WinRates(target="sage_grpo"),)),
+)
+"""The ledger's rows, in the paper's order."""
