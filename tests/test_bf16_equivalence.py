@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 from scipy import stats
 
-from grpo_bench.suite.spec import expand, load_suite
+from grpo_bench.suite.expand import expand
+from grpo_bench.suite.parse import load_suite
 from grpo_bench.train.precision import has_bf16_units
 from grpo_bench.train.trainer import train
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from grpo_bench.suite.spec import expand, load_suite
+from grpo_bench.suite.expand import expand
+from grpo_bench.suite.parse import load_suite
 from grpo_bench.train import identity
 from grpo_bench.train.config import EXECUTION_FIELDS, FIELDS, ID_NEUTRAL, RULES, RunConfig, resolve
 from grpo_bench.train.identity import cell_id

@@ -71,7 +71,8 @@ def test_eta_is_zero_when_nothing_is_left_and_unknown_only_before_a_measurement(
 
 def test_index_calls_a_cell_with_updates_but_no_done_stopped(tmp_path):
     from grpo_bench.cli.suite import INDEX, write_index
-    from grpo_bench.suite.spec import expand, load_suite
+    from grpo_bench.suite.expand import expand
+    from grpo_bench.suite.parse import load_suite
 
     suite = load_suite(write_suite(tmp_path / "tiny.yaml"))
     cells = expand(suite)
@@ -123,7 +124,7 @@ def test_tables_are_not_cut_at_80_columns_in_a_pipe():
 
 def test_failures_with_one_cause_print_once_and_the_index_names_every_folder(tmp_path, monkeypatch):
     from grpo_bench.cli.suite import INDEX, execute
-    from grpo_bench.suite.spec import load_suite
+    from grpo_bench.suite.parse import load_suite
 
     monkeypatch.setenv("FAKE_FAIL", "sage_grpo")
     suite = load_suite(write_suite(tmp_path / "tiny.yaml"))
@@ -157,7 +158,8 @@ def test_report_header_counts_seeds_per_row_and_names_them(tmp_path):
 
 def test_train_like_a_suite_reproduces_its_cell_config():
     from grpo_bench.cli.train import build_config
-    from grpo_bench.suite.spec import expand, load_suite
+    from grpo_bench.suite.expand import expand
+    from grpo_bench.suite.parse import load_suite
     from grpo_bench.train.config import resolve
 
     path = ROOT / "suites" / "main_table.yaml"

@@ -25,7 +25,8 @@ RUN = """
 import sys
 from pathlib import Path
 from grpo_bench.suite.runner import run_suite
-from grpo_bench.suite.spec import expand, load_suite
+from grpo_bench.suite.expand import expand
+from grpo_bench.suite.parse import load_suite
 suite = load_suite(sys.argv[1])
 run_suite(suite, expand(suite), Path(sys.argv[2]), jobs=2, trainer="suite_support:fake_train")
 """
@@ -118,7 +119,7 @@ def test_failing_cell_is_recorded_and_the_suite_goes_on(tmp_path, monkeypatch):
     from rich.console import Console
 
     from grpo_bench.cli.suite import execute
-    from grpo_bench.suite.spec import load_suite
+    from grpo_bench.suite.parse import load_suite
 
     monkeypatch.setenv("FAKE_FAIL", "dance_grpo")
     data = json.loads(json.dumps(SMALL_SUITE))

@@ -15,7 +15,8 @@ from grpo_bench.core.trust_region import make_kl
 from grpo_bench.errors import UserError
 from grpo_bench.models.diffusers_video import AdapterOptions
 from grpo_bench.models.options import GeneratorOptions
-from grpo_bench.suite.spec import expand, load_suite
+from grpo_bench.suite.expand import expand
+from grpo_bench.suite.parse import load_suite
 from grpo_bench.train.config import (
     COMPONENTS,
     KLWeighting,

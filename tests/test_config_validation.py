@@ -155,7 +155,8 @@ def test_an_unknown_key_names_where_keys_are_documented_instead_of_a_cut_off_lis
 
 
 def test_words_yaml_reads_as_bools_are_words_for_word_fields(tmp_path):
-    from grpo_bench.suite.spec import expand, load_suite
+    from grpo_bench.suite.expand import expand
+    from grpo_bench.suite.parse import load_suite
     from grpo_bench.train.config import from_dict, parse_overrides
 
     assert parse_overrides(["mixed_precision=no"]) == {"mixed_precision": "no"}

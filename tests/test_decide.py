@@ -18,7 +18,8 @@ from grpo_bench.cli.decide import DECIDE_FILE, run_until_decided, seeds_at
 from grpo_bench.errors import UserError
 from grpo_bench.report.power import spending
 from grpo_bench.report.sequential import EFFECT, OPEN, PRECISE, decide_look, planned_looks
-from grpo_bench.suite.spec import expand, load_suite, parse_suite
+from grpo_bench.suite.expand import expand
+from grpo_bench.suite.parse import load_suite, parse_suite
 
 PLANNED = [3, 6, 9, 12]
 ALPHA = 0.05

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from grpo_bench import safe_yaml
 from grpo_bench.errors import UserError
-from grpo_bench.suite.spec import BUDGET_CONFIG_KEYS, SUITE_KEYS, expand, parse_suite
+from grpo_bench.suite.expand import expand
+from grpo_bench.suite.parse import BUDGET_CONFIG_KEYS, SUITE_KEYS, parse_suite
 from grpo_bench.train.config import FIELDS, parse_overrides
 
 KEYS = st.sampled_from([*FIELDS, *SUITE_KEYS, *BUDGET_CONFIG_KEYS, "gpus_per_cell", "x", "seed", ""])

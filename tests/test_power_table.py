@@ -76,15 +76,15 @@ def test_the_power_part_renders_its_table(tmp_path):
 
 def test_report_spec_min_effect_is_validated_and_reaches_the_table(tmp_path):
     from grpo_bench.errors import UserError
-    from grpo_bench.suite.spec import _report
+    from grpo_bench.suite.report_section import parse_report
 
-    assert _report({"min_effect": 0.03}, "s.yaml: ").min_effect == 0.03
-    assert _report({"min_effect": {"Oracle": 0.02, "default": 0.1}}, "s.yaml: ").min_effect == {
+    assert parse_report({"min_effect": 0.03}, "s.yaml: ").min_effect == 0.03
+    assert parse_report({"min_effect": {"Oracle": 0.02, "default": 0.1}}, "s.yaml: ").min_effect == {
         "Oracle": 0.02, "default": 0.1}
     with pytest.raises(UserError, match="s.yaml: .*Orcle.*allowed"):
-        _report({"min_effect": {"Orcle": 0.02}}, "s.yaml: ")
+        parse_report({"min_effect": {"Orcle": 0.02}}, "s.yaml: ")
     with pytest.raises(UserError, match="report.min_effect must be a finite number > 0"):
-        _report({"min_effect": -1}, "s.yaml: ")
+        parse_report({"min_effect": -1}, "s.yaml: ")
     start = dict(zip(SEEDS, [0.0] * 5))
     end = {"dance_grpo kl=none": {s: 0.0 for s in SEEDS}, "cps kl=none": {s: 0.01 * s for s in SEEDS}}
     spec = {"baseline": {"method": "dance_grpo"}, "min_effect": {"Oracle": 0.02}}

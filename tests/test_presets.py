@@ -10,7 +10,8 @@ import pytest
 from suite_support import SMALL_SUITE, write_suite
 
 from grpo_bench.errors import UserError
-from grpo_bench.suite.spec import expand, load_suite
+from grpo_bench.suite.expand import expand
+from grpo_bench.suite.parse import load_suite
 from grpo_bench.train.config import RunConfig, from_dict
 from grpo_bench.train.presets import PRESETS
 

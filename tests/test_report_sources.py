@@ -19,8 +19,9 @@ from grpo_bench.cli import app
 from grpo_bench.report import data, figures, sources
 from grpo_bench.report.parts import Context
 from grpo_bench.suite.aggregate import aggregate
+from grpo_bench.suite.expand import expand
+from grpo_bench.suite.parse import parse_suite
 from grpo_bench.suite.run_folder import CELL, RESULTS, ROWS
-from grpo_bench.suite.spec import expand, parse_suite
 
 ROOT = Path(__file__).resolve().parents[1]
 GRID_SUITE = {

@@ -19,9 +19,10 @@ from suite_support import SMALL_SUITE, TRAINER, write_suite
 from grpo_bench import atomic
 from grpo_bench.errors import UserError
 from grpo_bench.suite import cell, run_folder, runner
+from grpo_bench.suite.expand import expand
 from grpo_bench.suite.locks import SuiteLock
+from grpo_bench.suite.parse import load_suite
 from grpo_bench.suite.run_folder import ERROR, mark_done, record_failure
-from grpo_bench.suite.spec import expand, load_suite
 
 TESTS = Path(__file__).resolve().parent
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from grpo_bench.suite.spec import expand, load_suite
+from grpo_bench.suite.expand import expand
+from grpo_bench.suite.parse import load_suite
 from grpo_bench.train.config import FIELDS
 from grpo_bench.train.plan import real_specs
 from grpo_bench.train.presets import PRESETS

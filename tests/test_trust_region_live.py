@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from grpo_bench.suite.spec import expand, load_suite
+from grpo_bench.suite.expand import expand
+from grpo_bench.suite.parse import load_suite
 from grpo_bench.train.trainer import train
 
 ROOT = Path(__file__).resolve().parents[1]

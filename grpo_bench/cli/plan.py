@@ -14,7 +14,9 @@ from rich.console import Console
 from rich.table import Table
 
 from grpo_bench.errors import UserError
-from grpo_bench.suite.spec import Cell, Suite, expand, load_suite
+from grpo_bench.suite.expand import expand
+from grpo_bench.suite.parse import load_suite
+from grpo_bench.suite.spec import Cell, Suite
 from grpo_bench.train.config import parse_overrides
 from grpo_bench.train.plan import GB, Plan, check_fits, estimate
 

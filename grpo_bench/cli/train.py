@@ -20,7 +20,7 @@ from grpo_bench.train.identity import cell_id
 def suite_base(path: Path) -> dict[str, Any]:
     """What ``train --like SUITE`` starts from: the suite's base config and budget (what every cell
     of it shares), so that a run with a cell's method, setting and seed reproduces that cell."""
-    from grpo_bench.suite.spec import load_suite
+    from grpo_bench.suite.parse import load_suite
 
     suite = load_suite(path)
     return {**suite.base, **suite.budget}

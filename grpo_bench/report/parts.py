@@ -3,8 +3,8 @@ sections report.md embeds; suites name the parts they want (report.tables, repor
 
 The parts themselves (grpo_bench.report.tables, grpo_bench.report.figures ...) register into these
 registries and are imported on first lookup, so a part may import this module without a cycle. The
-suite spec (grpo_bench.suite.spec) checks the names a suite asks for against them: the one import from
-the suite layer up into the report layer (pyproject [tool.importlinter] names it).
+suite's report-block check (grpo_bench.suite.report_section) checks the names a suite asks for against
+them: the one import from the suite layer up into the report layer (pyproject [tool.importlinter] names it).
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ def _stored_suite(folder: Path) -> Any:
     path = folder / "suite.yaml"
     if not path.is_file():
         return None
-    from grpo_bench.suite.spec import load_suite
+    from grpo_bench.suite.parse import load_suite
 
     try:
         return load_suite(path)
@@ -41,7 +41,7 @@ def _stored_suite(folder: Path) -> Any:
 
 def _suite_metas(folder: Path) -> tuple[list[dict[str, Any]], Any] | None:
     """Cells of the suite stored in ``folder/suite.yaml`` in expansion order (None if it cannot be expanded)."""
-    from grpo_bench.suite.spec import expand
+    from grpo_bench.suite.expand import expand
 
     suite = _stored_suite(folder)
     if suite is None:

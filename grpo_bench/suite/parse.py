@@ -1,0 +1,143 @@
+"""Suite files: a YAML file that expands into cells, one training run each (docs/design.md §6–7).
+
+A suite file::
+
+    name: main_table              # folder under runs/; letters, digits, _ . -
+    description: ...              # optional, free text
+    base: {updates: 40, ...}      # a run config (RunConfig keys) shared by every cell
+    grid: {setting: [A, B], method: [dance_grpo, sage_grpo]}   # cartesian product
+    union:                        # extra grids for cells outside the product (optional)
+      - {method: [sage_grpo], kl: [none, fixed]}
+    seeds: [0, 1, 2]              # every cell runs once per seed
+    budget: {updates: 40, prompts_per_update: 2, gpus_per_cell: 1}      # equal compute for all
+    report: {tables: [table2], figures: [reward_curves], baseline: {method: dance_grpo}}
+    decide: {max_seeds: 12, block: 3, alpha: 0.05}   # optional: ``run --until-decided`` adds seeds
+
+How a suite becomes cells and what a cell id depends on: expand.py. Everything is validated before
+anything runs; an error names the file, the key path (``grid.kl[2]``) and the allowed values.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from grpo_bench import safe_yaml
+from grpo_bench.errors import UserError, unknown
+from grpo_bench.preflight import folder_name, shown
+from grpo_bench.suite.report_section import parse_report
+from grpo_bench.suite.spec import DecideSpec, Suite
+from grpo_bench.suite.values import check_name, config_values, grid_values, mapping
+from grpo_bench.train.config import coerce
+
+SUITE_KEYS = ("name", "description", "preset", "base", "grid", "union", "seeds", "budget", "report", "decide")
+BUDGET_CONFIG_KEYS = (
+    "updates", "prompts_per_update", "group_size", "steps", "video_size", "inner_epochs", "minibatches",
+    "micro_batch", "eval_every", "eval_samples", "diag_every", "checkpoint_every", "save_videos",
+)
+RESOURCE_KEYS = {"gpus_per_cell": int, "timeout_min": int, "cpus_per_cell": int, "gpu_memory_gb": int,
+                 "accelerate_config": str}
+"""Budget keys read by the runner, not by the trainer (they never change a cell id): GPUs per cell
+(default 1 on a GPU machine, none on SLURM unless set), the SLURM time limit and the SLURM cpus per task;
+GPU memory per device (``grpo-bench plan`` refuses cells predicted not to fit) and the accelerate
+config a multi-GPU cell is launched with (default multi_gpu; fsdp2 / deepspeed_zero2 shard)."""
+DECIDE_KEYS = ("max_seeds", "block", "alpha")
+MAX_SEEDS = 1000
+MAX_SEED = 2**63 - 1
+"""Seeds are stored as int64."""
+
+
+def _decide(data: Any, seeds: list[int], where: str) -> DecideSpec:
+    spec = mapping(data, where, "decide")
+    for key in spec:
+        if key not in DECIDE_KEYS:
+            raise unknown("decide key", key, DECIDE_KEYS, where)
+    out = DecideSpec()
+    for key in ("max_seeds", "block"):
+        value = spec.get(key, getattr(out, key))
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise UserError(f"{where}decide.{key} must be an integer >= 1, got {shown(value, 40)}")
+    max_seeds, block = spec.get("max_seeds", out.max_seeds), spec.get("block", out.block)
+    if not len(seeds) <= max_seeds <= MAX_SEEDS or max_seeds < 2:
+        raise UserError(f"{where}decide.max_seeds must be an integer in {max(2, len(seeds))}..{MAX_SEEDS} "
+                        f"(at least the {len(seeds)} listed seeds, and 2 for a paired test), got {max_seeds}")
+    if max(seeds) + (max_seeds - len(seeds)) > MAX_SEED:
+        raise UserError(f"{where}decide.max_seeds: added seeds continue after {max(seeds)} and would pass {MAX_SEED}")
+    alpha = spec.get("alpha", out.alpha)
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
+        raise UserError(f"{where}decide.alpha must be a number strictly between 0 and 1, got {shown(alpha, 40)}")
+    return DecideSpec(max_seeds=max_seeds, block=block, alpha=float(alpha))
+
+
+def parse_suite(data: Any, path: str = "<suite>", overrides: dict[str, Any] | None = None) -> Suite:
+    """Validate a suite mapping (as loaded from YAML); ``overrides`` are typed command-line values."""
+    where = f"{path}: "
+    data = mapping(data, where, "a suite")
+    for key in data:
+        if key not in SUITE_KEYS:
+            raise unknown("suite key", key, SUITE_KEYS, where)
+    name = data.get("name")
+    if not isinstance(name, str):
+        raise UserError(f"{where}name must be a folder-safe string (letters, digits, _ . -), got {shown(name, 60)}")
+    folder_name(name, where)
+    base = config_values(data.get("base", {}), where, "base")
+    if "preset" in data:  # named calibrated values (grpo_bench/train/presets.py); base refines them
+        from grpo_bench.train.presets import preset
+
+        base = {**config_values(preset(data["preset"], f"{where}preset: "), where, "preset"), **base}
+    grid = grid_values(data["grid"], where, "grid") if "grid" in data else {}
+    union_raw = data.get("union", [])
+    if not isinstance(union_raw, list):
+        raise UserError(f"{where}union must be a list of grids, got {type(union_raw).__name__}")
+    union = [grid_values(g, where, f"union[{j}]") for j, g in enumerate(union_raw)]
+    seeds = data.get("seeds", [0])
+    if (not isinstance(seeds, list) or not seeds
+            or not all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s <= MAX_SEED for s in seeds)):
+        raise UserError(f"{where}seeds must be a non-empty list of integers in 0..{MAX_SEED}, got {shown(seeds, 80)}")
+    if len(seeds) > MAX_SEEDS:
+        raise UserError(f"{where}seeds lists {len(seeds)} seeds; at most {MAX_SEEDS}")
+    if len(set(seeds)) != len(seeds):
+        raise UserError(f"{where}seeds lists a seed twice: {seeds!r}")
+    if "seed" in base:
+        raise UserError(f"{where}base.seed: set seeds in the top-level 'seeds' list")
+    budget_raw = mapping(data.get("budget", {}), where, "budget")
+    allowed_budget = BUDGET_CONFIG_KEYS + tuple(RESOURCE_KEYS)
+    resources: dict[str, int] = {}
+    budget: dict[str, Any] = {}
+    for key, value in budget_raw.items():
+        if key not in allowed_budget:
+            raise unknown("budget key", key, allowed_budget, where)
+        if key in RESOURCE_KEYS:
+            if RESOURCE_KEYS[key] is str:  # accelerate_config: a shipped launch config or a YAML path
+                from grpo_bench.train.distributed import config_path
+
+                config_path(str(value))
+            elif not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise UserError(f"{where}budget.{key} must be an integer >= 1, got {value!r}")
+            resources[key] = value
+        else:
+            budget[key] = coerce(key, value, f"{where}budget.{key}: ")
+    overrides = dict(overrides or {})
+    varied = {k for g in [grid, *union] for k in g}
+    clash = sorted(varied & set(overrides))
+    if clash:
+        raise UserError(f"command line: {', '.join(clash)} is varied by {path}'s grid; edit the suite instead")
+    if "seed" in overrides:
+        raise UserError(f"command line: seed is set by {path}'s 'seeds' list; edit the suite instead")
+    for key, value in overrides.items():
+        check_name(key, value, "command line: ")
+    report = parse_report(data.get("report", {}), where)
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        raise UserError(f"{where}description must be text, got {type(description).__name__}")
+    decide = _decide(data["decide"], seeds, where) if data.get("decide") is not None else None
+    return Suite(name, path, base, grid, union, seeds, budget, resources, report, description, overrides,
+                 decide=decide)
+
+
+def load_suite(path: str | Path, overrides: dict[str, Any] | None = None) -> Suite:
+    """A suite file through the bounded YAML loader (safe_yaml.py), validated."""
+    text = safe_yaml.read_text(path, "suite file")
+    suite = parse_suite(safe_yaml.load_text(text, str(path)), str(path), overrides)
+    suite.text = text
+    return suite

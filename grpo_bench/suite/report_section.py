@@ -1,0 +1,72 @@
+"""The ``report`` block of a suite file, validated into a ``ReportSpec``.
+
+The table and figure names and Table 2's headline columns belong to the report layer (its registries,
+which load plug-ins before a lookup, so a plug-in may add a part), so they are looked up there, lazily,
+when a suite is loaded: the one import from the suite layer up into the report layer (pyproject
+[tool.importlinter] names it). A bad name is still an error before anything runs.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from grpo_bench.errors import UserError, unknown
+from grpo_bench.suite.spec import ReportSpec
+from grpo_bench.suite.values import config_values, mapping
+from grpo_bench.train.config import FIELDS
+
+REPORT_KEYS = ("tables", "figures", "baseline", "smooth", "min_effect", "strata")
+
+
+def parse_report(data: Any, where: str) -> ReportSpec:
+    """A suite's ``report`` mapping; ``where`` is the error prefix (``"suites/x.yaml: "``)."""
+    from grpo_bench.report.parts import FIGURES, TABLES
+
+    spec = mapping(data, where, "report")
+    for key in spec:
+        if key not in REPORT_KEYS:
+            raise unknown("report key", key, REPORT_KEYS, where)
+    out = ReportSpec()
+    for key, registry in (("tables", TABLES), ("figures", FIGURES)):
+        if key in spec:
+            names = spec[key]
+            if not isinstance(names, list):
+                raise UserError(f"{where}report.{key} must be a list of names; allowed: {', '.join(registry.names())}")
+            for i, name in enumerate(names):
+                registry.get(str(name), where=f"{where}report.{key}[{i}]: ")
+            setattr(out, key, [str(n) for n in names])
+    if "baseline" in spec:
+        out.baseline = config_values(spec["baseline"], where, "report.baseline")
+    if "smooth" in spec:
+        if not isinstance(spec["smooth"], int) or isinstance(spec["smooth"], bool) or spec["smooth"] < 1:
+            raise UserError(f"{where}report.smooth must be an integer >= 1, got {spec['smooth']!r}")
+        out.smooth = spec["smooth"]
+    if spec.get("min_effect") is not None:  # None: a stored spec without one
+        out.min_effect = _min_effect(spec["min_effect"], where)
+    if "strata" in spec:
+        keys = spec["strata"]
+        if not isinstance(keys, list) or not keys:
+            raise UserError(f"{where}report.strata must be a non-empty list of config keys, e.g. [setting, reward]")
+        for i, key in enumerate(keys):
+            if key not in FIELDS:
+                raise unknown(f"report.strata[{i}] config key", key, FIELDS, where)
+        out.strata = [str(k) for k in keys]
+    return out
+
+
+def _min_effect(value: Any, where: str) -> float | dict[str, float]:
+    from grpo_bench.report.tables import TABLE2
+
+    def positive(v: Any, key: str) -> float:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            raise UserError(f"{where}{key} must be a finite number > 0, got {v!r}")
+        return float(v)
+
+    if not isinstance(value, dict):
+        return positive(value, "report.min_effect")
+    allowed = [*(title for title, _, _ in TABLE2), "default"]  # Table 2's headline columns
+    for key in value:
+        if key not in allowed:
+            raise unknown("report.min_effect column", key, allowed, where)
+    return {str(k): positive(v, f"report.min_effect.{k}") for k, v in value.items()}
