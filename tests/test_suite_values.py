@@ -11,7 +11,7 @@ import pytest
 
 from grpo_bench.suite.spec import expand, load_suite
 from grpo_bench.train.config import FIELDS
-from grpo_bench.train.plan import real_specs
+from grpo_bench.train.plan_models import real_specs
 from grpo_bench.train.presets import PRESETS
 
 ROOT = Path(__file__).resolve().parents[1]
