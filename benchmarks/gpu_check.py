@@ -105,19 +105,20 @@ class Peak:
 def stack_spec(name: str, blocks: int, frames: int | None, height: int | None,
                width: int | None) -> tuple[dict, dict, tuple]:
     """(real spec entry, transformer config with ``blocks`` layers, latent shape) of a real-width stack."""
-    from grpo_bench.train import plan
+    from grpo_bench.train.plan_models import real_specs
+    from grpo_bench.train.plan_spec import latent_geometry
 
     real, f0, h0, w0 = STACKS[name]
-    s = plan.real_specs()[real]
+    s = real_specs()[real]
     conf = {**s["transformer"]["config"], "num_layers": blocks}
-    f, h, w = plan.latent_geometry(frames or f0, height or h0, width or w0, s["vae_temporal"], s["vae_spatial"],
-                                   s["patch"][1])
+    f, h, w = latent_geometry(frames or f0, height or h0, width or w0, s["vae_temporal"], s["vae_spatial"],
+                              s["patch"][1])
     return s, conf, (s["latent_channels"], f, h, w)
 
 
 def stack_prediction(spec: Any, params: int, checkpointing: bool = True) -> float:
     """bf16 weights + bf16 gradients of a full fine-tune + the plan's activations for one row."""
-    from grpo_bench.train.plan import training_activation_bytes
+    from grpo_bench.train.plan_costs import training_activation_bytes
 
     return params * 2 + params * 2 + training_activation_bytes(spec, 1, checkpointing, bf16=True)
 
@@ -125,12 +126,12 @@ def stack_prediction(spec: Any, params: int, checkpointing: bool = True) -> floa
 def run_stack(name: str, args: argparse.Namespace, device: torch.device) -> dict:
     import diffusers
 
-    from grpo_bench.train import plan
+    from grpo_bench.train.plan_spec import transformer_spec
 
     s, conf, latent = stack_spec(name, args.blocks, args.frames, args.height, args.width)
     with torch.device("meta"):
         meta = getattr(diffusers, s["transformer"]["class"])(**conf)
-    spec = plan.transformer_spec(meta, latent, s["text_tokens"], s["joint_text"])
+    spec = transformer_spec(meta, latent, s["text_tokens"], s["joint_text"])
     params = spec.transformer_params
     row = {"case": f"{name} ({args.blocks} blocks)", "tokens": spec.tokens, "params": params,
            "predicted_gb": stack_prediction(spec, params) / GB, "measured_gb": None, "seconds": None,
@@ -218,12 +219,12 @@ def _row(case: str, **kw: Any) -> dict:
 def _hy_stack(blocks: int, device: torch.device, dtype: torch.dtype, args: argparse.Namespace) -> tuple[Any, dict, Any]:
     import diffusers
 
-    from grpo_bench.train import plan
+    from grpo_bench.train.plan_spec import transformer_spec
 
     s, conf, latent = stack_spec("hunyuan15-stack", blocks, args.frames, args.height, args.width)
     with torch.device("meta"):
         meta = getattr(diffusers, s["transformer"]["class"])(**conf)
-    spec = plan.transformer_spec(meta, latent, s["text_tokens"], s["joint_text"])
+    spec = transformer_spec(meta, latent, s["text_tokens"], s["joint_text"])
     if args.dry_run:
         return None, {}, spec
     tr = getattr(diffusers, s["transformer"]["class"])(**conf).to(device=device, dtype=dtype)
@@ -233,7 +234,7 @@ def _hy_stack(blocks: int, device: torch.device, dtype: torch.dtype, args: argpa
 def run_master(args: argparse.Namespace, device: torch.device) -> list[dict]:
     """fp32 masters + bf16 autocast vs bf16 weights, 2 and 8 blocks; per-layer and recompute memory."""
     from grpo_bench.models.hunyuan_attention import use_key_padding_attention
-    from grpo_bench.train.plan import CHECKPOINT_BYTES, RECOMPUTE_BYTES
+    from grpo_bench.train.plan_costs import CHECKPOINT_BYTES, RECOMPUTE_BYTES
 
     rows, peaks = [], {}
     for dtype, name in ((torch.float32, "fp32 master"), (torch.bfloat16, "bf16")):
@@ -295,19 +296,21 @@ def run_vae(args: argparse.Namespace, device: torch.device) -> list[dict]:
     """The HunyuanVideo 1.5 VAE decoding latents 21 x 30 x 53: fp32 tiled (ours) and fp16 untiled (official)."""
     import diffusers
 
-    from grpo_bench.train import plan
+    from grpo_bench.train.plan_costs import VAE_DECODE_MAPS
+    from grpo_bench.train.plan_models import real_specs
+    from grpo_bench.train.plan_spec import parameter_count, vae_decode_profile
 
-    s = plan.real_specs()["hunyuan15-480p"]
+    s = real_specs()["hunyuan15-480p"]
     with torch.device("meta"):
         meta = getattr(diffusers, s["vae"]["class"])(**s["vae"]["config"])
-    flops_per_pixel, top, tile = plan.vae_decode_profile(meta, s["latent_channels"])
+    flops_per_pixel, top, tile = vae_decode_profile(meta, s["latent_channels"])
     f, h, w = 81, 480, 848
     rows = []
     for dtype, tiled, label in ((torch.float32, True, "fp32 tiled"), (torch.float16, False, "fp16 untiled")):
         th, tw = tile if tiled and tile else (h, w)
         bytes_per = 4 if dtype == torch.float32 else 2
-        row = _row(f"hunyuan15 VAE decode, {label}", tokens=21 * 30 * 53, params=plan._numel(meta),
-                   predicted_gb=plan.VAE_DECODE_MAPS * top * f * min(th, h) * min(tw, w) * bytes_per / GB,
+        row = _row(f"hunyuan15 VAE decode, {label}", tokens=21 * 30 * 53, params=parameter_count(meta),
+                   predicted_gb=VAE_DECODE_MAPS * top * f * min(th, h) * min(tw, w) * bytes_per / GB,
                    flops=flops_per_pixel * f * h * w)
         if not args.dry_run:
             vae = getattr(diffusers, s["vae"]["class"])(**s["vae"]["config"]).to(device=device, dtype=dtype).eval()
@@ -324,12 +327,12 @@ def run_vae(args: argparse.Namespace, device: torch.device) -> list[dict]:
 
 def run_videoalign(args: argparse.Namespace, device: torch.device) -> list[dict]:
     """A Qwen2-VL-2B-size model (random weights) on one video of 6 frames at 336 x 588, bf16, no grad."""
-    from grpo_bench.train import plan
+    from grpo_bench.train.plan_costs import REWARD_PARAMS, reward_cost
 
-    act, flops = plan.reward_cost("videoalign", 81)
+    act, flops = reward_cost("videoalign", 81)
     row = _row("VideoAlign (Qwen2-VL-2B size) 6 x 336 x 588", tokens=int(3 * 24 * 42 / 4 + 128),
-               params=int(plan.REWARD_PARAMS["videoalign"]),
-               predicted_gb=(plan.REWARD_PARAMS["videoalign"] * 2 + act / 2) / GB, flops=flops)  # one video
+               params=int(REWARD_PARAMS["videoalign"]),
+               predicted_gb=(REWARD_PARAMS["videoalign"] * 2 + act / 2) / GB, flops=flops)  # one video
     if args.dry_run:
         return [row]
     from transformers import Qwen2VLConfig, Qwen2VLForConditionalGeneration

@@ -18,7 +18,8 @@ warnings.filterwarnings("ignore")
 def main(family: str, ckpt: bool) -> None:
     from gpu_check import Peak
 
-    from grpo_bench.train.plan import training_activation_bytes, transformer_spec
+    from grpo_bench.train.plan_costs import training_activation_bytes
+    from grpo_bench.train.plan_spec import transformer_spec
 
     torch.manual_seed(0)
     if family == "wan":

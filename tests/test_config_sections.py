@@ -13,7 +13,7 @@ import yaml
 from grpo_bench.core.kl_weight import make_kl_weight
 from grpo_bench.core.trust_region import make_kl
 from grpo_bench.errors import UserError
-from grpo_bench.models.diffusers_video import AdapterOptions
+from grpo_bench.models.adapter_options import AdapterOptions
 from grpo_bench.models.options import GeneratorOptions
 from grpo_bench.suite.expand import expand
 from grpo_bench.suite.parse import load_suite

@@ -12,7 +12,8 @@ import torch
 from grpo_bench.core.schedule import sigmas as harness_sigmas
 from grpo_bench.core.sde import make_kernel
 from grpo_bench.errors import UserError
-from grpo_bench.models.diffusers_video import AdapterOptions, TextCond
+from grpo_bench.models.adapter_options import AdapterOptions
+from grpo_bench.models.velocity_net import TextCond
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
@@ -209,16 +210,17 @@ def test_frames_rounded_like_the_pipeline():
 
 
 def test_missing_model_is_a_clear_error_without_download(tmp_path):
-    from grpo_bench.models.hunyuan15 import load_hunyuan15
-    from grpo_bench.models.wan import load_wan
+    from grpo_bench.models.hunyuan15 import HunyuanVideo15Model
+    from grpo_bench.models.wan import WanModel
 
     t0 = time.perf_counter()
     with pytest.raises(UserError, match="hf download Wan-AI/Wan2.1-T2V-1.3B-Diffusers"):
-        load_wan("wan2.1-1.3b", AdapterOptions())
+        WanModel.from_pretrained("wan2.1-1.3b", AdapterOptions())
     with pytest.raises(UserError, match="not available locally"):
-        load_hunyuan15("hunyuanvideo-community/HunyuanVideo-1.5-Diffusers-480p_t2v", AdapterOptions())
+        HunyuanVideo15Model.from_pretrained("hunyuanvideo-community/HunyuanVideo-1.5-Diffusers-480p_t2v",
+                                             AdapterOptions())
     with pytest.raises(UserError, match="model_index.json"):
-        load_wan(str(tmp_path), AdapterOptions())
+        WanModel.from_pretrained(str(tmp_path), AdapterOptions())
     assert time.perf_counter() - t0 < 20  # no retries, no network waits
 
 

@@ -64,7 +64,7 @@ def test_peft_missing_for_lora_names_its_install(monkeypatch):
 
     monkeypatch.setitem(sys.modules, "peft", None)
     with pytest.raises(ModuleNotFoundError) as exc:
-        from peft import LoraConfig  # noqa: F401  (what diffusers_video does to add LoRA adapters)
+        from peft import LoraConfig  # noqa: F401  (what models/lora.py does to add LoRA adapters)
     assert missing_line(exc.value) == ("peft is not installed (part of grpo-bench): pip install peft "
                                        "(a dependency of grpo-bench; `pip install -e .` installs them all)")
 

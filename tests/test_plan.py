@@ -19,7 +19,8 @@ from typer.testing import CliRunner
 from grpo_bench.cli import app
 from grpo_bench.errors import UserError
 from grpo_bench.train.config import RunConfig, resolve
-from grpo_bench.train.plan import GB, check_fits, estimate, model_spec
+from grpo_bench.train.plan import GB, check_fits, estimate
+from grpo_bench.train.plan_models import model_spec
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 ROOT = Path(__file__).resolve().parents[1]
@@ -123,7 +124,7 @@ def test_gpu_check_dry_run_prints_the_plan_column(capsys):
 
 
 def test_a_local_pipeline_folder_is_planned_as_the_checkpoint_it_holds(tmp_path):
-    from grpo_bench.train.plan import identify_folder, real_specs
+    from grpo_bench.train.plan_models import identify_folder, real_specs
 
     (tmp_path / "transformer").mkdir()
     conf = {"_class_name": "WanTransformer3DModel", **real_specs()["wan2.1-1.3b"]["transformer"]["config"]}
@@ -144,7 +145,7 @@ def test_durations_read_as_time():
 
 
 def test_cell_totals_vae_reward_and_communication_terms():
-    from grpo_bench.train.plan import VAE_DECODE_MAPS, communication_bytes
+    from grpo_bench.train.plan_costs import VAE_DECODE_MAPS, communication_bytes
 
     cfg = hy(updates=300, step_every="micro_step", guidance=6.0)
     p = estimate(cfg, processes=8)

@@ -9,7 +9,7 @@ import torch
 from dist_train_script import ToyReward
 from test_diffusers_models import HarnessSpacingScheduler, harness_ode
 
-from grpo_bench.models.diffusers_video import AdapterOptions
+from grpo_bench.models.adapter_options import AdapterOptions
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 PROMPTS = ["a red circle moving left", "a blue square"]

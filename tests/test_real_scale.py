@@ -15,7 +15,7 @@ from dist_train_script import ToyReward
 from grpo_bench import models
 from grpo_bench.core.rollout import generator, rollout
 from grpo_bench.errors import UserError
-from grpo_bench.models.diffusers_video import AdapterOptions
+from grpo_bench.models.adapter_options import AdapterOptions
 from grpo_bench.train.config import RunConfig
 from grpo_bench.train.microbatch import MicroBatched, chunked
 
@@ -156,14 +156,14 @@ def test_key_padding_attention_equals_the_dense_mask():
 
 
 def test_bf16_loading_materialises_each_component_in_its_dtype(tmp_path):
-    from grpo_bench.models.wan import load_wan, tiny_wan_pipeline
+    from grpo_bench.models.wan import WanModel, tiny_wan_pipeline
 
     tiny_wan_pipeline().save_pretrained(tmp_path / "wan")
     for lora, param_dtype, want in [(2, "float32", torch.bfloat16), (0, "float32", torch.float32),
                                     (0, "bf16", torch.bfloat16)]:
         opts = AdapterOptions(frames=5, height=16, width=16, lora_rank=lora, mixed_precision="bf16",
                               param_dtype=param_dtype, max_sequence_length=16)
-        model = load_wan(str(tmp_path / "wan"), dataclasses.replace(opts))
+        model = WanModel.from_pretrained(str(tmp_path / "wan"), dataclasses.replace(opts))
         keep = tuple(model.net.transformer._keep_in_fp32_modules or ())  # diffusers keeps these float32
         base = [p for n, p in model.net.named_parameters()
                 if "lora_" not in n and not any(k in n.split(".") for k in keep)]

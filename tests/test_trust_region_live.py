@@ -31,7 +31,7 @@ RUN = dict(updates=2, prompts_per_update=1, group_size=4, eval_every=100, eval_s
 
 
 def _family(model: str) -> str | None:
-    from grpo_bench.train.plan import real_specs
+    from grpo_bench.train.plan_models import real_specs
 
     spec = real_specs().get(model)
     return spec["family"] if spec else None

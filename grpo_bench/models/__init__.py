@@ -22,9 +22,9 @@ def load(name: str, **kw: Any) -> Any:
     """The pretrained model registered as ``name`` (keyword arguments go to its factory).
 
     A name that is not registered but looks like a hub id ("org/model") or an existing folder
-    loads a diffusers pipeline from local files (models/diffusers_video.py: never downloads)."""
+    loads a diffusers pipeline from local files (models/diffusers_registry.py: never downloads)."""
     if name not in MODELS and ("/" in name or Path(name).expanduser().exists()):
-        from grpo_bench.models.diffusers_video import load_any
+        from grpo_bench.models.diffusers_registry import load_any
 
         return load_any(name, **kw)
     return MODELS.get(name)(pretrained=True, **kw)

@@ -11,11 +11,28 @@ trainable module's tensors as the exported policy), so callers never probe a mod
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import torch
 from torch import Tensor, nn
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """The networks a built generator is made of, and what its text conditioning costs: what sizes the
+    model without running it (``grpo-bench plan``, train/plan_models.py)."""
+
+    denoiser: nn.Module
+    """The network that predicts the velocity (a diffusers transformer; the world's UNet)."""
+    vae: nn.Module | None = None
+    """The latent autoencoder; None when the latents are the pixels."""
+    text_encoders: tuple[nn.Module, ...] = ()
+    text_tokens: int = 0
+    """Rows of one prompt's text conditioning the denoiser attends to."""
+    joint_text: bool = False
+    """Text rows join the video tokens in one self-attention sequence (rather than cross-attention)."""
 
 
 @runtime_checkable
@@ -63,6 +80,9 @@ class VideoModel(Protocol):
         """Write the trained policy into ``folder``; returns what the policy card says about the files.
         ``gathered``: the full trainable tensors of a sharded run, keyed by ``id`` of the parameter."""
 
+    def architecture(self) -> Architecture:
+        """The networks the model is made of (for sizing it: ``grpo-bench plan``)."""
+
 
 class BaseVideoModel(ABC):
     """Defaults of the protocol for a model whose latents are its video and whose prompts are cheap to
@@ -93,6 +113,10 @@ class BaseVideoModel(ABC):
 
     def save_policy(self, folder: Path, card: dict[str, Any], gathered: dict[int, Tensor] | None = None) -> dict:
         return save_module(self.trainable_module(), folder, card, gathered)
+
+    def architecture(self) -> Architecture:
+        """The trainable module is the whole denoiser; no VAE (latents are pixels), no text encoder."""
+        return Architecture(denoiser=self.trainable_module())
 
 
 def save_module(module: nn.Module, folder: Path, card: dict[str, Any],

@@ -1,36 +1,26 @@
-"""Shared adapter logic for diffusers text-to-video pipelines (Wan, HunyuanVideo 1.5).
+"""A diffusers text-to-video pipeline (Wan, HunyuanVideo 1.5) behind the VideoModel protocol.
 
-The harness's kernels drive sampling; an adapter only maps (x, sigma, cond) to the velocity the
-pipeline's transformer predicts, exactly as the diffusers pipeline feeds it:
-
-* timestep = sigma * num_train_timesteps (1000), as ``FlowMatchEulerDiscreteScheduler`` sets
-  ``timesteps = sigmas * 1000``;
-* velocity sign: the scheduler's Euler step is ``x' = x + (sigma' - sigma) * model_output``, i.e.
-  ``x - Delta * v`` with v = model_output; the harness's ODE step is the same, so v is the raw output;
-* latents stay in the pipeline's normalised latent space (what the transformer sees); only
-  ``decode`` undoes the normalisation (Wan: ``x * std + mean``; HunyuanVideo 1.5: ``x / scaling_factor``)
-  and runs the VAE, for the reward only, tiled where the VAE offers it.
+The harness's kernels drive sampling; the adapter's ``VelocityNet`` (models/velocity_net.py) only maps
+(x, sigma, cond) to the velocity the pipeline's transformer predicts, exactly as the pipeline feeds it.
+Latents stay in the pipeline's normalised latent space (what the transformer sees); only ``decode``
+undoes the normalisation (Wan: ``x * std + mean``; HunyuanVideo 1.5: ``x / scaling_factor``) and runs
+the VAE, for the reward only, tiled where the VAE offers it.
 
 Text embeddings are computed once per prompt with the pipeline's own ``encode_prompt`` and cached.
 Classifier-free guidance is the harness's (``v_u + g (v_c - v_u)``, the formula of both pipelines);
 ``null_cond`` is the pipeline's negative prompt ("" for both).
 
-Training modes: LoRA through peft (``ModelMixin.add_adapter`` → ``peft.inject_adapter_in_model``
-with a ``LoraConfig`` on configurable target modules; the base weights are frozen, so the initial
-snapshot of the trainable parameters (lora_B = 0) is exactly "adapters disabled"), or full
-fine-tuning. bf16: the transformer runs under ``torch.autocast`` (LoRA: frozen base weights stored in
-bf16, adapters in float32), its output is returned in float32 so kernels and log-probs stay float32.
+Training modes: LoRA through peft on configurable target modules (models/lora.py: the base weights
+are frozen, the adapters start at lora_B = 0), or full fine-tuning. bf16: the transformer runs under
+``torch.autocast`` (LoRA: frozen base weights stored in bf16, adapters in float32).
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import os
 import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,107 +28,45 @@ import torch
 from torch import Tensor, nn
 
 from grpo_bench.errors import UserError
-from grpo_bench.models.base import BaseVideoModel, save_module
-from grpo_bench.models.options import GeneratorOptions
-from grpo_bench.registry import Registry
+from grpo_bench.models.adapter_options import AdapterOptions, cast, load_dtypes, transformer_dtype
+from grpo_bench.models.base import Architecture, BaseVideoModel, save_module
+from grpo_bench.models.lora import add_lora, save_lora
+from grpo_bench.models.pipeline_files import load_pipeline
+from grpo_bench.models.velocity_net import TextCond, VelocityNet
 
-NUM_TRAIN_TIMESTEPS = 1000
-
-
-# --- conditioning ---------------------------------------------------------------------------
-class TextCond(dict):
-    """Prompt conditioning: a dict of named tensors (embeddings, masks), each batched along dim 0.
-    A plain dict subclass, so the rollout's pytree helpers (cat/index) handle it as any dict."""
-
-    def __len__(self) -> int:  # the batch size, not the number of keys
-        return next(iter(self.values())).shape[0]
-
-    def rows(self, idx: Any) -> TextCond:
-        if isinstance(idx, int):
-            idx = slice(idx, idx + 1)
-        return TextCond({k: v[idx] for k, v in self.items()})
-
-    def repeat_interleave(self, n: int) -> TextCond:
-        return TextCond({k: v.repeat_interleave(n, dim=0) for k, v in self.items()})
-
-    @staticmethod
-    def cat(conds: Sequence[Any]) -> TextCond:
-        keys = list(conds[0].keys())
-        return TextCond({k: torch.cat([c[k] for c in conds], dim=0) for k in keys})
+TEXT_ENCODERS = ("text_encoder", "text_encoder_2")
+"""The pipeline attributes that may hold a text encoder (Wan has the first only)."""
 
 
-# --- options ---------------------------------------------------------------------------------
-@dataclass
-class AdapterOptions(GeneratorOptions):
-    """How a diffusers model is set up for RL: the run config's generator section (models/options.py:
-    frames, size, LoRA, gradient checkpointing, stored dtype) and what only the adapter decides."""
-
-    mixed_precision: str = "no"
-    """'no' (float32) or 'bf16' (autocast; LoRA base weights stored in bf16)."""
-    device: str = "cpu"
-    vae_tiling: bool = True
-    """Tiled VAE decode where the VAE offers it (saves memory at real resolutions)."""
-    decode_batch: int = 1
-    """Videos decoded per VAE call."""
-    max_sequence_length: int | None = None
-    """Text tokens (None = the pipeline's default)."""
-    efficient_attention: bool = True
-    """HunyuanVideo 1.5: key-padding attention mask instead of diffusers' dense L x L one (same output)."""
-
-    @classmethod
-    def from_config(cls, cfg: Any, **overrides: Any) -> AdapterOptions:
-        """Options from a RunConfig: its generator section and its compute precision."""
-        names = [f.name for f in dataclasses.fields(GeneratorOptions)] + ["mixed_precision"]
-        kw = {n: getattr(cfg, n) for n in names if hasattr(cfg, n)}
-        if kw.get("mixed_precision") == "auto":  # a real model's 'auto' is fp32 compute (train/precision.py)
-            kw["mixed_precision"] = "no"
-        if hasattr(cfg, "device") and cfg.device not in ("auto", "cuda"):
-            kw["device"] = cfg.device
-        elif torch.cuda.is_available():  # under accelerate launch: this process's GPU
-            kw["device"] = f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}"
-        kw.update(overrides)
-        return cls(**kw)
-
-
-# --- the velocity network (the trainable module) -----------------------------------------------
-class VelocityNet(nn.Module, ABC):
-    """forward(x, sigma, cond) -> v: the module RL trains. Wraps the pipeline's transformer so
-    ``torch.func.functional_call(net, params, (x, sigma, cond))`` evaluates the velocity under any
-    snapshot of the trainable parameters. Subclasses build the transformer's keyword arguments."""
-
-    def __init__(self, transformer: nn.Module, autocast_dtype: torch.dtype | None) -> None:
-        super().__init__()
-        self.transformer = transformer
-        self.autocast_dtype = autocast_dtype
-
-    @abstractmethod
-    def transformer_inputs(self, x: Tensor, timestep: Tensor, cond: TextCond, dtype: torch.dtype) -> dict[str, Any]:
-        """Keyword arguments of the transformer call, exactly as the pipeline builds them."""
-
-    def forward(self, x: Tensor, sigma: Tensor, cond: TextCond) -> Tensor:
-        # x: [B, C, F, H, W] (normalised latents), sigma: [B] -> v: [B, C, F, H, W] float32
-        timestep = sigma.float() * NUM_TRAIN_TIMESTEPS  # scheduler: timesteps = sigmas * 1000
-        dtype = self.transformer.dtype  # the pipeline casts latents and embeddings to this
-        kwargs = self.transformer_inputs(x.to(dtype), timestep, cond, dtype)
-        ctx = (
-            torch.autocast(x.device.type, dtype=self.autocast_dtype)
-            if self.autocast_dtype is not None
-            else contextlib.nullcontext()
-        )
-        with ctx:
-            out = self.transformer(**kwargs, return_dict=False)[0]
-        return out.float()
-
-
-# --- the adapter -------------------------------------------------------------------------------
 class DiffusersVideoModel(BaseVideoModel, ABC):
     """A diffusers text-to-video pipeline behind the VideoModel protocol (models/base.py).
 
-    Subclasses set ``net_class`` and implement ``vae_factors``, ``encode_batch`` and ``vae_decode``.
+    A family subclass declares its pipeline (``pipeline_class``, ``hub_ids``, ``family``), its
+    ``net_class``, and how its text meets the video (``joint_text_attention``), and implements
+    ``vae_factors``, ``encode_batch`` and ``vae_decode``.
     """
 
+    pipeline_class: str
+    """The diffusers pipeline class the family loads (model_index.json ``_class_name``)."""
+    hub_ids: dict[str, str] = {}
+    """Registered names of the family's real checkpoints -> hub ids."""
+    family: str
+    """The family's name in messages."""
     net_class: type[VelocityNet]
     negative_prompt: str = ""
+    joint_text_attention: bool = False
+    """Text rows join the video tokens in the transformer's self-attention (HunyuanVideo 1.5's
+    double-stream blocks), rather than video tokens cross-attending to the text (Wan)."""
+
+    @classmethod
+    def from_pretrained(cls, source: str, options: AdapterOptions) -> DiffusersVideoModel:
+        """The family's pipeline from a local folder or the local Hugging Face cache (a registered name
+        of ``hub_ids``, or a hub id); never downloads."""
+        import diffusers
+
+        pipeline = getattr(diffusers, cls.pipeline_class)
+        pipe = load_pipeline(pipeline, cls.hub_ids.get(source, source), cls.family, torch_dtype=load_dtypes(options))
+        return cls(pipe, options)
 
     def __init__(self, pipe: Any, options: AdapterOptions) -> None:
         self.pipe = pipe
@@ -154,7 +82,7 @@ class DiffusersVideoModel(BaseVideoModel, ABC):
         lora = opts.lora_rank > 0
         # Frozen parts: text encoders (bf16 under mixed precision) and the VAE (float32: its decode
         # feeds the reward and is cheap next to the transformer).
-        for name in ("text_encoder", "text_encoder_2"):
+        for name in TEXT_ENCODERS:
             enc = getattr(pipe, name, None)
             if enc is not None:
                 cast(enc.requires_grad_(False).eval(), self.weight_dtype).to(self.device)
@@ -167,22 +95,7 @@ class DiffusersVideoModel(BaseVideoModel, ABC):
         cast(transformer, transformer_dtype(opts))
         transformer.to(self.device)
         if lora:
-            from peft import LoraConfig
-
-            transformer.requires_grad_(False)
-            transformer.add_adapter(
-                LoraConfig(
-                    r=opts.lora_rank,
-                    lora_alpha=opts.lora_alpha or opts.lora_rank,
-                    target_modules=list(opts.lora_targets),
-                    init_lora_weights=True,  # lora_B = 0: the adapted model starts equal to the base
-                )
-            )
-            for p in transformer.parameters():
-                if p.requires_grad:
-                    p.data = p.data.float()
-            if not any(p.requires_grad for p in transformer.parameters()):
-                raise UserError(f"lora_targets {opts.lora_targets} match no module of {type(transformer).__name__}")
+            add_lora(transformer, opts)
         else:
             transformer.requires_grad_(True)
         if opts.gradient_checkpointing:
@@ -238,7 +151,7 @@ class DiffusersVideoModel(BaseVideoModel, ABC):
         not in the cache is then encoded there), or deleted with ``free`` (an uncached prompt is then a
         UserError). Returns the parameters taken off."""
         moved = 0
-        for name in ("text_encoder", "text_encoder_2"):
+        for name in TEXT_ENCODERS:
             enc = getattr(self.pipe, name, None)
             if enc is not None:
                 moved += count_params(enc)
@@ -301,23 +214,22 @@ class DiffusersVideoModel(BaseVideoModel, ABC):
         full fine-tuning: ``transformer/`` by ``save_pretrained`` (a sharded run: the gathered tensors)."""
         transformer, folder = self.net.transformer, Path(folder)
         if self.options.lora_rank > 0:
-            from peft.utils import get_peft_model_state_dict
-            from safetensors.torch import save_file
-
-            transformer.peft_config["default"].save_pretrained(str(folder))
-            if gathered is not None:  # sharded: peft's key names (adapter name dropped) of the gathered tensors
-                state = {n.replace(".default", ""): gathered[id(p)].float().contiguous()
-                         for n, p in transformer.named_parameters() if id(p) in gathered}
-            else:
-                state = {k: v.detach().float().cpu().contiguous()
-                         for k, v in get_peft_model_state_dict(transformer, adapter_name="default").items()}
-            save_file(state, str(folder / "adapter_model.safetensors"), metadata={"format": "pt"})
-            return {"format": "peft-lora", "weights": "adapter_model.safetensors", "config": "adapter_config.json",
-                    "lora_rank": self.options.lora_rank, "base_model": card["model"]}
+            return save_lora(transformer, folder, self.options.lora_rank, card["model"], gathered)
         if gathered is not None:  # a sharded full fine-tune: the trainable tensors by their names in the transformer
             return save_module(transformer, folder, card, gathered)
         transformer.save_pretrained(str(folder / "transformer"), safe_serialization=True)
         return {"format": "diffusers-transformer", "weights": "transformer/", "base_model": card["model"]}
+
+    def architecture(self) -> Architecture:
+        """The pipeline's transformer, VAE and present text encoders, and the text rows one prompt gives."""
+        encoders = tuple(e for e in (getattr(self.pipe, n, None) for n in TEXT_ENCODERS) if e is not None)
+        return Architecture(denoiser=self.net.transformer, vae=self.pipe.vae, text_encoders=encoders,
+                            text_tokens=self.text_tokens(), joint_text=self.joint_text_attention)
+
+    def text_tokens(self) -> int:
+        """Rows of text conditioning the transformer attends to for one prompt (the empty prompt's: the
+        encodings are padded to a fixed length)."""
+        return self.encode_prompts([""])["prompt_embeds"].shape[1]
 
     @contextlib.contextmanager
     def adapters_disabled(self) -> Iterator[None]:
@@ -345,123 +257,5 @@ class DiffusersVideoModel(BaseVideoModel, ABC):
         """Undo the latent normalisation and decode: Tensor[b, 3, F', H', W'] (about [-1, 1])."""
 
 
-# --- loading ---------------------------------------------------------------------------------
-PIPELINES: Registry[Any] = Registry("diffusers pipeline")
-"""Pipeline class name (model_index.json ``_class_name``) -> loader(source, options)."""
-
-
-def load_any(source: str, cfg: Any = None, **overrides: Any) -> DiffusersVideoModel:
-    """A supported diffusers pipeline from a local folder or a hub id in the local cache, chosen by
-    its model_index.json ``_class_name``; UserError naming the download when it is not present."""
-    if looks_local(source) and not Path(source).expanduser().is_dir():
-        raise UserError(f"config key 'model': folder {source!r} does not exist (a local diffusers pipeline "
-                        "folder is expected; grpo-bench never downloads weights)")
-    name = pipeline_class_name(source)
-    if name is None:
-        from huggingface_hub import try_to_load_from_cache
-
-        cached = try_to_load_from_cache(source, "model_index.json") if source.count("/") == 1 else None
-        if not isinstance(cached, str):
-            raise missing_model(source, "diffusers")
-        name = pipeline_class_name(str(Path(cached).parent))
-    options = AdapterOptions.from_config(cfg, **overrides) if cfg is not None else AdapterOptions(**overrides)
-    return PIPELINES.get(name or "?", where=f"model {source!r}: ")(source, options)
-
-
-def transformer_dtype(opts: AdapterOptions) -> torch.dtype:
-    """Storage dtype of the transformer: the compute dtype for a frozen LoRA base, else param_dtype."""
-    if opts.lora_rank > 0:
-        return torch.bfloat16 if opts.mixed_precision == "bf16" else torch.float32
-    return torch.bfloat16 if opts.param_dtype == "bf16" else torch.float32
-
-
-def load_dtypes(opts: AdapterOptions) -> dict[str, torch.dtype]:
-    """``torch_dtype`` for ``from_pretrained`` per component: each weight is materialised once, in the
-    dtype it is used in (with accelerate's low-CPU-memory loading, no float32 host copy of a bf16
-    component): transformer as ``transformer_dtype``, text encoders in the compute dtype, VAE float32."""
-    compute = torch.bfloat16 if opts.mixed_precision == "bf16" else torch.float32
-    return {"default": compute, "transformer": transformer_dtype(opts), "vae": torch.float32}
-
-
-def looks_local(source: str) -> bool:
-    """A filesystem path rather than a registered name or an ``org/name`` hub id."""
-    return source.startswith(("/", ".", "~")) or source.count("/") > 1 or "\\" in source
-
-
-def missing_model(source: str, what: str) -> UserError:
-    local = f"models/{source.rstrip('/').split('/')[-1]}"
-    return UserError(
-        f"model {source!r} ({what}) is not available locally and grpo-bench never downloads weights; "
-        f"download it first, e.g. `hf download {source} --local-dir {local}`, then pass model={local} "
-        f"(or pre-fill the Hugging Face cache at $HF_HOME)"
-    )
-
-
-def load_pipeline(pipeline_cls: Any, source: str, what: str, **kwargs: Any) -> Any:
-    """``pipeline_cls.from_pretrained`` from a local folder or the local Hugging Face cache only.
-
-    Never downloads and never retries: a model that is not present gives a one-line UserError
-    naming what to download and where to put it.
-    """
-    path = Path(os.path.expanduser(source))
-    local = path.exists()
-    if local and not (path / "model_index.json").is_file():
-        raise UserError(
-            f"model folder {str(path)!r} has no model_index.json (expected a diffusers {what} pipeline folder)"
-        )
-    kwargs.setdefault("low_cpu_mem_usage", True)  # weights go straight into their tensors (no random init)
-    try:
-        return pipeline_cls.from_pretrained(str(path) if local else source, local_files_only=True, **kwargs)
-    except (OSError, ValueError) as exc:
-        if local:
-            raise UserError(f"cannot load the {what} pipeline from {str(path)!r}: {str(exc).splitlines()[0]}") from None
-        raise missing_model(source, what) from None
-
-
-def pipeline_class_name(source: str) -> str | None:
-    """``_class_name`` from a local pipeline folder's model_index.json (None if not local)."""
-    import json
-
-    index = Path(os.path.expanduser(source)) / "model_index.json"
-    if not index.is_file():
-        return None
-    return json.loads(index.read_text()).get("_class_name")
-
-
-def cast(module: nn.Module, dtype: torch.dtype) -> nn.Module:
-    """Cast floating parameters and buffers to dtype, except the modules the model keeps in float32
-    (diffusers' ``_keep_in_fp32_modules``: norms, time embedders, RoPE)."""
-    keep = tuple(getattr(module, "_keep_in_fp32_modules", None) or ())
-    for name, sub in module.named_modules():
-        target = torch.float32 if keep and any(k in name.split(".") for k in keep) else dtype
-        for t in [*sub.parameters(recurse=False), *sub.buffers(recurse=False)]:
-            if t.is_floating_point() and t.dtype != target:
-                t.data = t.data.to(target)
-    return module
-
-
 def count_params(module: nn.Module, trainable_only: bool = False) -> int:
     return sum(p.numel() for p in module.parameters() if p.requires_grad or not trainable_only)
-
-
-def register_family(tiny_name: str, tiny: Any, hub_ids: dict[str, str], load_hub: Any, what: str) -> None:
-    """Register a model family: a random tiny preset ``tiny(options, seed)`` and one entry per hub
-    id, loaded by ``load_hub(hub_id, options)`` from local files only. Every factory takes a
-    RunConfig ``cfg`` (frames, size, LoRA, precision, device); keywords override AdapterOptions."""
-    from grpo_bench.models.registry import MODELS
-
-    def options(cfg: Any, kw: dict[str, Any]) -> AdapterOptions:
-        return AdapterOptions.from_config(cfg, **kw) if cfg is not None else AdapterOptions(**kw)
-
-    def tiny_factory(pretrained: bool = True, cfg: Any = None, seed: int = 0, **kw: Any) -> DiffusersVideoModel:
-        return tiny(options(cfg, kw), seed=seed)
-
-    tiny_factory.__doc__ = f"Random tiny {what} (random whether or not ``pretrained``: no tiny weights exist)."
-    MODELS.register(tiny_name)(tiny_factory)
-    for name, hub_id in hub_ids.items():
-
-        def hub_factory(pretrained: bool = True, cfg: Any = None, _hub: str = hub_id, **kw: Any) -> DiffusersVideoModel:
-            return load_hub(_hub, options(cfg, kw))
-
-        hub_factory.__doc__ = f"{hub_id} from the local cache or a local folder (never downloaded)."
-        MODELS.register(name)(hub_factory)

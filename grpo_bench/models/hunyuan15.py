@@ -23,16 +23,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from grpo_bench.models.diffusers_video import (
-    PIPELINES,
-    AdapterOptions,
-    DiffusersVideoModel,
-    TextCond,
-    VelocityNet,
-    load_dtypes,
-    load_pipeline,
-    register_family,
-)
+from grpo_bench.models.adapter_options import AdapterOptions
+from grpo_bench.models.diffusers_registry import register_family
+from grpo_bench.models.diffusers_video import DiffusersVideoModel
+from grpo_bench.models.velocity_net import TextCond, VelocityNet
 
 HUB_IDS = {
     "hunyuan15-480p": "hunyuanvideo-community/HunyuanVideo-1.5-Diffusers-480p_t2v",
@@ -65,7 +59,11 @@ class HunyuanVelocityNet(VelocityNet):
 class HunyuanVideo15Model(DiffusersVideoModel):
     """HunyuanVideo 1.5 behind the VideoModel protocol."""
 
+    pipeline_class = "HunyuanVideo15Pipeline"
+    hub_ids = HUB_IDS
+    family = "HunyuanVideo 1.5"
     net_class = HunyuanVelocityNet
+    joint_text_attention = True
 
     def __init__(self, pipe: Any, options: AdapterOptions) -> None:
         if options.efficient_attention:
@@ -80,6 +78,12 @@ class HunyuanVideo15Model(DiffusersVideoModel):
         return (vae.temporal_compression_ratio, vae.spatial_compression_ratio, vae.config.latent_channels,
                 self.pipe.transformer.config.patch_size)
 
+    def text_tokens(self) -> int:
+        """The Qwen2.5-VL rows (their mask's length) and the image rows, which join the video tokens in
+        self-attention. The ByT5 glyph rows (``prompt_embeds_mask_2``) are not counted here, while
+        models/real_specs.yaml's ``text_tokens`` (1000 + 256 + 729) does count them."""
+        return self.encode_prompts([""])["prompt_embeds_mask"].shape[1] + self.pipe.vision_num_semantic_tokens
+
     def encode_batch(self, prompts: list[str]) -> TextCond:
         e, m, e2, m2 = self.pipe.encode_prompt(prompt=prompts, device=self.encode_device, batch_size=len(prompts))
         # e: [B, L, D] Qwen2.5-VL states, m: [B, L]; e2: [B, L2, D2] ByT5 glyph states, m2: [B, L2]
@@ -90,17 +94,6 @@ class HunyuanVideo15Model(DiffusersVideoModel):
     def vae_decode(self, x: Tensor) -> Tensor:
         vae = self.pipe.vae
         return vae.decode(x.float() / vae.config.scaling_factor, return_dict=False)[0]
-
-
-@PIPELINES.register("HunyuanVideo15Pipeline")
-def load_hunyuan15(source: str, options: AdapterOptions) -> HunyuanVideo15Model:
-    """A HunyuanVideo 1.5 pipeline from a local folder or the local Hugging Face cache (hub id)."""
-    from diffusers import HunyuanVideo15Pipeline
-
-    pipe = load_pipeline(
-        HunyuanVideo15Pipeline, HUB_IDS.get(source, source), "HunyuanVideo 1.5", torch_dtype=load_dtypes(options)
-    )
-    return HunyuanVideo15Model(pipe, options)
 
 
 # --- the tiny random preset --------------------------------------------------------------------
@@ -182,4 +175,4 @@ def tiny_hunyuan15(options: AdapterOptions, seed: int = 0) -> HunyuanVideo15Mode
 
 
 # --- registry entries ----------------------------------------------------------------------------
-register_family("tiny-hunyuan15", tiny_hunyuan15, HUB_IDS, load_hunyuan15, "HunyuanVideo 1.5")
+register_family(HunyuanVideo15Model, "tiny-hunyuan15", tiny_hunyuan15)

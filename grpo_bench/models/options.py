@@ -12,7 +12,7 @@ from grpo_bench.fields import Float, Int, Names, execution, upto
 @dataclass
 class GeneratorOptions:
     """The generator section: how a real video model is set up for RL (the world ignores it). Declared
-    here, beside the adapters that read it (diffusers_video.py ``AdapterOptions`` extends it); the run
+    here, beside the adapters that read it (adapter_options.py ``AdapterOptions`` extends it); the run
     config includes it as its ``generator`` section."""
 
     lora_rank: Int = 0

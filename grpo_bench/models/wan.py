@@ -22,16 +22,10 @@ import torch
 from torch import Tensor
 
 from grpo_bench.errors import UserError
-from grpo_bench.models.diffusers_video import (
-    PIPELINES,
-    AdapterOptions,
-    DiffusersVideoModel,
-    TextCond,
-    VelocityNet,
-    load_dtypes,
-    load_pipeline,
-    register_family,
-)
+from grpo_bench.models.adapter_options import AdapterOptions
+from grpo_bench.models.diffusers_registry import register_family
+from grpo_bench.models.diffusers_video import DiffusersVideoModel
+from grpo_bench.models.velocity_net import TextCond, VelocityNet
 
 HUB_IDS = {
     "wan2.1-1.3b": "Wan-AI/Wan2.1-T2V-1.3B-Diffusers",
@@ -61,6 +55,9 @@ class WanVelocityNet(VelocityNet):
 class WanModel(DiffusersVideoModel):
     """Wan behind the VideoModel protocol."""
 
+    pipeline_class = "WanPipeline"
+    hub_ids = HUB_IDS
+    family = "Wan"
     net_class = WanVelocityNet
 
     def __init__(self, pipe: Any, options: AdapterOptions) -> None:
@@ -97,15 +94,6 @@ class WanModel(DiffusersVideoModel):
         mean = torch.tensor(vae.config.latents_mean, device=x.device).view(shape)
         std = torch.tensor(vae.config.latents_std, device=x.device).view(shape)
         return vae.decode(x.float() * std + mean, return_dict=False)[0]
-
-
-@PIPELINES.register("WanPipeline")
-def load_wan(source: str, options: AdapterOptions) -> WanModel:
-    """A Wan pipeline from a local folder or the local Hugging Face cache (hub id)."""
-    from diffusers import WanPipeline
-
-    pipe = load_pipeline(WanPipeline, HUB_IDS.get(source, source), "Wan", torch_dtype=load_dtypes(options))
-    return WanModel(pipe, options)
 
 
 # --- the tiny random preset --------------------------------------------------------------------
@@ -147,4 +135,4 @@ def tiny_wan(options: AdapterOptions, seed: int = 0) -> WanModel:
 
 
 # --- registry entries ----------------------------------------------------------------------------
-register_family("tiny-wan", tiny_wan, HUB_IDS, load_wan, "Wan")
+register_family(WanModel, "tiny-wan", tiny_wan)

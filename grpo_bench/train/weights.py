@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_bench.errors import UserError
-from grpo_bench.models.diffusers_video import looks_local
+from grpo_bench.models.pipeline_files import looks_local
 
 
 def _folder(key: str, value: str, where: str, file_ok: bool = False) -> None:

@@ -1,0 +1,73 @@
+"""How a diffusers model is set up for RL (``AdapterOptions``) and the dtypes those options give each
+component: stored, loaded (``from_pretrained``'s ``torch_dtype``) and cast to."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from grpo_bench.models.options import GeneratorOptions
+
+
+@dataclass
+class AdapterOptions(GeneratorOptions):
+    """How a diffusers model is set up for RL: the run config's generator section (models/options.py:
+    frames, size, LoRA, gradient checkpointing, stored dtype) and what only the adapter decides."""
+
+    mixed_precision: str = "no"
+    """'no' (float32) or 'bf16' (autocast; LoRA base weights stored in bf16)."""
+    device: str = "cpu"
+    vae_tiling: bool = True
+    """Tiled VAE decode where the VAE offers it (saves memory at real resolutions)."""
+    decode_batch: int = 1
+    """Videos decoded per VAE call."""
+    max_sequence_length: int | None = None
+    """Text tokens (None = the pipeline's default)."""
+    efficient_attention: bool = True
+    """HunyuanVideo 1.5: key-padding attention mask instead of diffusers' dense L x L one (same output)."""
+
+    @classmethod
+    def from_config(cls, cfg: Any, **overrides: Any) -> AdapterOptions:
+        """Options from a RunConfig: its generator section and its compute precision."""
+        names = [f.name for f in dataclasses.fields(GeneratorOptions)] + ["mixed_precision"]
+        kw = {n: getattr(cfg, n) for n in names if hasattr(cfg, n)}
+        if kw.get("mixed_precision") == "auto":  # a real model's 'auto' is fp32 compute (train/precision.py)
+            kw["mixed_precision"] = "no"
+        if hasattr(cfg, "device") and cfg.device not in ("auto", "cuda"):
+            kw["device"] = cfg.device
+        elif torch.cuda.is_available():  # under accelerate launch: this process's GPU
+            kw["device"] = f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}"
+        kw.update(overrides)
+        return cls(**kw)
+
+
+def transformer_dtype(opts: AdapterOptions) -> torch.dtype:
+    """Storage dtype of the transformer: the compute dtype for a frozen LoRA base, else param_dtype."""
+    if opts.lora_rank > 0:
+        return torch.bfloat16 if opts.mixed_precision == "bf16" else torch.float32
+    return torch.bfloat16 if opts.param_dtype == "bf16" else torch.float32
+
+
+def load_dtypes(opts: AdapterOptions) -> dict[str, torch.dtype]:
+    """``torch_dtype`` for ``from_pretrained`` per component: each weight is materialised once, in the
+    dtype it is used in (with accelerate's low-CPU-memory loading, no float32 host copy of a bf16
+    component): transformer as ``transformer_dtype``, text encoders in the compute dtype, VAE float32."""
+    compute = torch.bfloat16 if opts.mixed_precision == "bf16" else torch.float32
+    return {"default": compute, "transformer": transformer_dtype(opts), "vae": torch.float32}
+
+
+def cast(module: nn.Module, dtype: torch.dtype) -> nn.Module:
+    """Cast floating parameters and buffers to dtype, except the modules the model keeps in float32
+    (diffusers' ``_keep_in_fp32_modules``: norms, time embedders, RoPE)."""
+    keep = tuple(getattr(module, "_keep_in_fp32_modules", None) or ())
+    for name, sub in module.named_modules():
+        target = torch.float32 if keep and any(k in name.split(".") for k in keep) else dtype
+        for t in [*sub.parameters(recurse=False), *sub.buffers(recurse=False)]:
+            if t.is_floating_point() and t.dtype != target:
+                t.data = t.data.to(target)
+    return module

@@ -1,0 +1,56 @@
+"""A diffusers pipeline from local files only: a folder, or a hub id already in the local Hugging Face
+cache. Nothing here downloads or retries; a model that is not present is a one-line UserError naming
+what to download and where to put it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from grpo_bench.errors import UserError
+
+
+def looks_local(source: str) -> bool:
+    """A filesystem path rather than a registered name or an ``org/name`` hub id."""
+    return source.startswith(("/", ".", "~")) or source.count("/") > 1 or "\\" in source
+
+
+def missing_model(source: str, what: str) -> UserError:
+    local = f"models/{source.rstrip('/').split('/')[-1]}"
+    return UserError(
+        f"model {source!r} ({what}) is not available locally and grpo-bench never downloads weights; "
+        f"download it first, e.g. `hf download {source} --local-dir {local}`, then pass model={local} "
+        f"(or pre-fill the Hugging Face cache at $HF_HOME)"
+    )
+
+
+def load_pipeline(pipeline_cls: Any, source: str, what: str, **kwargs: Any) -> Any:
+    """``pipeline_cls.from_pretrained`` from a local folder or the local Hugging Face cache only.
+
+    Never downloads and never retries: a model that is not present gives a one-line UserError
+    naming what to download and where to put it.
+    """
+    path = Path(os.path.expanduser(source))
+    local = path.exists()
+    if local and not (path / "model_index.json").is_file():
+        raise UserError(
+            f"model folder {str(path)!r} has no model_index.json (expected a diffusers {what} pipeline folder)"
+        )
+    kwargs.setdefault("low_cpu_mem_usage", True)  # weights go straight into their tensors (no random init)
+    try:
+        return pipeline_cls.from_pretrained(str(path) if local else source, local_files_only=True, **kwargs)
+    except (OSError, ValueError) as exc:
+        if local:
+            raise UserError(f"cannot load the {what} pipeline from {str(path)!r}: {str(exc).splitlines()[0]}") from None
+        raise missing_model(source, what) from None
+
+
+def pipeline_class_name(source: str) -> str | None:
+    """``_class_name`` from a local pipeline folder's model_index.json (None if not local)."""
+    import json
+
+    index = Path(os.path.expanduser(source)) / "model_index.json"
+    if not index.is_file():
+        return None
+    return json.loads(index.read_text()).get("_class_name")

@@ -1,0 +1,101 @@
+"""The plan's cost terms that are not plain bytes per parameter: activations per token and layer, the
+VAE decode, the reward model's forward and the collectives, with the measured or assumed constants
+each rests on (``train/plan.py`` adds them up per cell)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from grpo_bench.train.plan_spec import ModelSpec
+
+# --- activations -------------------------------------------------------------------------------
+ACT_BYTES = 52
+"""Training activation bytes per (token x hidden unit) of one layer in 16-bit (float32: twice).
+Megatron's estimate for a plain transformer layer with a fused attention kernel is 34; the adaLN
+modulation and cross-attention of these video DiT blocks add to it: 52 is what a 4-layer Wan block
+stack keeps (measured on the CPU in float32, halved; tests/test_plan.py)."""
+RECOMPUTE_BYTES = 64
+"""With gradient checkpointing: the one block recomputed in the backward pass plus the backward's
+temporaries, per (token x hidden unit), 16-bit (measured as ACT_BYTES)."""
+ROLLOUT_BYTES = 12
+"""No-grad forward: live bytes per (token x hidden unit) of the one running layer (16-bit)."""
+CHECKPOINT_BYTES = 2
+"""Gradient checkpointing keeps each layer's input: bytes per (token x hidden unit), 16-bit."""
+
+
+def training_activation_bytes(spec: ModelSpec, rows: int, checkpointing: bool, bf16: bool) -> float:
+    """Activations a forward keeps for its backward: rows x tokens x hidden x bytes per layer (every
+    layer's ACT_BYTES, or with checkpointing each layer's input plus one recomputed layer)."""
+    per = (spec.layers * CHECKPOINT_BYTES + RECOMPUTE_BYTES) if checkpointing else spec.layers * ACT_BYTES
+    return rows * spec.tokens * spec.hidden * per * (1 if bf16 else 2)
+
+
+# --- the VAE decode ------------------------------------------------------------------------------
+VAE_DECODE_MAPS = 4
+"""Float32 feature maps of the VAE decoder's highest-resolution stage alive at once (a conv's input and
+output, a norm's and an upsampler's temporaries), per decoded voxel of a tile and channel: assumed,
+not measured here (benchmarks/gpu_check.sh's vae case measures it)."""
+VAE_THROUGHPUT = 0.25
+"""The VAE decodes in float32 (TF32 convolutions at best): its FLOPs run at this share of the declared
+bf16 throughput (assumed)."""
+
+# --- the reward model ----------------------------------------------------------------------------
+REWARD_PARAMS = {"videoalign": 2.21e9, "videoalign_16fps": 2.21e9, "clip_score": 4.28e8, "pickscore": 9.86e8}
+"""Parameters of the real reward models (Qwen2-VL-2B + head, CLIP ViT-L/14, CLIP ViT-H/14); the
+world's rewards are negligible."""
+REWARD_SHAPES = {  # vision tower (params, hidden), language model (params, hidden), frames' pixels, source fps
+    "videoalign": (6.7e8, 1280, 1.54e9, 1536, 336 * 588, 24.0),
+    "videoalign_16fps": (6.7e8, 1280, 1.54e9, 1536, 336 * 588, 16.0),
+    "clip_score": (3.0e8, 1024, 1.2e8, 768, 224 * 224, 0.0),
+    "pickscore": (6.3e8, 1280, 3.5e8, 1024, 224 * 224, 0.0),
+}
+"""What the reward forward costs: VideoAlign (Qwen2-VL-2B) sees round_2(F / source_fps * 2) frames (at
+least 4) of up to 336 x 588 pixels as 14 x 14 x 2 patches, merged 2 x 2 into language tokens; the
+CLIP family sees 8 frames of 224 x 224 as 14 x 14 patches, one image per frame."""
+
+
+def reward_cost(reward: str, frames: int) -> tuple[float, float]:
+    """(activation bytes of one reward batch, FLOPs per video) of a real reward's no-grad forward
+    (REWARD_SHAPES); 0 for the world's rewards."""
+    shape = REWARD_SHAPES.get(reward)
+    if shape is None:
+        return 0.0, 0.0
+    vision_params, vision_hidden, lm_params, lm_hidden, pixels, fps = shape
+    if fps:  # VideoAlign: round_2(F / fps * 2) frames, 2-frame temporal patches, 2 x 2 merged tokens
+        n = max(4, 2 * round(frames / fps))
+        patches = n // 2 * pixels / 14**2
+        tokens, batch = patches / 4 + 128, 2
+    else:  # CLIP family: 8 frames, one image each
+        n = min(8, frames)
+        patches, tokens, batch = n * pixels / 14**2, n * 77, 4
+    act = batch * (patches * vision_hidden + tokens * lm_hidden) * ROLLOUT_BYTES
+    return act, 2 * (vision_params * patches + lm_params * tokens)
+
+
+# --- collectives ---------------------------------------------------------------------------------
+LINK_GB_S = 300.0
+"""Collective bandwidth per GPU inside one node (NVLink, GB/s achieved): communication time is the
+bytes a process sends and receives at this rate, not overlapped with compute (an upper bound)."""
+
+
+def communication_bytes(cfg: Any, spec: ModelSpec, trainable: int, base_bytes: int, rows: int, trained: int,
+                        anchors: int, world: int, sharding: str) -> float:
+    """Bytes one process moves through collectives per update. FSDP2: every transformer call all-gathers
+    the weights (forward; backward once more) and every backward reduce-scatters float32 gradients;
+    replicated and ZeRO-2: one float32 all-reduce (or reduce-scatter + all-gather, the same volume)
+    of the trainable gradients per optimizer step. Ring collectives: a share (world - 1) / world of
+    each buffer, twice for an all-reduce."""
+    if world <= 1:
+        return 0.0
+    share = (world - 1) / world
+    per_call = max(1, (cfg.micro_batch or rows) // (2 if cfg.guidance != 1.0 else 1))  # samples per call
+    calls = math.ceil(rows / per_call)
+    backward = trained * calls * cfg.inner_epochs
+    if sharding == "fsdp2":
+        forward = calls * (cfg.steps + trained * anchors) + backward
+        gathered = spec.transformer_params * base_bytes + (trainable * 4 if cfg.lora_rank > 0 else 0)
+        return share * ((forward + backward) * gathered + backward * trainable * 4)
+    micro = getattr(cfg, "step_every", "minibatch") == "micro_step"
+    steps = (trained * calls if micro else cfg.minibatches) * cfg.inner_epochs
+    return share * 2 * trainable * 4 * steps

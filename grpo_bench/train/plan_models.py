@@ -1,0 +1,122 @@
+"""The ``ModelSpec`` of a config's model, without reading a weight.
+
+* a named real checkpoint (``models/real_specs.yaml``): its transformer, VAE and text encoders are
+  built from their configs on PyTorch's ``meta`` device and counted;
+* a local pipeline folder: planned as the named checkpoint its ``transformer/config.json`` matches;
+* any other registered model (the tiny presets, the world): built at random from the registry and read
+  off the networks it declares (``VideoModel.architecture``, models/base.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+
+from grpo_bench.errors import UserError
+from grpo_bench.train.plan_spec import (
+    ModelSpec,
+    latent_geometry,
+    lora_and_block,
+    parameter_count,
+    patch_size,
+    vae_decode_profile,
+)
+
+SPECS = Path(__file__).resolve().parents[1] / "models" / "real_specs.yaml"
+
+
+def real_specs() -> dict[str, Any]:
+    return yaml.safe_load(SPECS.read_text())
+
+
+def model_spec(cfg: Any) -> ModelSpec:
+    """The spec of ``cfg.model`` at the config's frames and size (no weights are read)."""
+    specs = real_specs()
+    name = cfg.model if cfg.model in specs else identify_folder(cfg.model)
+    if name is None:
+        return built_spec(cfg)
+    s = specs[name]
+    tr, text, vae, lora, block = _meta_counts(name, cfg.lora_rank, tuple(cfg.lora_targets))
+    f, h, w = latent_geometry(cfg.frames, cfg.height, cfg.width, s["vae_temporal"], s["vae_spatial"], s["patch"][1])
+    video = ((f - 1) * s["vae_temporal"] + 1, h * s["vae_spatial"], w * s["vae_spatial"])
+    flops, top, tile = _meta_vae(name)
+    return ModelSpec(name, tr, text, vae, s["hidden"], s["layers"], (s["latent_channels"], f, h, w),
+                     tuple(s["patch"]), s["text_tokens"], s["joint_text"], lora, block, video, flops, top, tile)
+
+
+def identify_folder(source: str) -> str | None:
+    """The named checkpoint a local pipeline folder holds, from its transformer/config.json (class,
+    layers, heads, input channels); None when it is not a folder or matches none."""
+    import json
+
+    conf_path = Path(source).expanduser() / "transformer" / "config.json"
+    if not conf_path.is_file():
+        return None
+    conf = json.loads(conf_path.read_text())
+    keys = ("num_layers", "num_attention_heads", "attention_head_dim", "in_channels")
+    for name, s in real_specs().items():
+        ref = s["transformer"]["config"]
+        if s["transformer"]["class"] == conf.get("_class_name") and all(conf.get(k) == ref.get(k) for k in keys):
+            return name
+    return None
+
+
+# --- named checkpoints, on meta ------------------------------------------------------------------
+@functools.lru_cache(maxsize=16)
+def _meta_counts(name: str, rank: int, targets: tuple[str, ...]) -> tuple[int, int, int, int, int]:
+    """(transformer, text encoders, VAE, LoRA, largest block) parameters of a real model, built on meta."""
+    import diffusers
+    import transformers
+
+    spec = real_specs()[name]
+    with torch.device("meta"):
+        tr = getattr(diffusers, spec["transformer"]["class"])(**spec["transformer"]["config"])
+        vae = getattr(diffusers, spec["vae"]["class"])(**spec["vae"]["config"])
+        text = 0
+        for enc in spec["text_encoders"]:
+            conf = getattr(transformers, enc["config_class"])(**enc["config"])
+            text += parameter_count(getattr(transformers, enc["class"])(conf))
+    lora, block = lora_and_block(tr, rank, list(targets))
+    return parameter_count(tr), text, parameter_count(vae), lora, block
+
+
+@functools.lru_cache(maxsize=16)
+def _meta_vae(name: str) -> tuple[float, int, tuple[int, int] | None]:
+    import diffusers
+
+    spec = real_specs()[name]
+    with torch.device("meta"):
+        vae = getattr(diffusers, spec["vae"]["class"])(**spec["vae"]["config"])
+    return vae_decode_profile(vae, spec["latent_channels"])
+
+
+# --- registered models, built --------------------------------------------------------------------
+def built_spec(cfg: Any) -> ModelSpec:
+    """A spec read off an instantiated model (the tiny presets; any model the registry builds), from the
+    networks it declares (``architecture()``); built without LoRA, whose size is counted here."""
+    from grpo_bench import models
+
+    if cfg.model not in models.names():
+        raise UserError(f"plan: model {cfg.model!r} has no architecture spec (known: "
+                        f"{', '.join(sorted(real_specs()))}, or a registered preset); a local folder is planned "
+                        "as the named model it holds")
+    model = models.build(cfg.model, cfg=dataclasses.replace(cfg, lora_rank=0), pretrained=False)
+    arch = model.architecture()
+    tr = arch.denoiser
+    lora, block = lora_and_block(tr, cfg.lora_rank, list(cfg.lora_targets))
+    c, f, h, w = model.latent_shape
+    video = tuple(model.video_shape[1:])
+    if arch.vae is None:  # latents are pixels (the embedded world's UNet): one "token" per latent position
+        return ModelSpec(cfg.model, parameter_count(tr), 0, 0, hidden=max(c, 1), layers=1, latent=(c, f, h, w),
+                         patch=(1, 1, 1), text_tokens=0, joint_text=False, block_params=block, video=video)
+    conf = tr.config
+    flops, top, tile = vae_decode_profile(arch.vae, c)
+    return ModelSpec(cfg.model, parameter_count(tr), sum(parameter_count(e) for e in arch.text_encoders),
+                     parameter_count(arch.vae), conf.num_attention_heads * conf.attention_head_dim, conf.num_layers,
+                     (c, f, h, w), patch_size(conf), arch.text_tokens, arch.joint_text, lora, block, video, flops, top,
+                     tile)
