@@ -237,3 +237,23 @@ def test_load_from_a_local_folder_by_pipeline_class(tmp_path):
     with torch.no_grad():
         torch.testing.assert_close(loaded.velocity(x, torch.tensor([0.6]), loaded.encode_prompts(["a red circle"])),
                                    fresh.velocity(x, torch.tensor([0.6]), fresh.encode_prompts(["a red circle"])))
+
+
+def test_hunyuan15_text_tokens_are_the_rows_that_join_self_attention(hunyuan, monkeypatch):
+    """The plan's joint sequence (video + text rows) counts what the transformer really concatenates:
+    the text rows every attention call receives, Qwen2.5-VL, ByT5 glyph and image rows alike."""
+    from grpo_bench.models.hunyuan_attention import KeyPaddingAttnProcessor
+
+    seen: list[int] = []
+    call = KeyPaddingAttnProcessor.__call__
+
+    def recording(self, attn, hidden_states, encoder_hidden_states=None, *args, **kwargs):
+        if encoder_hidden_states is not None:
+            seen.append(encoder_hidden_states.shape[1])
+        return call(self, attn, hidden_states, encoder_hidden_states, *args, **kwargs)
+
+    monkeypatch.setattr(KeyPaddingAttnProcessor, "__call__", recording)
+    x = torch.randn(1, *hunyuan.latent_shape)
+    with torch.no_grad():
+        hunyuan.velocity(x, torch.full((1,), 0.5), hunyuan.encode_prompts(["a cat"]))
+    assert seen and set(seen) == {hunyuan.text_tokens()}

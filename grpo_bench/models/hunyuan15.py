@@ -79,10 +79,11 @@ class HunyuanVideo15Model(DiffusersVideoModel):
                 self.pipe.transformer.config.patch_size)
 
     def text_tokens(self) -> int:
-        """The Qwen2.5-VL rows (their mask's length) and the image rows, which join the video tokens in
-        self-attention. The ByT5 glyph rows (``prompt_embeds_mask_2``) are not counted here, while
-        models/real_specs.yaml's ``text_tokens`` (1000 + 256 + 729) does count them."""
-        return self.encode_prompts([""])["prompt_embeds_mask"].shape[1] + self.pipe.vision_num_semantic_tokens
+        """The rows that join the video tokens in self-attention: Qwen2.5-VL's, ByT5's glyph rows and the
+        image rows (as models/real_specs.yaml's ``text_tokens``, 1000 + 256 + 729 for the checkpoint)."""
+        masks = self.encode_prompts([""])
+        return (masks["prompt_embeds_mask"].shape[1] + masks["prompt_embeds_mask_2"].shape[1]
+                + self.pipe.vision_num_semantic_tokens)
 
     def encode_batch(self, prompts: list[str]) -> TextCond:
         e, m, e2, m2 = self.pipe.encode_prompt(prompt=prompts, device=self.encode_device, batch_size=len(prompts))
