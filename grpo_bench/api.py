@@ -24,19 +24,10 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from grpo_bench.core.anchors import EMA, AnchorPolicy, EveryN, NeverUpdate, register_anchor_policy
 from grpo_bench.core.method import Method, MethodConfig, register_method
 from grpo_bench.core.sde import Kernel, ScheduleWarning, register_kernel, register_logprob
-from grpo_bench.core.trust_region import (
-    EMA,
-    AnchorPolicy,
-    EveryN,
-    KLInputs,
-    KLVariant,
-    NeverUpdate,
-    analytic_kl,
-    register_anchor_policy,
-    register_kl,
-)
+from grpo_bench.core.trust_region import KLInputs, KLVariant, analytic_kl, register_kl
 from grpo_bench.errors import UserError
 from grpo_bench.models.registry import register as register_model
 from grpo_bench.params import PluginParams

@@ -35,6 +35,11 @@ class NoParams(PluginParams):
     """A plug-in without parameters of its own."""
 
 
+def of_config(cfg: Any) -> dict[str, Any]:
+    """The flat ``params`` mapping of a run config (or of one of its sections); empty without one."""
+    return dict(getattr(cfg, "params", None) or {})
+
+
 def is_param_key(key: str) -> bool:
     """True for a dotted plug-in parameter key such as ``kernel.gamma``."""
     prefix, dot, rest = key.partition(".")

@@ -15,10 +15,11 @@ import pytest
 import torch
 from scipy import stats
 
+from grpo_bench.core.anchors import ANCHOR_POLICIES, make_anchor_policy
 from grpo_bench.core.method import METHODS, MethodConfig, make_method
 from grpo_bench.core.schedule import sigmas
 from grpo_bench.core.sde import KERNELS, LOGPROB_FORMS, ScheduleWarning, equalizer, log_prob, make_kernel
-from grpo_bench.core.trust_region import ANCHOR_POLICIES, KL_VARIANTS, KLInputs, make_anchor_policy, make_kl
+from grpo_bench.core.trust_region import KL_VARIANTS, KLInputs, make_kl
 from grpo_bench.errors import UserError
 from grpo_bench.report.samplers import analyse_kernel, monte_carlo_variance
 from grpo_bench.train.config import RunConfig

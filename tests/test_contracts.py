@@ -11,9 +11,10 @@ import torch
 from contracts import check_anchor_policy, check_kernel, check_kl_variant, check_method
 
 from grpo_bench import models, rewards
+from grpo_bench.core.anchors import ANCHOR_POLICIES
 from grpo_bench.core.method import METHODS
 from grpo_bench.core.sde import KERNELS
-from grpo_bench.core.trust_region import ANCHOR_POLICIES, KL_VARIANTS
+from grpo_bench.core.trust_region import KL_VARIANTS
 from grpo_bench.errors import UserError
 
 

@@ -33,7 +33,7 @@ def run_config(model: str, method: str, **kw) -> RunConfig:
 
 @pytest.mark.parametrize("model_name", ["tiny-wan", "tiny-hunyuan15"])
 def test_one_update_of_every_method_trains_only_lora(model_name, tmp_path):
-    from grpo_bench.core.trust_region import Anchors
+    from grpo_bench.core.anchors import Anchors
     from grpo_bench.train.trainer import train
 
     base = models.from_config(run_config(model_name, "flow_grpo", lora_rank=0))  # same seed: the base weights

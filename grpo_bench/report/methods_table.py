@@ -6,10 +6,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from grpo_bench.core.anchors import ANCHOR_POLICIES
 from grpo_bench.core.method import METHODS, make_method
 from grpo_bench.core.schedule import sigmas
 from grpo_bench.core.sde import KERNELS
-from grpo_bench.core.trust_region import ANCHOR_POLICIES, KL_VARIANTS
+from grpo_bench.core.trust_region import KL_VARIANTS
 from grpo_bench.params import PluginParams
 
 

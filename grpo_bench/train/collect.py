@@ -20,9 +20,9 @@ import torch
 from torch import Tensor
 
 from grpo_bench.core.advantages import group_advantages, group_std
+from grpo_bench.core.anchors import Anchors
 from grpo_bench.core.method import Method
 from grpo_bench.core.rollout import Rollout, StepTable, generator, initial_noise, rollout
-from grpo_bench.core.trust_region import Anchors
 from grpo_bench.rewards.base import composite, reward_weights
 from grpo_bench.train import distributed
 from grpo_bench.train import metrics as m

@@ -219,8 +219,9 @@ def _plugin_params(cfg: RunConfig) -> dict[str, Any]:
 
     The run's own ``params`` must all be taken by a component; the method's default params only
     where they apply (a method's ``anchor.tau`` is dropped when the run chooses ``kl: fixed``)."""
+    from grpo_bench.core.anchors import ANCHOR_POLICIES
     from grpo_bench.core.method import make_method
-    from grpo_bench.core.trust_region import ANCHOR_POLICIES, KL_VARIANTS, resolved_params
+    from grpo_bench.core.trust_region import KL_VARIANTS, resolved_params
 
     method = make_method(cfg.method, **cfg.method_overrides())
     kl = cfg.kl if cfg.kl is not None else method.config.kl

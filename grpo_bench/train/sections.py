@@ -197,7 +197,8 @@ class KLWeighting:
 
 @dataclass
 class TrustRegion:
-    """The KL trust region's anchors and terms (core/trust_region.py); its variant is the method option ``kl``."""
+    """The KL trust region's anchors and terms (core/anchors.py, core/trust_region.py); its variant is
+    the method option ``kl``."""
 
     beta_pos: Float = 1.0
     """Dual KL: weight of the moving-anchor (position) term."""

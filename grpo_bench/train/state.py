@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from grpo_bench.core.anchors import Anchors
 from grpo_bench.core.kl_weight import AdaptiveKLWeight, ConstantKLWeight
-from grpo_bench.core.trust_region import Anchors
 from grpo_bench.errors import UserError
 
 

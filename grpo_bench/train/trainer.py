@@ -33,12 +33,13 @@ import yaml
 from grpo_bench import interrupt, safe_yaml
 from grpo_bench.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text
 from grpo_bench.core import schedule
+from grpo_bench.core.anchors import Anchors
 from grpo_bench.core.kl_weight import make_kl_weight
 from grpo_bench.core.loss import LossContext
 from grpo_bench.core.method import make_method
 from grpo_bench.core.rollout import StepTable
 from grpo_bench.core.sde import equalizer
-from grpo_bench.core.trust_region import Anchors, make_kl
+from grpo_bench.core.trust_region import make_kl
 from grpo_bench.errors import UserError
 from grpo_bench.train import (
     base_eval,
