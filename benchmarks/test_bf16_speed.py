@@ -9,7 +9,8 @@ Reports, as pytest-benchmark extra_info:
   how far the conv-bound world is from the hardware's bf16 limit;
 - the convolution ceiling: every convolution call of one rollout forward, replayed alone in fp32 and in
   bf16 at its faster memory layout (contiguous or channels-last), summed. It bounds what any bf16 path of
-  this U-Net can gain on this CPU, whatever the harness does around it.
+  this U-Net can gain on this CPU, whatever the harness does around it; ``_train``: the same with the
+  backward at a training minibatch's batch.
 
     python -m pytest benchmarks/test_bf16_speed.py -s -p no:randomly
 """
@@ -82,18 +83,32 @@ def _conv_calls(model, batch: int) -> list[tuple[nn.Module, Tensor]]:
     return calls
 
 
-def _conv_ceiling(model, batch: int) -> float:
-    """Sum of fp32 times over sum of best-layout bf16 times of the forward's convolutions, each alone."""
+def _conv_ceiling(model, batch: int, backward: bool = False) -> float:
+    """Sum of fp32 times over sum of best-layout bf16 times of the forward's convolutions, each alone
+    (with ``backward``: forward plus the input and weight gradients, as a training minibatch needs)."""
+
+    def call(module: nn.Module, x: Tensor):
+        if not backward:
+            return lambda: module(x)
+        x = x.detach().requires_grad_(True)
+
+        def forward_backward():
+            module.zero_grad(set_to_none=True)
+            y = module(x)
+            y.backward(torch.ones_like(y))
+
+        return forward_backward
+
     fp32 = bf16 = 0.0
-    with torch.no_grad():
+    with torch.set_grad_enabled(backward):
         for module, x in _conv_calls(model, batch):
-            fp32 += _best(lambda m=module, x=x: m(x), 5)
+            fp32 += _best(call(module, x), 5)
             layouts = []
             for fmt in (torch.contiguous_format, torch.channels_last_3d):
                 m = copy.deepcopy(module).to(torch.bfloat16).to(memory_format=fmt)
-                xb = x.to(torch.bfloat16).contiguous(memory_format=fmt)
-                m(xb)
-                layouts.append(_best(lambda m=m, xb=xb: m(xb), 5))
+                fn = call(m, x.to(torch.bfloat16).contiguous(memory_format=fmt))
+                fn()
+                layouts.append(_best(fn, 5))
             bf16 += min(layouts)
     return fp32 / bf16
 
@@ -122,6 +137,7 @@ def test_bf16_against_fp32_update_time(benchmark, tmp_path):
             "unet_gflops_bf16": _unet_gflops(model, 16, torch.bfloat16),
             "matmul_gflops_fp32": _matmul_gflops(torch.float32), "matmul_gflops_bf16": _matmul_gflops(torch.bfloat16),
             "conv_ceiling_speedup": _conv_ceiling(model, 16),
+            "conv_ceiling_speedup_train": _conv_ceiling(model, 24, backward=True),
         }
         benchmark.extra_info.update(info)
         benchmark.pedantic(trainers["bf16"].update, args=(ROUNDS + 1,), rounds=1, iterations=1)
