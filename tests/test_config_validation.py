@@ -151,7 +151,8 @@ def test_an_unknown_key_names_where_keys_are_documented_instead_of_a_cut_off_lis
     with pytest.raises(UserError) as err:
         coerce("zzzz", 1, "command line: ")
     text = str(err.value)
-    assert text == "command line: unknown config key 'zzzz'; grpo_bench/train/config.py (RunConfig) documents every key"
+    assert text == ("command line: unknown config key 'zzzz'; "
+                    "grpo_bench/train/sections.py and grpo_bench/models/options.py document every key")
 
 
 def test_words_yaml_reads_as_bools_are_words_for_word_fields(tmp_path):
