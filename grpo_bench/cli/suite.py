@@ -56,13 +56,14 @@ def print_cells(suite: Suite, cells: list[Cell], out: Path, console: Console) ->
 
 def execute(suite: Suite, out: Path, jobs: int | None, backend: str, dry_run: bool, resume: bool,
             console: Console, trainer: str = TRAINER, suite_text: str | None = None,
-            render: bool = True) -> RunSummary | None:
+            render: bool = True, cells: list[Cell] | None = None) -> RunSummary | None:
     """Expand, run (or list with dry_run), aggregate and render (unless ``render`` is off: the report
-    of ``--until-decided`` is rendered once, after its last look); exit code 1 if a cell failed."""
+    of ``--until-decided`` is rendered once, after its last look); exit code 1 if a cell failed. ``cells``:
+    the suite's cells in another order (a tuning grid runs seed-major)."""
     from grpo_bench.report.render import render_report
     from grpo_bench.suite.live import SuiteDisplay
 
-    cells = expand(suite)
+    cells = cells if cells is not None else expand(suite)
     if dry_run:
         print_cells(suite, cells, out, console)
         return None
@@ -153,6 +154,13 @@ def write_index(suite: Suite, cells: list[Cell], out: Path) -> Path:
 def run_command(path: Path, jobs: int | None, backend: str, out: Path, dry_run: bool, resume: bool,
                 overrides: list[str], console: Console) -> int:
     suite = load_suite(path, parse_overrides(overrides))
+    if suite.tune is not None:  # each method at its own chosen point: the tuning grid first (it resumes)
+        from grpo_bench.cli.tuning import tuned_suite
+
+        tuned, code = tuned_suite(suite, out, jobs, backend, dry_run, resume, console)
+        if tuned is None:
+            return code
+        suite = tuned
     summary = execute(suite, out, jobs, backend, dry_run, resume, console, suite_text=suite.text or None)
     return exit_code(summary)
 

@@ -106,6 +106,27 @@ def run(
     raise typer.Exit(interruptible(lambda: command(suite, jobs, backend, out, dry_run, resume, overrides, console)))
 
 
+def tune(
+    suite: Path = typer.Argument(..., help="Suite YAML with a tune block (e.g. suites/main_table.yaml)."),
+    jobs: JobsOption = None,
+    backend: str = typer.Option("local", "--backend", help="local (process pool) or submitit (SLURM job array)."),
+    out: Path = typer.Option(Path("runs"), "--out", help="Runs folder; the grid goes to OUT/<suite name>_tune/."),
+    dry_run: bool = typer.Option(False, "--dry-run", metavar="", help="List the tuning cells; run nothing."),
+    resume: ResumeCellsOption = True,
+    device: CellDeviceOption = None,
+    overrides: list[str] | None = typer.Argument(None, help="key=value overrides of the suite's base config."),
+) -> None:
+    """Run a suite's tuning grid (every method alike, on tuning seeds, resumable), choose each method's point by
+    the suite's training-side rule and write <suite>_tune/chosen.json, its table and tuning-curve figure.
+
+    `run` does this first by itself; the table then runs each method at its chosen point."""
+    from grpo_bench.cli.tuning import tune_command
+
+    overrides = _suite_arguments(jobs, out, device, overrides)
+    raise typer.Exit(interruptible(lambda: tune_command(suite, jobs, backend, out, dry_run, resume, overrides,
+                                                        console)))
+
+
 def plan(
     suite: Path = typer.Argument(..., help="Suite YAML (e.g. suites/hunyuan15_paper.yaml)."),
     gpu_memory_gb: float | None = typer.Option(

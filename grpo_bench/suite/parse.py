@@ -30,7 +30,8 @@ from grpo_bench.suite.spec import DecideSpec, Suite
 from grpo_bench.suite.values import check_name, config_values, grid_values, mapping
 from grpo_bench.train.config import coerce
 
-SUITE_KEYS = ("name", "description", "preset", "base", "grid", "union", "seeds", "budget", "report", "decide")
+SUITE_KEYS = ("name", "description", "preset", "base", "grid", "union", "seeds", "budget", "report", "decide",
+              "tune")
 BUDGET_CONFIG_KEYS = (
     "updates", "prompts_per_update", "group_size", "steps", "video_size", "inner_epochs", "minibatches",
     "micro_batch", "eval_every", "eval_samples", "diag_every", "checkpoint_every", "save_videos",
@@ -131,8 +132,16 @@ def parse_suite(data: Any, path: str = "<suite>", overrides: dict[str, Any] | No
     if not isinstance(description, str):
         raise UserError(f"{where}description must be text, got {type(description).__name__}")
     decide = _decide(data["decide"], seeds, where) if data.get("decide") is not None else None
+    tune = None
+    if data.get("tune") is not None:
+        from grpo_bench.suite.tune import parse_tune
+        from grpo_bench.train.config import RunConfig
+
+        updates = {**base, **budget, **overrides}.get("updates", RunConfig.updates)
+        tune = parse_tune(data["tune"], where, seeds=seeds, grid=grid, union=union, base={**base, **overrides},
+                          updates=updates)
     return Suite(name, path, base, grid, union, seeds, budget, resources, report, description, overrides,
-                 decide=decide)
+                 decide=decide, tune=tune)
 
 
 def load_suite(path: str | Path, overrides: dict[str, Any] | None = None) -> Suite:

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from grpo_bench.train.config import RunConfig
+
+if TYPE_CHECKING:
+    from grpo_bench.suite.tune import TuneSpec
 
 LABEL_FIRST = ("method", "kl")
 """Keys always shown in a cell's row label, in this order (their resolved values)."""
@@ -75,13 +78,16 @@ class Suite:
     """The suite file as read (stored next to the results); empty for a generated suite."""
     decide: DecideSpec | None = None
     """The ``decide`` block (None: the suite has none; ``run --until-decided`` then refuses)."""
+    tune: TuneSpec | None = None
+    """The ``tune`` block (suite/tune.py): each method runs at its own point chosen on tuning seeds."""
 
     def to_yaml(self) -> str:
         """The suite as a file (what ``run`` stores next to the results of a generated suite)."""
         data = {"name": self.name, "description": self.description, "base": {**self.base, **self.overrides},
                 "grid": self.grid, "union": self.union, "seeds": self.seeds,
                 "budget": {**self.budget, **self.resources}, "report": self.report.to_dict(),
-                "decide": self.decide.to_dict() if self.decide else {}}
+                "decide": self.decide.to_dict() if self.decide else {},
+                "tune": self.tune.to_dict() if self.tune else {}}
         return yaml.safe_dump({k: v for k, v in data.items() if v not in ({}, [], "")}, sort_keys=False)
 
     def grids(self) -> list[dict[str, list[Any]]]:

@@ -1,0 +1,95 @@
+"""The work behind ``grpo-bench tune`` and the tuning step of ``run`` (suite/tune.py, suite/selection.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from grpo_bench.errors import UserError
+from grpo_bench.suite.spec import Suite
+
+
+def _run_tuning(suite: Suite, out: Path, jobs: int | None, backend: str, dry_run: bool, resume: bool,
+                console: Console) -> tuple[dict | None, int]:
+    """Run (or list) the tuning grid seed-major and, when every cell is done, choose and write chosen.json."""
+    from grpo_bench.cli.suite import execute, exit_code
+    from grpo_bench.suite import selection
+    from grpo_bench.suite.expand import expand
+    from grpo_bench.suite.results import load_results
+    from grpo_bench.suite.tune import seed_major, tuning_suite
+
+    grid = tuning_suite(suite)
+    cells = seed_major(expand(grid))
+    summary = execute(grid, out, jobs, backend, dry_run, resume, console, cells=cells, render=False)
+    if dry_run:
+        return None, 0
+    code = exit_code(summary)
+    if code:
+        return None, code
+    keys = suite.tune.keys()
+    frame = load_results(out / grid.name)
+    learning = selection.cell_learning(_with_grid(frame), suite.tune.select, keys)
+    learning = learning[learning["cell"].isin({c.id for c in cells})]
+    chosen = selection.choose(learning, selection.grid_points(cells, keys), suite.tune.seeds, suite.tune.select)
+    chosen["suite"], chosen["cells"] = suite.name, [c.id for c in cells]
+    path = selection.write_chosen(out / grid.name, chosen)
+    from grpo_bench.report.render import render_report
+
+    report = render_report(out / grid.name, frame=frame)
+    _print_chosen(chosen, console)
+    console.print(f"chosen points: {path}; tuning report: {report}", markup=False, highlight=False)
+    return chosen, 0
+
+
+def _with_grid(frame):
+    from grpo_bench.report import data
+
+    return data.with_grid_columns(frame)
+
+
+def _point(point: dict) -> str:
+    return " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in point.items())
+
+
+def _print_chosen(chosen: dict, console: Console) -> None:
+    table = Table(title=f"{chosen['suite']}: chosen points ({chosen['rule']})")
+    for col in ("method", "chosen", "learning", "grid (mean over tuning seeds)"):
+        table.add_column(col)
+    for method, entry in chosen["methods"].items():
+        grid = ", ".join(f"{_point(g['point'])}: {g['mean']:+.3f}" for g in entry["grid"])
+        table.add_row(method, _point(entry["chosen"]), f"{entry['score']:+.3f}", grid)
+    console.print(table)
+
+
+def tuned_suite(suite: Suite, out: Path, jobs: int | None, backend: str, dry_run: bool, resume: bool,
+                console: Console) -> tuple[Suite | None, int]:
+    """The suite with each method at its chosen point (tuning first, resumably); (None, exit code) when the
+    tuning grid is not finished (interrupted, a failed cell) or on a dry run."""
+    from grpo_bench.atomic import atomic_write_json
+    from grpo_bench.suite.selection import chosen_points
+    from grpo_bench.suite.tune import with_chosen
+
+    chosen, code = _run_tuning(suite, out, jobs, backend, dry_run, resume, console)
+    if chosen is None:
+        if dry_run:
+            console.print(f"{suite.name}: the table's cells follow from the tuning grid's chosen points "
+                          f"(`grpo-bench tune {suite.path}` first)", markup=False, highlight=False)
+        return None, code
+    tuned = with_chosen(suite, chosen_points(chosen))
+    atomic_write_json(out / suite.name / "tuned.json", chosen)  # which points the table ran, beside its results
+    return tuned, 0
+
+
+def tune_command(path: Path, jobs: int | None, backend: str, out: Path, dry_run: bool, resume: bool,
+                 overrides: list[str], console: Console) -> int:
+    from grpo_bench.suite.parse import load_suite
+    from grpo_bench.train.config import parse_overrides
+
+    suite = load_suite(path, parse_overrides(overrides))
+    if suite.tune is None:
+        raise UserError(f"{path}: no tune block; add one (docs/suites.md, 'Tuning'), e.g. tune: {{grid: {{lr: "
+                        "[3.0e-5, 1.0e-4, 3.0e-4, 1.0e-3]}, seeds: [100, 101, 102], family: {setting: A}}")
+    _, code = _run_tuning(suite, out, jobs, backend, dry_run, resume, console)
+    return code
