@@ -43,9 +43,18 @@ def _rng(cfg: RunConfig, *salt: Any) -> np.random.Generator:
     return np.random.default_rng(int(h.hexdigest()[:12], 16))
 
 
+def lr_gain(lr: float) -> float:
+    """g(lr) = x - x^2 with x = log10(lr / 1e-4): 0 at 1e-4 and 1e-3, highest at 10^-3.5 (0.25)."""
+    import math
+
+    x = math.log10(lr / 1e-4)
+    return x - x * x
+
+
 def fake_line(cfg: RunConfig, u: int) -> dict[str, Any]:
     r = _rng(cfg, u)
     rv, rm, rt = (float(x) for x in r.normal(0.01 * u, 0.1, 3))
+    rt += 0.05 * u * lr_gain(cfg.lr)  # a tuning grid has an optimum (3.16e-4); zero at the default lr 1e-4
     line: dict[str, Any] = {"update": u, "reward": rv + rm + rt, "reward_vq": rv, "reward_mq": rm, "reward_ta": rt,
                             "kl": float(abs(r.normal(1e-3, 1e-4))), "kl_weight": 1e-5, "policy_loss": float(r.normal())}
     if u % cfg.eval_every == 0 or u == cfg.updates - 1:

@@ -22,6 +22,7 @@ from grpo_bench.report.claims import (
     UNDECIDED,
     Beats,
     Claim,
+    Finding,
     Moves,
     Samplers,
     Spread,
@@ -49,8 +50,10 @@ def _results(rows: dict[str, dict]) -> pd.DataFrame:
             cell = f"{group.replace(' ', '_')}-{seed}"
             base = {"suite": "synthetic", "cell": cell, "group": group, "setting": "A", "seed": seed,
                     "method": cfg.get("method", "sage_grpo"), "kl": cfg.get("kl", "none"), "equalizer": False}
+            code = {k: spec[k] for k in ("git_commit", "precision") if k in spec}
             out.append({**base, "kind": "cell", "metric": "wall_time", "value": 1.0,
-                        "text": json.dumps({"labels": {}, "config": {**cfg, "seed": seed}, "status": "done"})})
+                        "text": json.dumps({"labels": {}, "config": {**cfg, "seed": seed}, "status": "done",
+                                            **code})})
             for update, scale in ((0, 0.0), (10, 1.0)):
                 for dim in ("vq", "mq", "ta"):
                     out.append({**base, "kind": "update", "update": update, "metric": f"eval_oracle_{dim}",
@@ -141,6 +144,9 @@ def test_combine_every_and_some():
     assert combine([CONTRADICTED, UNDECIDED], "some") == UNDECIDED
     assert combine([CONTRADICTED, CONTRADICTED], "some") == CONTRADICTED
     assert combine([]) == UNDECIDED
+    assert combine([SUPPORTED, "not tested"]) == "not tested"  # "every" cannot hold with a named row missing
+    assert combine(["not tested", CONTRADICTED]) == CONTRADICTED
+    assert combine([SUPPORTED, "depends on the reference"]) == "depends on the reference"
 
 
 def test_samplers_and_win_rate_checks_read_their_stored_files(tmp_path):
@@ -149,10 +155,17 @@ def test_samplers_and_win_rate_checks_read_their_stored_files(tmp_path):
     (block / "table1.md").write_text("Table 1 — ... (T = 10, shift = 3, data std s = 0.5, every kernel at noise "
                                      "level 0.5).\n")
     pd.DataFrame({"kernel": ["ode", "flow (flow_grpo, 0.5)", "sage (sage_grpo, 0.5)"], "noise_energy": [0, 1.0, 1.2],
-                  "excess_final_var_err": [0.0, 0.10, -0.12]}).to_csv(block / "table1.csv", index=False)
+                  "excess_final_var_err": [0.0, 0.10, -0.12], "final_var_err": [-0.3, -0.2, -0.42]}
+                 ).to_csv(block / "table1.csv", index=False)
     claim = Claim("t1", "less excess noise", "samplers", (Samplers(kernel="sage", than="flow"),))
     v = evaluate(claim, tmp_path)
-    assert v.verdict == CONTRADICTED and "0.1200 vs 0.1000" in v.effect  # |excess| compared, at T = 10 level 0.5
+    # |excess| and |error against the data| both compared, at T = 10 level 0.5: both larger for sage
+    assert v.verdict == CONTRADICTED and "vs ODE 0.1200 vs 0.1000; vs data 0.4200 vs 0.2000" in v.effect
+    frame = pd.read_csv(block / "table1.csv")
+    frame.loc[2, "excess_final_var_err"] = 0.05  # less excess noise than flow, but farther from the data
+    frame.to_csv(block / "table1.csv", index=False)
+    v = evaluate(claim, tmp_path)
+    assert v.verdict == "depends on the reference" and "vs ODE 0.0500 vs 0.1000; vs data 0.4200 vs 0.2000" in v.effect
     study = Claim("u", "raters prefer sage", "main_table", (WinRates(target="sage_grpo"),))
     v = evaluate(study, tmp_path)
     assert v.verdict == UNDECIDED and "human study" in v.needed  # no votes stored
@@ -164,9 +177,9 @@ def test_samplers_and_win_rate_checks_read_their_stored_files(tmp_path):
     assert evaluate(study, tmp_path).verdict == SUPPORTED
 
 
-def test_a_missing_suite_leaves_its_claims_undecided(tmp_path):
+def test_a_missing_suite_leaves_its_claims_not_tested(tmp_path):
     v = evaluate(CLAIMS[0], tmp_path)
-    assert v.verdict == UNDECIDED and "not found" in v.effect
+    assert v.verdict == "not tested" and "not found" in v.effect and "suites/main_table.yaml" in v.needed
 
 
 def test_the_registry_is_declarative_data():
@@ -188,15 +201,16 @@ def test_claims_command_end_to_end_on_copies_of_stored_reports(tmp_path):
     assert len(table) == 7
     _, verdicts = ledger(reports)
     by_key = {v.claim.key: v for v in verdicts}
-    # main_table and ablate_equalizer were not copied: their claims are undecided, not guessed
-    assert by_key["table2_B"].verdict == UNDECIDED and "not found" in by_key["table2_B"].effect
-    assert by_key["equalizer"].verdict == UNDECIDED
+    # main_table and ablate_equalizer were not copied: their claims are not tested, not guessed
+    assert by_key["table2_B"].verdict == "not tested" and "not found" in by_key["table2_B"].effect
+    assert by_key["equalizer"].verdict == "not tested"
     # the stored ablate_kl is read (its verdict rests on its comparisons, whatever a re-run made them), and
     # the rendered table says what the ledger computed, row by row
     dual = by_key["dual_kl"]
     assert "kl=" in dual.effect and {f.label.split(" − ")[1] for f in dual.checks[0][2]} >= {"sage_grpo kl=none"}
     assert [f"**{v.verdict}**" in row for v, row in zip(verdicts, table)] == [True] * 7
-    assert by_key["table1_noise"].verdict == SUPPORTED  # exact Table 1 blocks at matched noise
+    # exact Table 1 blocks at matched noise: less excess noise than flow over the ODE, not closer to the data at T = 50
+    assert by_key["table1_noise"].verdict == "depends on the reference"
     assert by_key["user_study"].verdict == UNDECIDED
     # a file is not a reports folder: one line, exit 2
     bad = CliRunner().invoke(app, ["claims", str(reports / "CLAIMS.md")])
@@ -206,4 +220,71 @@ def test_claims_command_end_to_end_on_copies_of_stored_reports(tmp_path):
 @pytest.mark.parametrize("claim", CLAIMS, ids=[c.key for c in CLAIMS])
 def test_every_registered_claim_renders_on_the_stored_reports(claim):
     v = evaluate(claim, ROOT / "reports")
-    assert v.verdict in (SUPPORTED, CONTRADICTED, UNDECIDED) and v.effect
+    assert v.verdict in (SUPPORTED, CONTRADICTED, UNDECIDED, "not tested", "depends on the reference") and v.effect
+
+
+def test_a_claim_names_its_row_and_no_other_row_stands_in(tmp_path):
+    """Claim 1's old fallback read the kl=fixed row for "SAGE-GRPO with dual KL": now that is *not tested*."""
+    rows = {"sage_grpo kl=fixed": _row("sage_grpo", np.full(5, 0.3) + np.arange(5) * 0.01, config={"kl": "fixed"}),
+            "flow_grpo kl=fixed": _row("flow_grpo", np.zeros(5) + np.arange(5) * 0.011, config={"kl": "fixed"})}
+    root = _write(tmp_path, "s", rows)
+    claim = Claim("k", "sage dual is best", "s", (Beats(row={"method": "sage_grpo", "kl": "dual"},
+                                                        versus=({"method": "flow_grpo"},)),), tested_by="suites/x.yaml")
+    v = evaluate(claim, root)
+    assert v.verdict == "not tested" and "no such row" in v.effect and v.needed == "a run of `suites/x.yaml`"
+    # the same data with the row present decides it
+    fixed = Claim("k", "sage fixed is best", "s", (Beats(row={"method": "sage_grpo", "kl": "fixed"},
+                                                         versus=({"method": "flow_grpo"},)),))
+    assert evaluate(fixed, root).verdict == SUPPORTED
+
+
+def test_a_pair_of_rows_on_different_code_is_not_decided_unless_fingerprints_match(tmp_path):
+    noise = np.array([0.01, -0.01, 0.0, 0.005, -0.005])
+    rows = {"a": _row("sage_grpo", 0.3 + noise, git_commit="1111111111aa", precision="bf16"),
+            "b": _row("flow_grpo", 0.0 + noise, git_commit="2222222222bb", precision="bf16")}
+    root = _write(tmp_path, "s", rows)
+    claim = Claim("k", "a beats b", "s", (Beats(row={"method": "sage_grpo"}, versus=({"method": "flow_grpo"},)),))
+    v = evaluate(claim, root)
+    assert v.verdict == UNDECIDED and "different code (1111111111/bf16, 2222222222/bf16)" in v.effect
+    assert "re-run of `s` on one commit" in v.needed
+    (root / "fingerprints.json").write_text(json.dumps({"1111111111aa": "h", "2222222222bb": "h"}))
+    assert evaluate(claim, root).verdict == SUPPORTED  # shown identical: they pair
+    (root / "fingerprints.json").write_text(json.dumps({"1111111111aa": "h", "2222222222bb": "other"}))
+    assert evaluate(claim, root).verdict == UNDECIDED
+
+
+def test_a_mismatched_equalizer_row_is_a_labelled_ablation_the_claim_does_not_read(tmp_path):
+    """Release 0.4's CPS cells with the equalizer ran the Gaussian proxy on the unscaled log-prob."""
+    cps_on = {"equalizer": True, "logprob": "unscaled", "equalizer_proxy": "gaussian"}
+    rows = {"cps on": _row("cps", np.full(5, 0.5) + np.arange(5) * 0.01, config=cps_on),
+            "cps off": _row("cps", np.arange(5) * 0.012, config={"equalizer": False, "logprob": "unscaled"})}
+    root = _write(tmp_path, "s", rows)
+    claim = Claim("k", "the equalizer helps", "s", (Beats(row={"equalizer": True}, versus=({"equalizer": False},),
+                                                          split=("method",)),))
+    v = evaluate(claim, root)
+    assert v.verdict == "not tested" and "labelled ablation row" in v.effect
+    mismatched = {"equalizer": True, "equalizer_proxy": "mismatched_gaussian"}
+    named = Claim("k", "the mismatch helps", "s", (Beats(row=mismatched, versus=({"equalizer": False},),
+                                                         split=("method",)),))
+    assert evaluate(named, root).verdict == SUPPORTED  # read only where a check names it
+
+
+def test_the_ledger_wide_holm_reading_corrects_all_tests_together():
+    from grpo_bench.report.claims.rendering import ledger_wide
+    from grpo_bench.report.claims.verdicts import Verdict
+
+    def finding(p: float) -> Finding:
+        return Finding("x", SUPPORTED if p < 0.05 else UNDECIDED, "", p=p, toward=1, p_equivalent=1.0)
+
+    claims = [Claim(str(i), "c", "s", ()) for i in range(3)]
+    check = Beats(row={})
+    # per check each p is alone (its own family): 0.02 and 0.03 are supported; over the ledger's 3 tests, Holm
+    # multiplies the smallest by 3, the next by 2: 0.01 * 3 = 0.03 < 0.05 stays, 0.02 * 2 = 0.04 stays, 0.03 * 1 ...
+    verdicts = [Verdict(c, SUPPORTED, "", "", [(check, SUPPORTED, [finding(p)])]) for c, p in zip(claims, [0.01, 0.02,
+                                                                                                       0.04])]
+    wide, n = ledger_wide(verdicts)
+    assert n == 3 and wide == [SUPPORTED, SUPPORTED, SUPPORTED]  # 0.03, 0.04, 0.04: monotone Holm, all below 5%
+    verdicts[2].checks[0][2][0].p = 0.045
+    verdicts[1].checks[0][2][0].p = 0.03
+    wide, _ = ledger_wide(verdicts)
+    assert wide == [SUPPORTED, UNDECIDED, UNDECIDED]  # 0.03, max(0.06, ...) -> the other two are no longer decided

@@ -8,11 +8,12 @@ from rich.console import Console
 from rich.table import Table
 
 from grpo_bench.errors import UserError
+from grpo_bench.suite.runner import TRAINER
 from grpo_bench.suite.spec import Suite
 
 
 def _run_tuning(suite: Suite, out: Path, jobs: int | None, backend: str, dry_run: bool, resume: bool,
-                console: Console) -> tuple[dict | None, int]:
+                console: Console, trainer: str = TRAINER) -> tuple[dict | None, int]:
     """Run (or list) the tuning grid seed-major and, when every cell is done, choose and write chosen.json."""
     from grpo_bench.cli.suite import execute, exit_code
     from grpo_bench.suite import selection
@@ -22,7 +23,7 @@ def _run_tuning(suite: Suite, out: Path, jobs: int | None, backend: str, dry_run
 
     grid = tuning_suite(suite)
     cells = seed_major(expand(grid))
-    summary = execute(grid, out, jobs, backend, dry_run, resume, console, cells=cells, render=False)
+    summary = execute(grid, out, jobs, backend, dry_run, resume, console, cells=cells, render=False, trainer=trainer)
     if dry_run:
         return None, 0
     code = exit_code(summary)
@@ -64,14 +65,14 @@ def _print_chosen(chosen: dict, console: Console) -> None:
 
 
 def tuned_suite(suite: Suite, out: Path, jobs: int | None, backend: str, dry_run: bool, resume: bool,
-                console: Console) -> tuple[Suite | None, int]:
+                console: Console, trainer: str = TRAINER) -> tuple[Suite | None, int]:
     """The suite with each method at its chosen point (tuning first, resumably); (None, exit code) when the
     tuning grid is not finished (interrupted, a failed cell) or on a dry run."""
     from grpo_bench.atomic import atomic_write_json
     from grpo_bench.suite.selection import chosen_points
     from grpo_bench.suite.tune import with_chosen
 
-    chosen, code = _run_tuning(suite, out, jobs, backend, dry_run, resume, console)
+    chosen, code = _run_tuning(suite, out, jobs, backend, dry_run, resume, console, trainer)
     if chosen is None:
         if dry_run:
             console.print(f"{suite.name}: the table's cells follow from the tuning grid's chosen points "

@@ -43,6 +43,11 @@ class AdaptiveKLWeight:
       ``auto_target`` the target is the mean KL of `window` updates held at mid after the warm-up, so
       the KL the run has at the middle weight maps back to it. The weight leaves the range only when
       the KL is beyond target * beta_max / mid (or below target * beta_min / mid).
+    - ``feedback="ziegler"`` (SAGE-GRPO's schedule as its paper states it: "linear warm-up from 1e-7 to 1e-5 over
+      the first 100 steps, then proportional feedback on the historical KL"): after the warm-up the weight is
+      multiplied by 1 + clip(kbar / target - 1, -0.2, 0.2) / horizon every schedule step, floored at beta_min.
+      The official post_train.py imports ``AdaptiveKLController`` from hyvideo/commons/grpo_commons.py, which is
+      not public; the name is that of Ziegler et al. (2019)'s controller, whose rule this is. A reading, not code.
     - ``feedback="integral"`` (release 0.3): the weight is multiplied every update; with a fixed
       target by min(kbar/target, max_factor) above 1.5 x target and max(kbar/target, 1/max_factor)
       below 0.5 x; with ``auto_target`` (the target: the warm-up's last `window` updates) by
@@ -62,7 +67,10 @@ class AdaptiveKLWeight:
     max_factor: float = 2.0
     auto_target: bool = False
     feedback: str = "integral"
-    """'proportional' (w = mid * kbar / target) or 'integral' (the weight multiplied every update)."""
+    """'proportional' (w = mid * kbar / target), 'integral' (the weight multiplied every update) or 'ziegler'
+    (w *= 1 + clip(kbar / target - 1, -0.2, 0.2) / horizon, floored at beta_min)."""
+    horizon: float = 10.0
+    """'ziegler' feedback: the controller's horizon (in the schedule's units)."""
     updates: int = 0
     """Updates seen so far (the weight `value` is the one for update number `updates`)."""
     value: float = field(init=False)
@@ -97,10 +105,15 @@ class AdaptiveKLWeight:
             self._measure_target()
         if self._holding(self.updates):
             self.value = self.midpoint
-        elif self.updates < self.warmup or (self.updates == self.warmup and self.feedback == "integral"):
+        elif self.updates < self.warmup or (self.updates == self.warmup and self.feedback in ("integral", "ziegler")):
             self.value = self._warmup_value(self.updates)
         elif self.feedback == "proportional":
             self.value = self._clamp(self.midpoint * self._ratio())
+        elif self.feedback == "ziegler":
+            # Ziegler et al. 2019's adaptive KL controller (also TRL's and verl's AdaptiveKLController): the error
+            # clipped to ±20%, one step of 1/horizon; no ceiling, the official kl_min_coef as a floor.
+            error = min(max(self._ratio() - 1.0, -0.2), 0.2)
+            self.value = max(self.value * (1.0 + error / self.horizon), self.beta_min)
         else:
             self.value = self._clamp(self.value * self._integral_factor(self._ratio()))
 
@@ -137,5 +150,6 @@ def make_kl_weight(options: Any) -> ConstantKLWeight | AdaptiveKLWeight:
     """The KL weight built from its own section (the run config's ``KLWeighting``, train/config.py)."""
     if options.kl_adaptive:
         return AdaptiveKLWeight(options.kl_beta_min, options.kl_beta_max, options.kl_warmup, options.kl_target,
-                                options.kl_window, auto_target=options.kl_target_auto, feedback=options.kl_feedback)
+                                options.kl_window, auto_target=options.kl_target_auto, feedback=options.kl_feedback,
+                                horizon=options.kl_horizon)
     return ConstantKLWeight(options.kl_weight)

@@ -93,7 +93,7 @@ EXECUTION_FIELDS = frozenset(name for name, f in FIELDS.items() if f.metadata.ge
 ID_NEUTRAL: dict[str, Any] = {
     "params": {}, "param_dtype": "float32", "reward_path": "", "reward_base_path": "", "equalizer_proxy": "gaussian",
     "stepwise_ref": "rollout", "kl_target_auto": False, "kl_feedback": "integral", "adv_norm": "group",
-    "step_every": "minibatch", "kl_schedule_unit": "update",
+    "step_every": "minibatch", "kl_schedule_unit": "update", "kl_horizon": 10.0,
 }
 """Science fields added since the id scheme of release 0.3: the value for which a field is left out of a
 cell id. A new science field must be added here with the value that reproduces the behaviour from before
@@ -272,4 +272,24 @@ def resolve(cfg: RunConfig) -> RunConfig:
     if filled["window"] is not None:
         filled["window"] = list(filled["window"])
     filled["params"] = _plugin_params(cfg)
+    filled["equalizer_proxy"] = _equalizer_proxy(cfg.equalizer_proxy, filled["equalizer"], filled["logprob"],
+                                                 cfg.method)
     return dataclasses.replace(cfg, **filled)
+
+
+def _equalizer_proxy(proxy: str, equalizer: bool, logprob: str, method: str) -> str:
+    """The proxy as the cell id records it: 'gaussian' wherever it is what runs (no equalizer: inert; a Gaussian
+    log-prob: the fitted proxy is lambda/std), 'logprob' for the fitted proxy of another form; a hand-set
+    'gaussian' that does not fit the form is refused, 'mismatched_gaussian' is the labelled ablation row."""
+    if not equalizer:
+        return "gaussian"  # inert: the id ignores what does not change the result
+    fitted = "gaussian" if logprob == "gaussian" else "logprob"
+    if proxy in ("auto", "logprob"):
+        return fitted
+    if proxy == "gaussian" and fitted != "gaussian":
+        raise UserError(f"equalizer_proxy: 'gaussian' (lambda/std) does not fit {method}'s {logprob!r} log-prob, "
+                        "whose per-step gradient scale is lambda*std; leave equalizer_proxy at 'auto', or set "
+                        "'mismatched_gaussian' to run the mismatch as a labelled ablation row")
+    if proxy == "mismatched_gaussian" and fitted == "gaussian":
+        return "gaussian"  # lambda/std is this form's own proxy: nothing mismatched runs
+    return proxy

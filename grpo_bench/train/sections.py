@@ -91,10 +91,12 @@ class MethodOptions:
     params: dict[str, Any] = field(default_factory=dict)
     """Plug-in parameters as dotted keys ({"kernel.gamma": 0.3, "kl.tau": 0.9, "anchor.tau": 0.99});
     set them as top-level dotted keys in YAML or ``kernel.gamma=0.3`` on the command line."""
-    equalizer_proxy: Literal["gaussian", "logprob"] = "gaussian"
-    """What the equalizer divides by: 'gaussian' = lambda/std at every step (SAGE-GRPO's reference
-    proxy, right for the Gaussian log-prob), 'logprob' = the run's log-prob form's own sensitivity
-    (lambda*std for CPS's unscaled surrogate, where the Gaussian proxy widens the per-step spread)."""
+    equalizer_proxy: Literal["auto", "gaussian", "logprob", "mismatched_gaussian"] = "auto"
+    """What the equalizer divides by. 'auto' (= 'logprob'): the run's log-prob form's own per-step sensitivity,
+    the proxy that equalizes that form (lambda/std for the Gaussian density, SAGE-GRPO's; lambda*std for CPS's
+    unscaled surrogate). 'gaussian': lambda/std, accepted only where it is that form's own proxy.
+    'mismatched_gaussian': lambda/std on a form it does not fit, an explicitly labelled ablation row (for CPS
+    it widens the per-step spread instead of removing it)."""
 
 
 METHOD_OPTIONS = tuple(f.name for f in dataclasses.fields(MethodOptions)
@@ -188,11 +190,15 @@ class KLWeighting:
     """Adaptive KL weight: measure kl_target instead of taking it (when: kl_feedback), so the
     controller holds a KL the run actually reaches, with proportional feedback every update (factor
     sqrt(mean KL / target), clamped to [1/2, 2])."""
-    kl_feedback: Literal["integral", "proportional"] = "integral"
+    kl_feedback: Literal["integral", "proportional", "ziegler"] = "integral"
     """Adaptive KL weight after the warm-up: 'proportional' sets it to mid * (mean KL / kl_target)
     with mid = sqrt(kl_beta_min * kl_beta_max) (with kl_target_auto, the target is the mean KL of
     kl_window updates held at mid after the warm-up); 'integral' (release 0.3) multiplies it every
-    update, which on a KL that responds weakly to the weight drifts to a bound (core/kl_weight.py)."""
+    update, which on a KL that responds weakly to the weight drifts to a bound; 'ziegler': SAGE-GRPO's schedule as
+    its paper states it, Ziegler et al.'s controller w *= 1 + clip(mean KL / kl_target - 1, -0.2, 0.2) / kl_horizon
+    after the warm-up (the official controller file is not public: a reading; core/kl_weight.py)."""
+    kl_horizon: Positive = 10.0
+    """'ziegler' feedback: the controller's horizon in kl_schedule_unit steps (a larger one moves the weight slower)."""
 
 
 @dataclass

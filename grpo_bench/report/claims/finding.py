@@ -9,6 +9,10 @@ from dataclasses import dataclass
 import numpy as np
 
 SUPPORTED, CONTRADICTED, UNDECIDED = "supported", "contradicted", "undecided"
+NOT_TESTED = "not tested"
+"""The configuration the claim names is not among the stored results: no other row stands in for it."""
+DEPENDS = "depends on the reference"
+"""Two references the claim may be read against disagree (Table 1: the ODE's own variance, the data's)."""
 
 
 @dataclass
@@ -24,6 +28,12 @@ class Finding:
     """Seeds (or votes, for a study) to decide an undecided finding, or what it needs instead (text);
     None: not computable or not needed."""
     unit: str = "seeds"
+    p: float = math.nan
+    """The raw two-sided p-value of a paired t-test (NaN for a check that is not one)."""
+    toward: int = 0
+    """+1: the mean points the claimed way, -1: the other way (t-test findings)."""
+    p_equivalent: float = math.nan
+    """The TOST p-value of equivalence within ± the minimum effect (t-test findings)."""
 
     def need_text(self) -> str:
         return self.needed if isinstance(self.needed, str) else f"{self.needed} {self.unit}"

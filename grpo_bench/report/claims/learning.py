@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from grpo_bench.report import data
-from grpo_bench.report.claims.finding import CONTRADICTED, SUPPORTED, UNDECIDED, Finding, t_strength
+from grpo_bench.report.claims.finding import CONTRADICTED, NOT_TESTED, SUPPORTED, UNDECIDED, Finding, t_strength
 from grpo_bench.report.claims.suite import Suite, Where, short_label, where_text
-from grpo_bench.report.power import ALPHA, equivalent, holm, paired_p, seeds_needed
+from grpo_bench.report.power import ALPHA, holm, paired_p, seeds_needed
 from grpo_bench.report.stats import mean_ci
 from grpo_bench.report.tables import TABLE2
 
@@ -28,44 +28,74 @@ def _signed(mean: float, half: float) -> str:
     return f"{mean:+.3f}" + (f" ± {half:.3f}" if math.isfinite(half) else "")
 
 
+def tost_p(d: np.ndarray, margin: float) -> float:
+    """TOST p-value (the larger of the two one-sided t-tests) that the mean of ``d`` lies within ± margin."""
+    from scipy import stats
+
+    d = np.asarray([v for v in d if math.isfinite(v)], dtype=float)
+    if d.size < 2 or not margin > 0:
+        return math.nan
+    mean, sd = float(d.mean()), float(d.std(ddof=1))
+    if sd <= 1e-12 * max(1.0, abs(mean)):
+        return 0.0 if abs(mean) < margin else 1.0
+    se = sd / math.sqrt(d.size)
+    lower = float(stats.t.sf((mean + margin) / se, d.size - 1))
+    upper = float(stats.t.cdf((mean - margin) / se, d.size - 1))
+    return max(lower, upper)
+
+
+def decide(p: float, toward: int, p_equivalent: float) -> str:
+    """A t-test finding's verdict from its (adjusted) p-values: below 5% decides the side; else equivalence
+    within ± the minimum effect (its TOST p adjusted over the same family) contradicts; else undecided."""
+    if math.isfinite(p) and p < ALPHA:
+        return SUPPORTED if toward > 0 else CONTRADICTED
+    if math.isfinite(p_equivalent) and p_equivalent < ALPHA:
+        return CONTRADICTED
+    return UNDECIDED
+
+
 def t_decisions(comparisons: list[Comparison]) -> list[Finding]:
-    """One finding per comparison, the t-tests Holm-adjusted over the list."""
-    adjusted = holm([paired_p(d) for _, d, _, _, _ in comparisons])
+    """One finding per comparison; the t-tests and the equivalence tests each Holm-adjusted over the list (the
+    check's family: an "every" claim is contradicted by equivalence only under that correction)."""
+    raw = [paired_p(d) for _, d, _, _, _ in comparisons]
+    raw_eq = [tost_p(d, margin) for _, d, _, margin, _ in comparisons]
+    adjusted, adjusted_eq = holm(raw), holm(raw_eq)
     out = []
-    for (label, d, sign, margin, what), p in zip(comparisons, adjusted):
+    for (label, d, sign, margin, what), p, p_eq, p0, q0 in zip(comparisons, adjusted, adjusted_eq, raw, raw_eq):
         mean, half, n = mean_ci(d)
         strength, sd = t_strength(d, sign * mean, n)
         effect = f"{_signed(mean, half)} {what} ({n} seed{'s' if n != 1 else ''})"
-        if n < 2:
-            out.append(Finding(label, UNDECIDED, effect, math.nan, None))
-        elif math.isfinite(p) and p < ALPHA:
-            out.append(Finding(label, SUPPORTED if sign * mean > 0 else CONTRADICTED, effect, strength))
-        elif equivalent(d, margin):
-            out.append(Finding(label, CONTRADICTED, effect + f", equivalent to 0 within ±{margin:g}", strength))
-        else:
-            needed = seeds_needed(margin, sd, alpha=ALPHA / len(comparisons)) if sd > 0 else None
-            out.append(Finding(label, UNDECIDED, effect, strength, needed))
+        toward = 1 if sign * mean > 0 else -1
+        tested = {"p": p0, "toward": toward, "p_equivalent": q0}
+        verdict = decide(p, toward, p_eq) if n >= 2 else UNDECIDED
+        if verdict == CONTRADICTED and not (math.isfinite(p) and p < ALPHA):
+            effect += f", equivalent to 0 within ±{margin:g}"
+        needed = None
+        if verdict == UNDECIDED and n >= 2 and sd > 0:
+            needed = seeds_needed(margin, sd, alpha=ALPHA / len(comparisons))
+        out.append(Finding(label, verdict, effect, strength if n >= 2 else math.nan, needed, **tested))
     return out
 
 
 def _no_rows(row: Where) -> Finding:
-    return Finding(where_text(row), UNDECIDED, "no matching rows in the stored results")
+    return Finding(where_text(row), NOT_TESTED, "no matching rows in the stored results")
 
 
 @dataclass(frozen=True)
 class Beats:
     """``row`` learns more of ``metric`` than each competitor, paired by seed within each family.
 
-    Families: the cells matching ``within``, split by the config keys ``split``. The row is the group
-    matching ``row`` (``prefer`` narrows several); competitors are the groups matching any of ``versus``
-    (None: every other group of the family)."""
+    Families: the cells matching ``within``, split by the config keys ``split``. The row is the one group
+    matching ``row`` exactly: where none matches, the finding is *not tested* (no other row stands in for it).
+    Competitors are the groups matching any of ``versus`` (None: every other group of the family). A pair of
+    groups whose cells ran on different code (commit or precision) is not decided unless their commits' behaviour
+    fingerprints are recorded identical (suite.py ``Suite.same_code``)."""
 
     row: Where
     versus: tuple[Where, ...] | None = None
     within: Where = field(default_factory=dict)
     split: tuple[str, ...] = ()
     metric: str = "Oracle"
-    prefer: Where = field(default_factory=dict)
     quantifier: str = "every"
 
     @property
@@ -80,24 +110,30 @@ class Beats:
         tests, notes = [], []
         for family, cells in suite.families(self.within, self.split).items():
             rows = suite.groups(cells, self.row)
-            preferred = suite.groups(cells, {**self.row, **self.prefer})
-            if len(rows) > 1 and self.prefer:
-                rows = [g for g in rows if g in preferred] or rows
-            missing = f" (no {where_text(self.prefer)} row)" if self.prefer and not preferred else ""
+            aside = suite.set_aside_findings(cells, self.row)
+            notes += aside
+            if not rows and aside:
+                continue
             if len(rows) != 1:
-                notes.append(Finding(f"{family or suite.name}: row {where_text(self.row)}", UNDECIDED,
-                                     f"{len(rows)} rows match ({', '.join(rows) or 'none'})"))
+                verdict = NOT_TESTED if not rows else UNDECIDED
+                found = f"{len(rows)} rows match ({', '.join(rows)})" if rows else "no such row in the stored results"
+                notes.append(Finding(f"{family or suite.name}: row {where_text(self.row)}", verdict, found))
                 continue
             rivals = [g for g in data.group_order(suite.df) if g != rows[0] and g in (
                 suite.groups(cells, {}) if self.versus is None else
                 {x for v in self.versus for x in suite.groups(cells, v)})]
             base = suite.per_seed(cells, rows[0], column)
             for rival in rivals:
+                label = f"{short_label(rows[0], self.split)} − {short_label(rival, self.split)}" + (
+                    f" ({family})" if family else "")
+                mixed = suite.mixed_code(cells, rows[0], rival)
+                if mixed:
+                    notes.append(Finding(label, UNDECIDED, f"pairs cells of different code ({mixed})",
+                                         needed=f"a re-run of `{suite.name}` on one commit"))
+                    continue
                 other = suite.per_seed(cells, rival, column)
                 seeds = base.index.intersection(other.index)
                 d = (base.loc[seeds] - other.loc[seeds]).to_numpy()
-                label = f"{short_label(rows[0], self.split)}{missing} − {short_label(rival, self.split)}" + (
-                    f" ({family})" if family else "")
                 tests.append((label, d, sign, suite.min_effect(self.metric), self.metric))
         return t_decisions(tests) + notes if tests else notes or [_no_rows(self.row)]
 
@@ -117,9 +153,10 @@ class Moves:
 
     def findings(self, suite: Suite) -> list[Finding]:
         column, _ = METRICS[self.metric]
-        tests = []
+        tests, notes = [], []
         for cells in suite.families({}, ()).values():
+            notes += suite.set_aside_findings(cells, self.row)
             for group in suite.groups(cells, self.row):
                 d = suite.per_seed(cells, group, column).to_numpy()
                 tests.append((group, d, self.direction, suite.min_effect(self.metric), self.metric))
-        return t_decisions(tests) if tests else [_no_rows(self.row)]
+        return t_decisions(tests) + notes if tests else notes or [_no_rows(self.row)]

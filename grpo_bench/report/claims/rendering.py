@@ -3,39 +3,66 @@ writing it into the reports folder."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
 from grpo_bench.report import data
 from grpo_bench.report.claims.catalogue import CLAIMS, Claim
-from grpo_bench.report.claims.finding import CONTRADICTED, SUPPORTED, UNDECIDED
+from grpo_bench.report.claims.finding import CONTRADICTED, DEPENDS, NOT_TESTED, SUPPORTED, UNDECIDED
 from grpo_bench.report.claims.suite import Suite
 from grpo_bench.report.claims.table1 import Samplers
-from grpo_bench.report.claims.verdicts import Verdict, evaluate
+from grpo_bench.report.claims.verdicts import Verdict, combine, evaluate
+
+
+def ledger_wide(verdicts: Sequence[Verdict]) -> tuple[list[str], int]:
+    """Each claim's verdict with the Holm family the whole ledger (every paired t-test and every equivalence test
+    of every claim corrected together), instead of each check's own comparisons; and the number of tests."""
+    from grpo_bench.report.claims.learning import decide
+    from grpo_bench.report.power import holm
+
+    tested = [f for v in verdicts for _, _, fs in v.checks for f in fs if math.isfinite(f.p)]
+    adjusted, adjusted_eq = holm([f.p for f in tested]), holm([f.p_equivalent for f in tested])
+    redecided = {id(f): decide(p, f.toward, q) for f, p, q in zip(tested, adjusted, adjusted_eq)}
+    out = []
+    for v in verdicts:
+        checks = [combine([redecided.get(id(f), f.verdict) for f in fs], check.quantifier) for check, _, fs in v.checks]
+        out.append(combine(checks))
+    return out, len(tested)
 
 
 def ledger(root: Path, claims: Sequence[Claim] = CLAIMS) -> tuple[str, list[Verdict]]:
     """CLAIMS.md's text and the verdicts behind it."""
     cache: dict[str, Suite | Exception] = {}
     verdicts = [evaluate(c, root, cache) for c in claims]
+    wide, n_tests = ledger_wide(verdicts)
     rows = [[str(i), v.claim.text, f"`{v.claim.suite}`", "; ".join(c.what for c in v.claim.checks), v.effect,
-             f"**{v.verdict}**", v.needed] for i, v in enumerate(verdicts, 1)]
+             f"**{v.verdict}**", w if w == v.verdict else f"**{w}**", v.needed]
+            for i, (v, w) in enumerate(zip(verdicts, wide), 1)]
     from grpo_bench.report.tables import markdown
 
-    tally = {k: sum(v.verdict == k for v in verdicts) for k in (SUPPORTED, CONTRADICTED, UNDECIDED)}
+    kinds = (SUPPORTED, CONTRADICTED, UNDECIDED, NOT_TESTED, DEPENDS)
+    tally = {k: sum(v.verdict == k for v in verdicts) for k in kinds}
+    counted = ", ".join(f"{tally[k]} {k}" for k in kinds if tally[k] or k in (SUPPORTED, CONTRADICTED, UNDECIDED))
     lines = [
         "# The paper's claims, tested on the stored reports", "",
         "Rendered by `grpo-bench claims " + root.name + "` from the stored results alone (nothing re-run): "
-        f"{tally[SUPPORTED]} supported, {tally[CONTRADICTED]} contradicted, {tally[UNDECIDED]} undecided of "
-        f"{len(verdicts)}.", "",
-        markdown(["#", "Claim", "Suite", "Test", "Measured (95% interval over seeds)", "Verdict", "Would need"],
-                 rows, "lllllll"),
+        f"{counted} of {len(verdicts)}.", "",
+        f"Multiplicity: the declared Holm family is each check's own comparisons (the *Verdict* column); the "
+        f"*Ledger-wide* column corrects all {n_tests} paired tests of the ledger together (t-tests and equivalence "
+        "tests alike); a verdict that differs between the two readings is in bold there.", "",
+        markdown(["#", "Claim", "Suite", "Test", "Measured (95% interval over seeds)", "Verdict", "Ledger-wide",
+                  "Would need"], rows, "llllllll"),
         "How to read: learning = held-out eval after the last update minus at update 0 (Table 2); a paired "
         "difference is taken per seed and its interval is the 95% t-interval over seeds (the seed is the cluster). "
         "A comparison is *supported* when its Holm-adjusted paired t-test (over the check's comparisons) is below "
         "5% in the claimed direction, *contradicted* when it is below 5% the other way or the two are equivalent "
-        "(TOST at 5% within ± the suite's minimum effect: no gain of the size that matters), *undecided* "
-        "otherwise; *Would need* gives the seeds for 80% power at the minimum effect, at level 5% / the number of "
+        "(TOST at 5% within ± the suite's minimum effect, Holm-adjusted over the same comparisons: no gain of the "
+        "size that matters), *undecided* otherwise; *not tested* when the configuration the claim names is not "
+        "among the stored results (no other row stands in for it; *Would need* names the suite that tests it) or "
+        "only a labelled ablation row is; a pair of rows run on different code (commit or precision; "
+        "`fingerprints.json` records commits whose behaviour is identical) is not decided; "
+        "*Would need* gives the seeds for 80% power at the minimum effect, at level 5% / the number of "
         "comparisons, for the comparison that needs most. The measured column shows the comparison that decides "
         "the verdict (the weakest in the claimed direction). Table 1 is an exact computation (no interval). The "
         "gradient spread is max / min over sampler steps of the mean measured per-step gradient norm; its "

@@ -36,6 +36,7 @@ class Spread:
         grads = data.grads(suite.df)
         out = []
         for family, cells in suite.families({}, self.split).items():
+            out += suite.set_aside_findings(cells, self.row)
             for group in suite.groups(cells, self.row):
                 logs = []
                 for _, part in grads[grads["cell"].isin(cells) & (grads["group"] == group)].groupby("seed"):

@@ -10,10 +10,26 @@ from typing import Any
 import pandas as pd
 
 from grpo_bench.report import data
+from grpo_bench.report.claims.finding import NOT_TESTED, Finding
 from grpo_bench.report.power import min_effect_of, min_effects
 
 Where = dict[str, Any]
 """Config values that select rows: {"method": "sage_grpo", "kl": "dual"}; {} selects every row."""
+
+FINGERPRINTS = "fingerprints.json"
+"""``REPORTS_DIR/fingerprints.json``: {commit: sha256 of benchmarks/behaviour_fingerprint.py's output there}.
+Cells of two commits pair in one comparison only where both are recorded and equal."""
+LABELLED_ABLATIONS = {"equalizer_proxy": "mismatched_gaussian"}
+"""Config values that mark a labelled ablation row: such a row enters a check only when the check names the key."""
+
+
+def normalised(cfg: dict[str, Any]) -> dict[str, Any]:
+    """A stored config in today's terms: an equalizer that ran the Gaussian proxy on a non-Gaussian log-prob
+    (release 0.4 and before: the default) is the labelled ``mismatched_gaussian`` row (train/config.py)."""
+    if (cfg.get("equalizer") and cfg.get("logprob", "gaussian") != "gaussian"
+            and cfg.get("equalizer_proxy", "gaussian") == "gaussian"):
+        return {**cfg, "equalizer_proxy": "mismatched_gaussian"}
+    return cfg
 
 
 class Suite:
@@ -25,7 +41,11 @@ class Suite:
         self.name, self.path = name, root / name
         self.df = data.with_grid_columns(sources.load_frame(self.path))
         self.info = data.suite_info(self.df)
-        self.configs = {c: i.get("config", {}) for c, i in data._cell_infos(self.df).items()}
+        infos = data._cell_infos(self.df)
+        self.configs = {c: normalised(i.get("config", {})) for c, i in infos.items()}
+        self.code = {c: (str(i.get("git_commit") or "?")[:10], str(i.get("precision") or "?"))
+                     for c, i in infos.items()}
+        self.fingerprints = _fingerprints(root)
         rows = self.df[self.df["kind"] == "cell"].drop_duplicates("cell")
         self._groups = dict(zip(rows["cell"], rows["group"].astype(str)))
         self._learning: pd.DataFrame | None = None
@@ -49,9 +69,34 @@ class Suite:
         return dict(sorted(out.items()))
 
     def groups(self, cells: Sequence[str], where: Where) -> list[str]:
-        """Row labels (groups) of the given cells whose config matches ``where``, in suite order."""
-        chosen = {self.group_of(c) for c in cells if matches(self.configs[c], where)}
+        """Row labels (groups) of the given cells whose config matches ``where``, in suite order; a labelled
+        ablation row only where ``where`` names its key."""
+        chosen = {self.group_of(c) for c in cells if matches(self.configs[c], where) and not self._aside(c, where)}
         return [g for g in data.group_order(self.df) if g in chosen]
+
+    def _aside(self, cell: str, where: Where) -> bool:
+        return any(self.configs[cell].get(k) == v and k not in where for k, v in LABELLED_ABLATIONS.items())
+
+    def set_aside_findings(self, cells: Sequence[str], where: Where) -> list[Finding]:
+        """A not-tested finding for each labelled ablation row that matches ``where`` only by leaving its key
+        out: the configuration the claim names was not run there (the check never reads that row instead)."""
+        aside = {self.group_of(c) for c in cells if matches(self.configs[c], where) and self._aside(c, where)}
+        return [Finding(g, NOT_TESTED, "only a labelled ablation row is stored here ("
+                        + ", ".join(f"{k}={v}" for k, v in LABELLED_ABLATIONS.items()) + "); the named configuration "
+                        "was not run", needed=f"a re-run of `{self.name}`")
+                for g in data.group_order(self.df) if g in aside]
+
+    def mixed_code(self, cells: Sequence[str], *groups: str) -> str:
+        """'' when the groups' cells ran on one code version (one commit and precision, or commits whose recorded
+        behaviour fingerprints are identical); else what differs ("197a046d74/bf16, 1a2b3c4d5e/fp32")."""
+        codes = sorted({self.code[c] for c in cells if self.group_of(c) in groups})
+        if len(codes) <= 1:
+            return ""
+        commits, precisions = {c for c, _ in codes}, {p for _, p in codes}
+        prints = {self.fingerprints.get(c) for c in commits}
+        if len(precisions) == 1 and None not in prints and len(prints) == 1:
+            return ""
+        return ", ".join(f"{c}/{p}" for c, p in codes)
 
     def group_of(self, cell: str) -> str:
         return self._groups[cell]
@@ -62,6 +107,15 @@ class Suite:
         if part.empty or column not in part:
             return pd.Series(dtype=float)
         return part.set_index("seed")[column].astype(float).dropna()
+
+
+def _fingerprints(root: Path) -> dict[str, str]:
+    import json
+
+    path = Path(root) / FINGERPRINTS
+    if not path.is_file():
+        return {}
+    return {str(k)[:10]: str(v) for k, v in json.loads(path.read_text()).items()}
 
 
 def matches(cfg: dict, where: Where) -> bool:

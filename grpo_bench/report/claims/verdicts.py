@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grpo_bench.report.claims.catalogue import Check, Claim
-from grpo_bench.report.claims.finding import CONTRADICTED, SUPPORTED, UNDECIDED, Finding
+from grpo_bench.report.claims.finding import CONTRADICTED, DEPENDS, NOT_TESTED, SUPPORTED, UNDECIDED, Finding
 from grpo_bench.report.claims.human_study import WinRates
 from grpo_bench.report.claims.suite import Suite
 from grpo_bench.report.claims.table1 import Samplers
@@ -25,16 +25,24 @@ class Verdict:
 
 
 def combine(verdicts: Sequence[str], quantifier: str = "every") -> str:
-    """every: supported if all are, contradicted if one is; some: supported if one is, contradicted if all are."""
+    """every: supported if all are, contradicted if one is; some: supported if one is, contradicted if all are.
+    Otherwise: not tested where a named configuration is absent, then depends on the reference, then undecided."""
     if not verdicts:
         return UNDECIDED
     if quantifier == "some":
         if SUPPORTED in verdicts:
             return SUPPORTED
-        return CONTRADICTED if all(v == CONTRADICTED for v in verdicts) else UNDECIDED
-    if CONTRADICTED in verdicts:
-        return CONTRADICTED
-    return SUPPORTED if all(v == SUPPORTED for v in verdicts) else UNDECIDED
+        if all(v == CONTRADICTED for v in verdicts):
+            return CONTRADICTED
+    else:
+        if CONTRADICTED in verdicts:
+            return CONTRADICTED
+        if all(v == SUPPORTED for v in verdicts):
+            return SUPPORTED
+    for open_kind in (NOT_TESTED, DEPENDS):
+        if open_kind in verdicts:
+            return open_kind
+    return UNDECIDED
 
 
 def _deciding(findings: list[Finding], verdict: str) -> Finding:
@@ -51,10 +59,10 @@ def evaluate(claim: Claim, root: Path, cache: dict[str, Suite | Exception] | Non
         if isinstance(check, (Samplers, WinRates)):
             folder = root / claim.suite if isinstance(check, Samplers) else root
             findings = check.findings(folder) if folder.is_dir() else [
-                Finding(claim.suite, UNDECIDED, f"{folder} not found")]
+                Finding(claim.suite, NOT_TESTED, f"{folder} not found")]
         else:
             suite = _load(root, claim.suite, cache)
-            findings = ([Finding(claim.suite, UNDECIDED, f"not measured: {suite}")] if isinstance(suite, Exception)
+            findings = ([Finding(claim.suite, NOT_TESTED, f"not measured: {suite}")] if isinstance(suite, Exception)
                         else check.findings(suite))
         checks.append((check, combine([f.verdict for f in findings], check.quantifier), findings))
     verdict = combine([v for _, v, _ in checks])
@@ -64,7 +72,9 @@ def evaluate(claim: Claim, root: Path, cache: dict[str, Suite | Exception] | Non
     many = len(deciding[2])
     effect = f"{shown.label}: {shown.effect}" + (f" (deciding comparison of {many})" if many > 1 else "")
     needed = "–"
-    if verdict == UNDECIDED:
+    if verdict == NOT_TESTED:
+        needed = f"a run of `{claim.tested_by}`" if claim.tested_by else "a suite that has the named configuration"
+    elif verdict == UNDECIDED:
         needs = [_needed(fs, check.quantifier) for check, v, fs in checks if v == UNDECIDED]
         texts = [n for n in needs if isinstance(n, str)]
         counts = [n for n in needs if isinstance(n, Finding)]
