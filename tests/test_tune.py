@@ -149,3 +149,9 @@ def test_tune_then_table_end_to_end_on_the_fake_trainer(tmp_path):
     report = (tmp_path / "tuned_tune" / "report" / "report.md").read_text()
     assert "Tuning grid" in report and (tmp_path / "tuned_tune" / "report" / "figures" / "tuning_curves.png").is_file()
     assert {c.config.lr for c in expand(tuned)} == {3e-4}
+    # the table's report says which seeds served for what
+    from grpo_bench.cli.suite import execute
+
+    execute(tuned, tmp_path, 2, "local", False, True, console, trainer=TRAINER)
+    table = (tmp_path / "tuned" / "report" / "report.md").read_text()
+    assert "chosen on tuning seeds 100, 101" in table and "(1000, 1001) are test seeds" in table

@@ -80,6 +80,24 @@ ALWAYS_TABLES = ("power", "liveness", "cells")
 ALWAYS_FIGURES = ("hacking",)
 
 
+def _tuned_note(df: pd.DataFrame, folders: list[Path]) -> list[str]:
+    """For a tuned table (``tuned.json`` beside its results): which seeds served for what, and each method's point."""
+    import json
+
+    path = next((f / "tuned.json" for f in folders if (f / "tuned.json").is_file()), None)
+    if path is None:
+        return []
+    tuned = json.loads(path.read_text())
+    test = sorted(int(x) for x in df.loc[df["kind"] == "cell", "seed"].dropna().unique())
+    points = "; ".join(f"{m} " + " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
+                                          for k, v in entry["chosen"].items())
+                       for m, entry in tuned.get("methods", {}).items())
+    return [f"**Seeds and tuning.** Each method runs at its own point, chosen on tuning seeds "
+            f"{', '.join(map(str, tuned.get('seeds', [])))} (`{tuned.get('suite', '')}_tune`) by the rule fixed "
+            f"in the suite: {tuned.get('rule', '')}. Chosen: {points}. This table's seeds "
+            f"({', '.join(map(str, test))}) are test seeds no development or tuning run used.", ""]
+
+
 def render_report(run_dir: str | Path, spec: ReportSpec | dict | None = None, out: Path | None = None,
                   frame: pd.DataFrame | None = None) -> Path:
     """Write ``<run_dir>/report/report.md`` (+ tables/, figures/); returns its path.
@@ -106,7 +124,7 @@ def render_report(run_dir: str | Path, spec: ReportSpec | dict | None = None, ou
         sections += TABLES.get(name, where="report.tables: ")(ctx)
     for name in dict.fromkeys([*spec.get("figures", []), *ALWAYS_FIGURES]):
         sections += FIGURES.get(name, where="report.figures: ")(ctx)
-    body = [_header(df, info)]
+    body = [_header(df, info), *_tuned_note(df, [base, out])]
     for s in sections:
         body += [f"## {s.title}", "", f"*How to read:* {s.how}", "", s.body.rstrip(), ""]
     path = out / "report.md"

@@ -25,7 +25,7 @@ from grpo_bench.suite.tune import SelectRule  # noqa: E402
 
 
 def _rule_and_chosen(ctx: Context) -> tuple[SelectRule, dict]:
-    path = ctx.out.parent / CHOSEN
+    path = next((f / CHOSEN for f in (ctx.out, ctx.out.parent) if (f / CHOSEN).is_file()), ctx.out / CHOSEN)
     if path.is_file():
         chosen = json.loads(path.read_text())
         return SelectRule(chosen.get("metric", "reward"), int(chosen.get("window", 10))), chosen
