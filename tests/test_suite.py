@@ -168,19 +168,31 @@ def test_ablation_builds_kl_equalizer_and_sde_grids(tmp_path):
         ablation(base, None, None, ["euler"])
 
 
-@pytest.mark.parametrize("name", ["smoke", "main_table", "ablate_equalizer", "ablate_kl", "kl_weight",
-                                  "reference_recipes", "ablate_train_steps"])
+@pytest.mark.parametrize("name", ["smoke", "main_table", "main_table_shared", "ablate_equalizer", "ablate_kl",
+                                  "kl_weight", "reference_recipes", "ablate_train_steps"])
 def test_shipped_suites_validate_and_expand(name):
     suite = load_suite(SUITES / f"{name}.yaml")
-    cells = expand(suite)
+    if name == "main_table":  # tuned: each method at its own lr (any chosen values), claim 1's row beside the block
+        from grpo_bench.suite.tune import with_chosen
+
+        lrs = {"dance_grpo": 3e-5, "flow_grpo": 1e-4, "cps": 3e-4, "sage_grpo": 1e-3}
+        cells = expand(with_chosen(suite, {m: {"lr": v} for m, v in lrs.items()}))
+        assert all(c.config.lr == lrs[c.config.method] for c in cells) and min(suite.seeds) >= 1000
+        dual = [c for c in cells if c.config.kl == "dual"]
+        assert {(c.config.method, c.config.setting) for c in dual} == {("sage_grpo", "B")}
+        assert len(dual) == 2 * len(suite.seeds)  # both reward tracks
+        cells = [c for c in cells if c.config.kl != "dual"]
+    else:
+        cells = expand(suite)
     assert suite.name == name and len({c.id for c in cells}) == len(cells)
-    if name == "main_table":  # the fair block: one trust region for all, both reward tracks, both settings
-        assert len(suite.seeds) >= 3
+    if name in ("main_table", "main_table_shared"):  # the fair block: one trust region, both tracks and settings
+        assert len(suite.seeds) >= 3 and min(suite.seeds) >= 1000
         strata = {(c.config.setting, c.config.reward) for c in cells}
         assert strata == {(s, r) for s in "AB" for r in ("world_oracle", "world_judge")}
         assert {c.config.method for c in cells} == {"dance_grpo", "flow_grpo", "cps", "sage_grpo"}
-        shared = {(c.config.kl, c.config.lr, c.config.max_train_steps, c.config.minibatches) for c in cells}
+        shared = {(c.config.kl, c.config.max_train_steps, c.config.minibatches) for c in cells}
         assert len(shared) == 1 and suite.report.strata == ["setting", "reward"]
+        assert (name == "main_table") == (len({c.config.lr for c in cells}) == 4)  # tuned, or one lr for all
     if name == "smoke":
         assert {c.config.method for c in cells} == {"dance_grpo", "flow_grpo", "cps", "sage_grpo"}
 
