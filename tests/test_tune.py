@@ -155,3 +155,30 @@ def test_tune_then_table_end_to_end_on_the_fake_trainer(tmp_path):
     execute(tuned, tmp_path, 2, "local", False, True, console, trainer=TRAINER)
     table = (tmp_path / "tuned" / "report" / "report.md").read_text()
     assert "chosen on tuning seeds 100, 101" in table and "(1000, 1001) are test seeds" in table
+
+
+def test_restore_seeds_a_run_folder_so_a_stopped_grid_resumes_without_rerunning(tmp_path, monkeypatch):
+    """Cells of a stored table come back as finished cells: the next run skips them and aggregates the same rows."""
+    from grpo_bench.suite.restore import restore_cells
+    from grpo_bench.suite.results import load_results
+    from grpo_bench.suite.runner import run_suite
+
+    suite = parse_suite(suite_data(), "s.yaml")
+    grid = tuning_suite(suite)
+    cells = seed_major(expand(grid))
+    run_suite(grid, cells[:4], tmp_path / "first", jobs=2, trainer=TRAINER)  # a grid stopped after four cells
+    stored = load_results(tmp_path / "first" / grid.name)
+    log = tmp_path / "log.txt"
+    monkeypatch.setenv("FAKE_LOG", str(log))
+    restored, kept = restore_cells(tmp_path / "first" / grid.name, tmp_path / "second" / grid.name)
+    assert sorted(restored) == sorted(c.id for c in cells[:4]) and kept == []
+    run_suite(grid, cells[:6], tmp_path / "second", jobs=2, trainer=TRAINER)
+    started = {line.split()[1] for line in log.read_text().splitlines() if line.startswith("start")}
+    assert started == {c.id for c in cells[4:6]}  # only the two cells the stored table lacked
+    again = load_results(tmp_path / "second" / grid.name)
+    columns = ["cell", "kind", "update", "metric", "value"]
+    mine = again[again["cell"].isin(restored)][columns].sort_values(columns).reset_index(drop=True)
+    theirs = stored[stored["cell"].isin(restored)][columns].sort_values(columns).reset_index(drop=True)
+    pd.testing.assert_frame_equal(mine, theirs)
+    with pytest.raises(UserError, match="no finished cells"):
+        restore_cells(tmp_path / "first" / grid.name, tmp_path / "third", only={"nothing"})

@@ -16,7 +16,7 @@ from grpo_bench.cli.report_commands import claims, compare, report
 from grpo_bench.cli.sampling_commands import methods, sample, samplers
 from grpo_bench.cli.terminal import error_line, warning_line
 from grpo_bench.cli.train_cost import BUDGET_HELP as TRAIN_BUDGET_HELP
-from grpo_bench.cli.training_commands import ablate, plan, run, train, tune
+from grpo_bench.cli.training_commands import ablate, plan, restore, run, train, tune
 from grpo_bench.errors import UserError
 from grpo_bench.study.cli import study_app
 
@@ -35,6 +35,7 @@ app.command()(sample)
 app.command(epilog=TRAIN_BUDGET_HELP)(train)
 app.command()(run)
 app.command()(tune)
+app.command()(restore)
 app.command()(plan)
 app.command()(ablate)
 app.command()(report)

@@ -166,3 +166,20 @@ def ablate(
     overrides = _suite_arguments(jobs, out, device, overrides)
     raise typer.Exit(interruptible(lambda: ablate_command(kl, equalizer, sde, base, jobs, backend, out, dry_run,
                                                           resume, overrides, console)))
+
+
+def restore(
+    stored: Path = typer.Argument(..., help="A stored results table (reports/<suite>, or its results.parquet)."),
+    folder: Path = typer.Argument(..., help="The run folder to seed (e.g. runs/main_table_tune)."),
+) -> None:
+    """Seed a run folder with the finished cells of a stored results table, so that `run` and `tune` skip them
+    and resume the rest (a tuning grid stopped in an earlier session, cells another suite already ran)."""
+    from grpo_bench import preflight
+    from grpo_bench.suite.restore import restore_cells
+
+    if not stored.exists():
+        raise UserError(f"{stored}: not found; give a stored report folder or its results.parquet")
+    preflight.out_dir(folder)
+    restored, kept = restore_cells(stored, folder)
+    console.print(f"restore: {len(restored)} finished cells into {folder}"
+                  + (f" ({len(kept)} already there, kept)" if kept else ""), markup=False, highlight=False)
