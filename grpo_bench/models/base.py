@@ -52,6 +52,9 @@ class VideoModel(Protocol):
     gif_preview: bool
     """The final eval videos are also written as a GIF (tiny videos a browser shows at once; MP4 always)."""
 
+    modality: str
+    """'video', or 'image' for a still-image generator (one-frame clips; rewards declare what they score)."""
+
     def encode_prompts(self, prompts: list[str]) -> Any:
         """Conditioning for a list of prompts (cached where encoding is expensive)."""
 
@@ -91,6 +94,7 @@ class BaseVideoModel(ABC):
     latent_shape: tuple[int, int, int, int]
     bf16_by_default = False
     gif_preview = False
+    modality = "video"
 
     @property
     def video_shape(self) -> tuple[int, int, int, int]:
