@@ -19,7 +19,6 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-import torch
 from torch import Tensor
 
 from grpo_bench.errors import UserError
