@@ -7,11 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from test_diffusers_models import HarnessSpacingScheduler, harness_ode
 
 from grpo_bench.errors import UserError
 from grpo_bench.models.adapter_options import AdapterOptions
-
-from test_diffusers_models import HarnessSpacingScheduler, harness_ode
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
