@@ -33,6 +33,9 @@ class Architecture:
     """Rows of one prompt's text conditioning the denoiser attends to."""
     joint_text: bool = False
     """Text rows join the video tokens in one self-attention sequence (rather than cross-attention)."""
+    token_patch: tuple[int, int, int] | None = None
+    """(t, h, w) latent positions per transformer token when the config's ``patch_size`` does not say it
+    (FLUX packs 2 x 2 latent pixels before a patch-1 transformer); None: read from the config."""
 
 
 @runtime_checkable

@@ -16,12 +16,14 @@ before any model is built, train/weights.py ``check_modality``).
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from typing import Any
 
 from torch import Tensor
 
 from grpo_bench.errors import UserError
+from grpo_bench.models.base import Architecture
 from grpo_bench.models.diffusers_video import DiffusersVideoModel
 from grpo_bench.models.velocity_net import VelocityNet
 
@@ -71,6 +73,10 @@ class DiffusersImageModel(DiffusersVideoModel):
                           f"(a multiple of {s * patch})", stacklevel=3)
             o.height, o.width = height, width
         return (channels, 1, height // s, width // s)
+
+    def architecture(self) -> Architecture:
+        """The video adapters' architecture, with the latent pixels per token (FLUX / Qwen-Image pack 2 x 2)."""
+        return dataclasses.replace(super().architecture(), token_patch=(1, self.token_patch(), self.token_patch()))
 
     def vae_factors(self) -> tuple[int, int, int, int]:
         """(1, VAE spatial factor, latent channels, latent pixels per token side)."""
