@@ -36,6 +36,8 @@ class Architecture:
     token_patch: tuple[int, int, int] | None = None
     """(t, h, w) latent positions per transformer token when the config's ``patch_size`` does not say it
     (FLUX packs 2 x 2 latent pixels before a patch-1 transformer); None: read from the config."""
+    forward_flops: float = 0.0
+    """FLOPs of one sample's denoiser forward when counted (the image models); 0: the plan's estimate."""
 
 
 @runtime_checkable

@@ -20,12 +20,13 @@ import dataclasses
 import warnings
 from typing import Any
 
-from torch import Tensor
+import torch
+from torch import Tensor, nn
 
 from grpo_bench.errors import UserError
 from grpo_bench.models.base import Architecture
 from grpo_bench.models.diffusers_video import DiffusersVideoModel
-from grpo_bench.models.velocity_net import VelocityNet
+from grpo_bench.models.velocity_net import TextCond, VelocityNet
 
 
 def pack_latents(x: Tensor) -> Tensor:
@@ -75,8 +76,12 @@ class DiffusersImageModel(DiffusersVideoModel):
         return (channels, 1, height // s, width // s)
 
     def architecture(self) -> Architecture:
-        """The video adapters' architecture, with the latent pixels per token (FLUX / Qwen-Image pack 2 x 2)."""
-        return dataclasses.replace(super().architecture(), token_patch=(1, self.token_patch(), self.token_patch()))
+        """The video adapters' architecture, with the latent pixels per token (FLUX / Qwen-Image pack 2 x 2) and
+        the counted FLOPs of one forward (``denoiser_flops``)."""
+        c, _, h, w = self.latent_shape
+        arch = super().architecture()
+        flops = denoiser_flops(self.net_class, self.net.transformer, (c, h, w), arch.text_tokens)
+        return dataclasses.replace(arch, token_patch=(1, self.token_patch(), self.token_patch()), forward_flops=flops)
 
     def vae_factors(self) -> tuple[int, int, int, int]:
         """(1, VAE spatial factor, latent channels, latent pixels per token side)."""
@@ -114,6 +119,32 @@ class DiffusersImageModel(DiffusersVideoModel):
         lo, hi = sched.get("base_shift", 0.5), sched.get("max_shift", 1.15)
         mu = lo + (hi - lo) * (seq - base) / (top - base)
         return math.exp(mu)
+
+
+def denoiser_flops(net_class: type[ImageVelocityNet], transformer: nn.Module, latent: tuple[int, int, int],
+                   text_tokens: int) -> float:
+    """FLOPs of one velocity forward of ``transformer`` on one still of ``latent`` (C, h, w) with ``text_tokens``
+    text rows, counted by torch's FlopCounterMode on a ``meta`` twin built from the transformer's config (on
+    the CPU the counter does not see the fused attention kernel; on meta it does). The image stream's and
+    the text stream's weights each see only their own tokens and the adaLN modulation runs once per sample,
+    which 2 x parameters x tokens overstates about 2.5x for an MMDiT (tests/test_image_plan.py)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    conf = transformer.config
+    with torch.device("meta"):
+        transformer = type(transformer).from_config(conf)
+    p = next(transformer.parameters())
+    c, h, w = latent
+    text_dim = conf.get("joint_attention_dim")
+    cond = TextCond({"prompt_embeds": torch.zeros(1, text_tokens, text_dim, device=p.device, dtype=p.dtype),
+                     "prompt_embeds_mask": torch.ones(1, text_tokens, dtype=torch.long, device=p.device)})
+    if conf.get("pooled_projection_dim"):
+        cond["pooled_prompt_embeds"] = torch.zeros(1, conf.pooled_projection_dim, device=p.device, dtype=p.dtype)
+    net = net_class(transformer, None)
+    x = torch.zeros(1, c, 1, h, w, device=p.device, dtype=p.dtype)
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        net(x, torch.full((1,), 0.5, device=p.device), cond)
+    return float(counter.get_total_flops())
 
 
 def tiny_text_lengths(options: Any, default: int = 16) -> int:

@@ -35,6 +35,7 @@ class ModelSpec:
     vae_flops_per_pixel: float = 0.0  # decoder FLOPs per decoded (frame x pixel)
     vae_channels: int = 0  # channels of the decoder's highest-resolution stage
     vae_tile: tuple[int, int] | None = None  # decoded (H, W) of one spatial tile, when the VAE tiles
+    forward_flops: float = 0.0  # one sample's denoiser forward, counted (image models); 0: estimated
 
     @property
     def video_tokens(self) -> int:
