@@ -59,3 +59,46 @@ def test_full_fine_tuning_of_flux_and_qwen_image_updates_float32_weights(name, t
     card = json.loads((tmp_path / "run" / "policy" / "card.json").read_text())
     assert card["weights"]["format"] == "diffusers-transformer"
     assert (tmp_path / "run" / "samples" / "final_eval.png").is_file()
+
+
+def image_commands() -> list[str]:
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "real_models.md").read_text()
+    block = text.split("## Images", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    return [line.strip() for line in block.splitlines() if line.startswith("grpo-bench train --model tiny-")]
+
+
+def test_docs_image_commands_run_as_written(tmp_path, monkeypatch):
+    """docs/real_models.md's image commands: one per model, each up to the work (its whole config checked;
+    they run to the end under `pytest -m slow` below, and one update of each family runs above)."""
+    import shlex
+
+    from typer.testing import CliRunner
+
+    from grpo_bench.cli import app
+    from grpo_bench.cli import train as train_cli
+
+    commands = image_commands()
+    assert {shlex.split(c)[3] for c in commands} == {"tiny-sd3", "tiny-flux", "tiny-qwen-image"}
+    started = []
+    monkeypatch.setattr(train_cli, "run_train", lambda cfg, *a, **k: started.append(cfg) or {})
+    for command in commands:
+        res = CliRunner().invoke(app, [*shlex.split(command)[1:], "--out", str(tmp_path / "x")], terminal_width=200)
+        assert res.exit_code == 0, (command, res.output)
+    assert [c.frames for c in started] == [1, 1, 1]
+    assert {c.reward for c in started} == {"jpeg_compressibility"}
+
+
+@pytest.mark.slow
+def test_docs_image_commands_run_to_the_end(tmp_path):
+    import shlex
+
+    from typer.testing import CliRunner
+
+    from grpo_bench.cli import app
+
+    for i, command in enumerate(image_commands()):
+        res = CliRunner().invoke(app, [*shlex.split(command)[1:], "--out", str(tmp_path / str(i))])
+        assert res.exit_code == 0, res.output
+        assert (tmp_path / str(i) / "samples" / "final_eval.png").is_file()
