@@ -252,3 +252,15 @@ def test_jpeg_rewards_follow_flow_grpo():
     Image.fromarray(np.ascontiguousarray(pixels)).save(buffer, format="JPEG", quality=95)
     assert kb[1].item() == pytest.approx(buffer.tell() / 1000) and kb[0] < kb[1]
     torch.testing.assert_close(load("jpeg_compressibility")(images, ["a", "b"])["jpeg"], -kb / 500)
+
+
+def test_a_named_checkpoint_missing_from_the_cache_stops_train_before_a_model_is_built(tmp_path, monkeypatch):
+    from grpo_bench import models
+    from grpo_bench.train.config import RunConfig
+    from grpo_bench.train.trainer import train
+
+    monkeypatch.setattr(models, "from_config", lambda cfg: pytest.fail("a model was built"))
+    cfg = RunConfig(model="sd3.5-medium", reward="jpeg_compressibility", frames=1, eval_oracle=False, device="cpu")
+    with pytest.raises(UserError, match="hf download stabilityai/stable-diffusion-3.5-medium") as err:
+        train(cfg, tmp_path / "run")
+    assert "\n" not in str(err.value) and not (tmp_path / "run").exists()

@@ -81,4 +81,5 @@ def register_family(model: type[DiffusersVideoModel], tiny_name: str,
 
         hub_factory.__doc__ = f"{hub_id} from the local cache or a local folder (never downloaded)."
         hub_factory.modality = model.modality
+        hub_factory.hub_id, hub_factory.family = hub_id, model.family
         MODELS.register(name)(hub_factory)

@@ -99,6 +99,23 @@ def reward_modality(factory: Any) -> str:
     return str(getattr(factory, "modality", "any"))
 
 
+def check_model_present(cfg: Any, where: str = "") -> None:
+    """A registered checkpoint name (``sd3.5-medium``, ``wan2.1-1.3b`` ...) is in the local Hugging Face cache
+    (its model_index.json), else one line naming the download, before any model is built."""
+    from grpo_bench import models
+
+    factory = models.MODELS.get(cfg.model) if cfg.model in models.MODELS else None
+    hub_id = getattr(factory, "hub_id", None)
+    if hub_id is None:
+        return
+    from huggingface_hub import try_to_load_from_cache
+
+    if not isinstance(try_to_load_from_cache(hub_id, "model_index.json"), str):
+        from grpo_bench.models.pipeline_files import missing_model
+
+        raise UserError(f"{where}{missing_model(hub_id, getattr(factory, 'family', 'diffusers'))}")
+
+
 def check_weight_paths(cfg: Any, where: str = "") -> None:
     check_model(cfg, where)
     check_reward(cfg, where)
