@@ -1,6 +1,7 @@
-"""Videos a person can watch: animated GIF and MP4 grids, and a labelled PNG strip of frames.
+"""Videos a person can watch: animated GIF and MP4 grids, PNG grids of stills, and a labelled PNG strip.
 
-Every function takes videos as ``Tensor[B, 3, F, H, W]`` in [-1, 1] (what models decode to).
+Every function takes videos as ``Tensor[B, 3, F, H, W]`` in [-1, 1] (what models decode to); a still
+image is a one-frame clip (F = 1), written as a PNG grid where a video is an MP4 / GIF (``is_still``).
 Small videos (the embedded world's 16x16) are upscaled with nearest-neighbour so the pixels stay
 visible; videos in a grid are separated by a dark gap. MP4 goes through imageio-ffmpeg.
 """
@@ -55,6 +56,21 @@ def grid_frames(videos: Tensor, columns: int = 8) -> np.ndarray:
         rows = [tile(list(v[r * columns:(r + 1) * columns, t]), axis=1) for r in range(len(v) // columns)]
         frames.append(tile(rows, axis=0).repeat(k, axis=0).repeat(k, axis=1))
     return np.stack(frames)
+
+
+def is_still(videos: Tensor) -> bool:
+    """One frame per clip: the stills of an image model."""
+    return videos.shape[2] == 1
+
+
+def write_png(videos: Tensor, path: Path, columns: int = 8) -> Path:
+    """PNG grid of stills (each clip's first frame), ``columns`` per row, upscaled like the videos."""
+    import imageio.v3 as iio
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    iio.imwrite(path, grid_frames(videos[:, :, :1], columns)[0], extension=".png")
+    return path
 
 
 def write_gif(videos: Tensor, path: Path, columns: int = 8) -> Path:

@@ -75,6 +75,11 @@ def sample(
     seed: int = typer.Option(0, "--seed", help="Seed of the initial noise and the kernel noise."),
     out: Path = typer.Option(Path("sample.gif"), "--out", help="Animated GIF to write; a PNG strip goes next to it."),
     json_path: Path | None = typer.Option(None, "--json", help="Also write the per-video scores as JSON."),
+    model: str = typer.Option(
+        "world", "--model", help="Generator: the world (default), or a diffusers preset / hub id / folder, e.g. "
+        "tiny-sd3 (an image model writes a PNG grid: --out x.png)."),
+    reward: str | None = typer.Option(
+        None, "--reward", help="Score a diffusers model's samples with this registered reward (weights on disk)."),
     kernel_params: list[str] | None = typer.Argument(
         None, metavar="[kernel.NAME=VALUE]...", help="The kernel's own parameters, e.g. kernel.power=2 "
         "(`grpo-bench methods` lists each kernel's; parsed as train's key=value)."),
@@ -92,6 +97,23 @@ def sample(
     preflight.out_file(out)
     if json_path is not None:
         preflight.out_file(json_path, "--json")
+    if model != "world":
+        from grpo_bench.cli.sample_generator import check_model_out, run_model_sample
+        from grpo_bench.core.sde import make_kernel
+
+        if checkpoint is not None:
+            raise UserError("--checkpoint samples a trained world policy; with --model give the base model only")
+        out = Path("sample.png") if out == Path("sample.gif") and model != "world" else out
+        check_model_out(model, reward, out)
+        try:
+            k = make_kernel(kernel, noise_level, params=kernel_overrides(kernel_params or []))
+        except UserError as exc:
+            raise UserError(f"command line: {exc}") from None
+        run_model_sample(model, prompt, n, steps or 20, 3.0 if shift is None else shift, k, guidance, seed, out,
+                         reward=reward, json_path=json_path, console=console)
+        return
+    if reward is not None:
+        raise UserError("--reward scores a --model's samples; the world is scored by its oracle and judge")
     run_sample(
         prompt=prompt, n=n, steps=steps, shift=shift, kernel=kernel, noise_level=noise_level, guidance=guidance,
         checkpoint=checkpoint, seed=seed, out=out, json_path=json_path, console=console,

@@ -47,7 +47,8 @@ def train(
     resume: bool = typer.Option(
         True, "--resume/--no-resume", metavar="", help="Continue from the folder's latest checkpoint."),
     model: str | None = typer.Option(
-        None, "--model", help="Generator: world, tiny-wan, tiny-hunyuan15, a preset, hub id or folder."
+        None, "--model", help="Generator: world, tiny-wan, tiny-hunyuan15, tiny-sd3, tiny-flux, tiny-qwen-image, a "
+        "preset, hub id or folder."
     ),
     accelerate_config: str | None = typer.Option(
         None,

@@ -15,7 +15,7 @@ from typing import Any
 
 from grpo_bench.models.registry import MODELS, register
 
-__all__ = ["MODELS", "build", "from_config", "load", "names", "register"]
+__all__ = ["MODELS", "build", "from_config", "load", "modality", "names", "register"]
 
 
 def load(name: str, **kw: Any) -> Any:
@@ -43,3 +43,13 @@ def build(name: str, pretrained: bool = False, **kw: Any) -> Any:
 
 def names() -> list[str]:
     return MODELS.names()
+
+
+def modality(name: str) -> str | None:
+    """'image' (a still-image generator: one-frame clips) or 'video' for a registered name, a local
+    pipeline folder or a cached hub id, without building the model; None when it cannot be told."""
+    if name in MODELS:
+        return getattr(MODELS.get(name), "modality", "video")
+    from grpo_bench.models.diffusers_registry import pipeline_modality
+
+    return pipeline_modality(name)

@@ -42,6 +42,8 @@ class AdapterOptions(GeneratorOptions):
             kw["device"] = cfg.device
         elif torch.cuda.is_available():  # under accelerate launch: this process's GPU
             kw["device"] = f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}"
+        if kw.get("max_text_tokens"):
+            kw["max_sequence_length"] = kw["max_text_tokens"]
         kw.update(overrides)
         return cls(**kw)
 

@@ -33,6 +33,11 @@ class Architecture:
     """Rows of one prompt's text conditioning the denoiser attends to."""
     joint_text: bool = False
     """Text rows join the video tokens in one self-attention sequence (rather than cross-attention)."""
+    token_patch: tuple[int, int, int] | None = None
+    """(t, h, w) latent positions per transformer token when the config's ``patch_size`` does not say it
+    (FLUX packs 2 x 2 latent pixels before a patch-1 transformer); None: read from the config."""
+    forward_flops: float = 0.0
+    """FLOPs of one sample's denoiser forward when counted (the image models); 0: the plan's estimate."""
 
 
 @runtime_checkable
@@ -51,6 +56,9 @@ class VideoModel(Protocol):
 
     gif_preview: bool
     """The final eval videos are also written as a GIF (tiny videos a browser shows at once; MP4 always)."""
+
+    modality: str
+    """'video', or 'image' for a still-image generator (one-frame clips; rewards declare what they score)."""
 
     def encode_prompts(self, prompts: list[str]) -> Any:
         """Conditioning for a list of prompts (cached where encoding is expensive)."""
@@ -91,6 +99,7 @@ class BaseVideoModel(ABC):
     latent_shape: tuple[int, int, int, int]
     bf16_by_default = False
     gif_preview = False
+    modality = "video"
 
     @property
     def video_shape(self) -> tuple[int, int, int, int]:

@@ -36,6 +36,20 @@ def load_any(source: str, cfg: Any = None, **overrides: Any) -> DiffusersVideoMo
     return PIPELINES.get(name or "?", where=f"model {source!r}: ")(source, options)
 
 
+def pipeline_modality(source: str) -> str | None:
+    """'image' or 'video' of a local pipeline folder or a cached hub id, read from its model_index.json
+    without loading a weight; None when neither is present or the pipeline class is not supported."""
+    name = pipeline_class_name(source)
+    if name is None and source.count("/") == 1 and not looks_local(source):
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = try_to_load_from_cache(source, "model_index.json")
+        name = pipeline_class_name(str(Path(cached).parent)) if isinstance(cached, str) else None
+    if name is None or name not in PIPELINES:
+        return None
+    return getattr(PIPELINES.get(name), "modality", "video")
+
+
 def register_family(model: type[DiffusersVideoModel], tiny_name: str,
                     tiny: Callable[..., DiffusersVideoModel]) -> None:
     """Register a model family: its pipeline class (``model.pipeline_class``, for ``load_any``), a random
@@ -48,6 +62,7 @@ def register_family(model: type[DiffusersVideoModel], tiny_name: str,
         return model.from_pretrained(source, options)
 
     load_pipeline_folder.__doc__ = f"A {model.family} pipeline from a local folder or the local Hugging Face cache."
+    load_pipeline_folder.modality = model.modality
     PIPELINES.register(model.pipeline_class)(load_pipeline_folder)
 
     def options(cfg: Any, kw: dict[str, Any]) -> AdapterOptions:
@@ -57,6 +72,7 @@ def register_family(model: type[DiffusersVideoModel], tiny_name: str,
         return tiny(options(cfg, kw), seed=seed)
 
     tiny_factory.__doc__ = f"Random tiny {model.family} (random whether or not ``pretrained``: no tiny weights exist)."
+    tiny_factory.modality = model.modality
     MODELS.register(tiny_name)(tiny_factory)
     for name, hub_id in model.hub_ids.items():
 
@@ -64,4 +80,6 @@ def register_family(model: type[DiffusersVideoModel], tiny_name: str,
             return model.from_pretrained(_hub, options(cfg, kw))
 
         hub_factory.__doc__ = f"{hub_id} from the local cache or a local folder (never downloaded)."
+        hub_factory.modality = model.modality
+        hub_factory.hub_id, hub_factory.family = hub_id, model.family
         MODELS.register(name)(hub_factory)

@@ -34,8 +34,8 @@ from grpo_bench.models.lora import add_lora, save_lora
 from grpo_bench.models.pipeline_files import load_pipeline
 from grpo_bench.models.velocity_net import TextCond, VelocityNet
 
-TEXT_ENCODERS = ("text_encoder", "text_encoder_2")
-"""The pipeline attributes that may hold a text encoder (Wan has the first only)."""
+TEXT_ENCODERS = ("text_encoder", "text_encoder_2", "text_encoder_3")
+"""The pipeline attributes that may hold a text encoder (Wan has the first only, SD3 all three)."""
 
 
 class DiffusersVideoModel(BaseVideoModel, ABC):
@@ -181,7 +181,7 @@ class DiffusersVideoModel(BaseVideoModel, ABC):
         offloaded = self.text_encoders_offloaded  # released: the encoders stay on the CPU
         if not offloaded:
             self.encode_device = self.device
-        for name in ("transformer", "vae") if offloaded else ("transformer", "text_encoder", "text_encoder_2", "vae"):
+        for name in ("transformer", "vae") if offloaded else ("transformer", *TEXT_ENCODERS, "vae"):
             module = getattr(self.pipe, name, None)
             if module is not None:
                 module.to(self.device)

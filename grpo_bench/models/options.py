@@ -6,7 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Annotated, Literal
 
-from grpo_bench.fields import Float, Int, Names, execution, upto
+from pydantic import Field
+
+from grpo_bench.fields import Float, Int, Names, NonNegative, execution, upto
 
 
 @dataclass
@@ -30,3 +32,9 @@ class GeneratorOptions:
     """Frames per video (real models: latent frames follow the VAE)."""
     height: Annotated[Int, upto(4096)] = 16
     width: Annotated[Int, upto(4096)] = 16
+    embedded_guidance: Annotated[Float, Field(ge=0)] = 0.0
+    """FLUX.1's guidance-distilled embedding: the guidance scale fed to the transformer (0 = the pipeline's
+    default, 3.5; models without the embedding ignore it). Not classifier-free guidance (``guidance``)."""
+    max_text_tokens: Annotated[NonNegative, upto(4096)] = 0
+    """Text tokens of the T5 / Qwen2.5-VL encoding (0 = the pipeline's default: SD3 256, FLUX 512, Qwen-Image 512,
+    Wan 512)."""

@@ -70,4 +70,9 @@ class VelocityNet(nn.Module, ABC):
         )
         with ctx:
             out = self.transformer(**kwargs, return_dict=False)[0]
-        return out.float()
+        return self.output(out, x).float()
+
+    def output(self, out: Tensor, x: Tensor) -> Tensor:
+        """The transformer's output in the latents' layout (video transformers: already [B, C, F, H, W];
+        the image nets put back the frame axis and unpack tokens, models/diffusers_image.py)."""
+        return out

@@ -38,3 +38,4 @@ def clip_score(
 
 
 clip_score.path_options = ("model",)  # reward_path, reward_base_path
+clip_score.modality = "any"  # every sampled frame: a still is a one-frame clip

@@ -50,3 +50,4 @@ def pickscore(
 
 
 pickscore.path_options = ("model", "processor")  # reward_path, reward_base_path
+pickscore.modality = "any"  # every sampled frame: a still is a one-frame clip

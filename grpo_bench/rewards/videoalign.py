@@ -246,6 +246,7 @@ def videoalign(
 
 
 videoalign.path_options = ("checkpoint", "base_model")  # reward_path, reward_base_path
+videoalign.modality = "video"  # scores motion and frames at the source fps (train/weights.py check_modality)
 
 
 @register("videoalign_16fps")
@@ -256,6 +257,7 @@ def videoalign_16fps(**kw: Any) -> VideoAlignReward:
 
 
 videoalign_16fps.path_options = videoalign.path_options
+videoalign_16fps.modality = "video"
 
 
 def _local(source: str, marker: str, what: str) -> Path:

@@ -237,6 +237,7 @@ class WorldJudgeReward:
 
     dimensions = DIMENSIONS
     path_options = ("path",)  # reward_path: judge weights (.safetensors)
+    modality = "video"  # the embedded world's 8-frame videos
 
     def __init__(self, path: Path | str | None = None, device: str | torch.device = "cpu") -> None:
         self.net = load_judge(path, device)

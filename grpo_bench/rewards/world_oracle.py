@@ -17,6 +17,7 @@ class WorldOracleReward:
     """{"vq", "mq", "ta"} from ``grpo_bench.world.oracle`` under no_grad."""
 
     dimensions = ("vq", "mq", "ta")
+    modality = "video"  # motion quality needs frames
 
     def __init__(self, device: str | torch.device = "cpu") -> None:
         self.device = device  # the oracle runs on the CPU; scores come back on the videos' device

@@ -1,5 +1,6 @@
 """Eval videos to MP4 clips a person can watch: uint8 frames, nearest-neighbour upscaling of the
-world's tiny videos, H.264 through imageio-ffmpeg (its bundled ffmpeg; nothing hand-encoded)."""
+world's tiny videos, H.264 through imageio-ffmpeg (its bundled ffmpeg; nothing hand-encoded). A still
+(a one-frame clip of an image model) is a PNG instead (``suffix``, ``write_png``)."""
 
 from __future__ import annotations
 
@@ -62,3 +63,28 @@ def write_mp4(path: Path, frames: np.ndarray, fps: int) -> None:
         writer.send(np.ascontiguousarray(frame))
     writer.close()
     tmp.replace(path)
+
+
+def suffix(frames: np.ndarray) -> str:
+    """The clip file a rater sees: '.png' for a still (one frame), '.mp4' for a video."""
+    return ".png" if frames.shape[0] == 1 else ".mp4"
+
+
+def write_png(path: Path, frames: np.ndarray) -> None:
+    """The first frame as a PNG, written to a temp name, then renamed."""
+    import imageio.v3 as iio
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    iio.imwrite(tmp, np.ascontiguousarray(frames[0]), extension=".png")
+    tmp.replace(path)
+
+
+def write_clip(path_stem: Path, frames: np.ndarray, fps: int) -> Path:
+    """A still as ``<stem>.png``, a video as ``<stem>.mp4``; returns the path written."""
+    path = path_stem.with_name(path_stem.name + suffix(frames))
+    if path.suffix == ".png":
+        write_png(path, frames)
+    else:
+        write_mp4(path, frames, fps)
+    return path

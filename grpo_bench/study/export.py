@@ -141,13 +141,13 @@ class _ClipWriter:
 
     def __call__(self, video: Video) -> str:
         cid = secrets.token_hex(8)
-        path = self.out / CLIPS / f"{cid}.mp4"
         first = self._encoded.get((video.row, video.key))
-        if first is None:
-            clipmod.write_mp4(path, clipmod.upscale(clipmod.to_frames(video.tensor)), self.fps)
+        if first is None:  # a video as MP4, a still (an image model's one frame) as PNG
+            frames = clipmod.upscale(clipmod.to_frames(video.tensor))
+            path = clipmod.write_clip(self.out / CLIPS / cid, frames, self.fps)
             self._encoded[(video.row, video.key)] = path
         else:
-            atomic_write_bytes(path, first.read_bytes())
+            atomic_write_bytes(self.out / CLIPS / f"{cid}{first.suffix}", first.read_bytes())
         self.clips[cid] = {"row": video.row, "seed": video.key[0], "prompt": video.key[1], "sample": video.key[2],
                            "setting": self.setting, "cell": video.cell, "scores": video.scores, "broken": False}
         return cid
@@ -155,7 +155,7 @@ class _ClipWriter:
     def broken(self, video: Video, rng: np.random.Generator) -> str:
         cid = secrets.token_hex(8)
         frames = clipmod.broken(clipmod.to_frames(video.tensor), rng)
-        clipmod.write_mp4(self.out / CLIPS / f"{cid}.mp4", clipmod.upscale(frames), self.fps)
+        clipmod.write_clip(self.out / CLIPS / cid, clipmod.upscale(frames), self.fps)
         self.clips[cid] = {"row": video.row, "seed": video.key[0], "prompt": video.key[1], "sample": video.key[2],
                            "setting": self.setting, "cell": video.cell, "scores": {}, "broken": True}
         return cid

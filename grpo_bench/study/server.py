@@ -80,7 +80,8 @@ def create_app(root: str | Path) -> FastAPI:
     async def headers(request: Request, call_next):
         response = await call_next(request)
         response.headers["X-Content-Type-Options"] = "nosniff"
-        response.headers["Content-Security-Policy"] = "default-src 'self'; media-src 'self'; object-src 'none'"
+        response.headers["Content-Security-Policy"] = ("default-src 'self'; media-src 'self'; img-src 'self'; "
+                                                       "object-src 'none'")
         response.headers["Referrer-Policy"] = "no-referrer"
         response.headers["Cache-Control"] = response.headers.get("Cache-Control", "no-store")
         return response
@@ -110,9 +111,10 @@ def create_app(root: str | Path) -> FastAPI:
         if not todo:
             return templates.TemplateResponse(request, "done.html", context)
         s = todo[0]
+        still = (clip_dir / f"{s.left}.png").is_file()  # an image model's kit: stills, not videos
         return templates.TemplateResponse(request, "pair.html", {
             **context, "pair": s.pair, "left": s.left, "right": s.right, "shown_at": _now(),
-            "dimensions": DIMENSIONS, "fps": kit.fps})
+            "dimensions": DIMENSIONS, "fps": kit.fps, "still": still})
 
     @app.post("/answer")
     def answer(rater: Text, pair_id: Text, shown_at: Text, vq: Choice, mq: Choice, ta: Choice) -> Response:
@@ -133,10 +135,11 @@ def create_app(root: str | Path) -> FastAPI:
 
     @app.get("/clips/{name}")
     def clip(name: str) -> Response:
-        stem = name.removesuffix(".mp4")
-        if name != f"{stem}.mp4" or not TOKEN.match(stem) or stem not in clip_ids:
+        stem, _, ext = name.rpartition(".")
+        kinds = {"mp4": "video/mp4", "png": "image/png"}  # a video; a still of an image model
+        if ext not in kinds or not TOKEN.match(stem) or stem not in clip_ids or not (clip_dir / name).is_file():
             raise HTTPException(404, "Not found.")
-        return FileResponse(clip_dir / name, media_type="video/mp4", headers={"Cache-Control": "private, max-age=3600"})
+        return FileResponse(clip_dir / name, media_type=kinds[ext], headers={"Cache-Control": "private, max-age=3600"})
 
     app.state.connection = con
     return app

@@ -94,6 +94,7 @@ ID_NEUTRAL: dict[str, Any] = {
     "params": {}, "param_dtype": "float32", "reward_path": "", "reward_base_path": "", "equalizer_proxy": "gaussian",
     "stepwise_ref": "rollout", "kl_target_auto": False, "kl_feedback": "integral", "adv_norm": "group",
     "step_every": "minibatch", "kl_schedule_unit": "update", "kl_horizon": 10.0,
+    "embedded_guidance": 0.0, "max_text_tokens": 0,  # image generators (models/options.py)
 }
 """Science fields added since the id scheme of release 0.3: the value for which a field is left out of a
 cell id. A new science field must be added here with the value that reproduces the behaviour from before
@@ -161,6 +162,9 @@ def from_dict(data: dict[str, Any], where: str = "") -> RunConfig:
     if not isinstance(data, dict):
         raise UserError(f"{where}a run config must be a mapping of key: value, got {type(data).__name__}")
     typed = {k: coerce(k, v, where) for k, v in flatten_sections(data, where).items()}
+    # a still-image generator's defaults: one frame, no world oracle (models/diffusers_image.py)
+    defaults = _model_defaults(typed.get("model", FIELDS["model"].default))
+    typed.update({k: v for k, v in defaults.items() if k not in typed})
     cfg = RunConfig(**fold_params(typed))
     validate(cfg, where)
     return cfg
@@ -248,14 +252,28 @@ def _shipped_world_size() -> int | None:
         return None
 
 
+def _model_defaults(model: Any) -> dict[str, Any]:
+    """Values a model kind changes from RunConfig's defaults: an image model makes one frame and is not
+    scored by the world's oracle."""
+    from grpo_bench import models
+
+    try:
+        image = isinstance(model, str) and models.modality(model) == "image"
+        return {"frames": 1, "eval_oracle": False} if image else {}
+    except Exception:  # an unreadable folder or cache: validate names the problem
+        return {}
+
+
 def _check_model_and_reward(cfg: RunConfig, where: str) -> None:
     from grpo_bench import models, rewards
+    from grpo_bench.train.weights import check_modality
 
     rewards.REWARDS.get(cfg.reward, where=f"{where}config key 'reward': ")
     name = cfg.model
     if name not in models.MODELS and "/" not in name and not Path(name).expanduser().exists():
         msg = unknown("model", name, models.names(), f"{where}config key 'model': ")
         raise UserError(f"{msg} (or a hub id org/name, or an existing folder)")
+    check_modality(cfg, where)
     if name == "world":
         trained = _shipped_world_size()
         if trained is not None and cfg.video_size != trained:

@@ -12,7 +12,7 @@
 
 plus ``card.json`` and ``README.md``: model, method, config, final metrics, package version and
 git commit. ``RUN/samples/`` gets the final eval videos as GIF (a model's ``gif_preview``: the world)
-and MP4 (every model) beside ``final_eval.pt``. Nothing here is pickled.
+and MP4 (every video model), an image model's stills as a PNG grid, beside ``final_eval.pt``. Nothing here is pickled.
 """
 
 from __future__ import annotations
@@ -107,11 +107,14 @@ def export_policy(model: Any, cfg: Any, out_dir: Path, final: dict[str, Any],
 
 def write_eval_videos(videos: Tensor, out_dir: Path, gif: bool) -> list[Path]:
     """``samples/final_eval.gif`` (``gif``: the model's ``gif_preview``) and ``samples/final_eval.mp4``
-    beside the tensor file."""
+    beside the tensor file; stills (one-frame clips of an image model) as one ``samples/final_eval.png`` grid."""
     from grpo_bench import media
 
     samples = Path(out_dir) / "samples"
-    writers = ([(media.write_gif, "gif")] if gif else []) + [(media.write_mp4, "mp4")]
+    if media.is_still(videos):
+        writers = [(media.write_png, "png")]
+    else:
+        writers = ([(media.write_gif, "gif")] if gif else []) + [(media.write_mp4, "mp4")]
     written = []
     for write, ext in writers:
         path, tmp = samples / f"final_eval.{ext}", samples / f".final_eval.tmp.{ext}"

@@ -182,7 +182,7 @@ def estimate(cfg: Any, processes: int = 1, sharding: str = "none", tflops: float
         host["peak"] = host["baseline"] + max(train_phase, cache_phase) + host["prompt_cache"]
 
     attn = 4 * L * L * hid + (0 if spec.joint_text else 4 * spec.video_tokens * spec.text_tokens * hid)  # QK^T and AV
-    fwd = 2 * spec.transformer_params * L + attn * layers  # FLOPs of one row's forward
+    fwd = spec.forward_flops or 2 * spec.transformer_params * L + attn * layers  # FLOPs of one row's forward
     flops = rows * cfg_mult * fwd * (cfg.steps + trained * anchors)  # sampling, then each anchor's mu_ref
     flops += rows * trained * cfg_mult * fwd * (4 if cfg.gradient_checkpointing else 3) * cfg.inner_epochs
     if cfg.diag_every:

@@ -43,10 +43,46 @@ def model_spec(cfg: Any) -> ModelSpec:
     s = specs[name]
     tr, text, vae, lora, block = _meta_counts(name, cfg.lora_rank, tuple(cfg.lora_targets))
     f, h, w = latent_geometry(cfg.frames, cfg.height, cfg.width, s["vae_temporal"], s["vae_spatial"], s["patch"][1])
+    if s.get("modality") == "image":  # a still: one latent frame, one decoded frame
+        f = 1
     video = ((f - 1) * s["vae_temporal"] + 1, h * s["vae_spatial"], w * s["vae_spatial"])
     flops, top, tile = _meta_vae(name)
+    tokens = text_tokens(s, cfg)
+    forward = _meta_forward_flops(name, (s["latent_channels"], h, w), tokens) if s.get("modality") == "image" else 0.0
     return ModelSpec(name, tr, text, vae, s["hidden"], s["layers"], (s["latent_channels"], f, h, w),
-                     tuple(s["patch"]), s["text_tokens"], s["joint_text"], lora, block, video, flops, top, tile)
+                     tuple(s["patch"]), tokens, s["joint_text"], lora, block, video, flops, top, tile, forward)
+
+
+IMAGE_NETS = {"sd3": ("grpo_bench.models.sd3", "SD3VelocityNet"), "flux": ("grpo_bench.models.flux", "FluxVelocityNet"),
+              "qwen_image": ("grpo_bench.models.qwen_image", "QwenImageVelocityNet")}
+"""An image family of models/real_specs.yaml -> the velocity net that feeds its transformer."""
+
+
+@functools.lru_cache(maxsize=32)
+def _meta_forward_flops(name: str, latent: tuple[int, int, int], tokens: int) -> float:
+    """One still's denoiser forward FLOPs of a named image checkpoint, counted on ``meta``; 0 (the plan's
+    estimate) when the transformer cannot run on meta."""
+    import importlib
+
+    import diffusers
+
+    from grpo_bench.models.diffusers_image import denoiser_flops
+
+    spec = real_specs()[name]
+    module, cls = IMAGE_NETS[spec["family"]]
+    with torch.device("meta"):
+        tr = getattr(diffusers, spec["transformer"]["class"])(**spec["transformer"]["config"])
+    try:
+        return denoiser_flops(getattr(importlib.import_module(module), cls), tr, latent, tokens)
+    except Exception:  # e.g. a data-dependent step on meta: fall back to the estimate
+        return 0.0
+
+
+def text_tokens(spec: dict[str, Any], cfg: Any) -> int:
+    """Text rows per prompt: the spec's default, or (``max_text_tokens`` set) the CLIP rows SD3 puts before
+    the T5 rows plus that length."""
+    chosen = getattr(cfg, "max_text_tokens", 0)
+    return spec.get("clip_tokens", 0) + chosen if chosen else spec["text_tokens"]
 
 
 def identify_folder(source: str) -> str | None:
@@ -116,7 +152,8 @@ def built_spec(cfg: Any) -> ModelSpec:
                          patch=(1, 1, 1), text_tokens=0, joint_text=False, block_params=block, video=video)
     conf = tr.config
     flops, top, tile = vae_decode_profile(arch.vae, c)
+    layers = conf.num_layers + conf.get("num_single_layers", 0)  # FLUX: double- and single-stream blocks
     return ModelSpec(cfg.model, parameter_count(tr), sum(parameter_count(e) for e in arch.text_encoders),
-                     parameter_count(arch.vae), conf.num_attention_heads * conf.attention_head_dim, conf.num_layers,
-                     (c, f, h, w), patch_size(conf), arch.text_tokens, arch.joint_text, lora, block, video, flops, top,
-                     tile)
+                     parameter_count(arch.vae), conf.num_attention_heads * conf.attention_head_dim, layers,
+                     (c, f, h, w), arch.token_patch or patch_size(conf), arch.text_tokens, arch.joint_text, lora,
+                     block, video, flops, top, tile, arch.forward_flops)

@@ -35,6 +35,7 @@ class ModelSpec:
     vae_flops_per_pixel: float = 0.0  # decoder FLOPs per decoded (frame x pixel)
     vae_channels: int = 0  # channels of the decoder's highest-resolution stage
     vae_tile: tuple[int, int] | None = None  # decoded (H, W) of one spatial tile, when the VAE tiles
+    forward_flops: float = 0.0  # one sample's denoiser forward, counted (image models); 0: estimated
 
     @property
     def video_tokens(self) -> int:
@@ -101,17 +102,22 @@ def vae_decode_profile(vae: torch.nn.Module, channels: int) -> tuple[float, int,
 
     device = next(vae.parameters()).device
     dtype = next(vae.parameters()).dtype
-    z = torch.zeros(1, channels, 2, 4, 4, device=device, dtype=dtype)
     tiling = getattr(vae, "use_tiling", False)
     vae.use_tiling = False
+    out = None
     try:
-        with FlopCounterMode(display=False) as counter, torch.no_grad():
-            out = vae._decode(z)
-            out = out[0] if isinstance(out, tuple) else getattr(out, "sample", out)
-    except Exception:  # a VAE this profile cannot drive: no decode term
-        return 0.0, 0, None
+        for shape in ((1, channels, 2, 4, 4), (1, channels, 4, 4)):  # a video VAE, else an image VAE
+            try:
+                with FlopCounterMode(display=False) as counter, torch.no_grad():
+                    out = vae._decode(torch.zeros(shape, device=device, dtype=dtype))
+                    out = out[0] if isinstance(out, tuple) else getattr(out, "sample", out)
+                break
+            except Exception:  # not this VAE's layout
+                out = None
     finally:
         vae.use_tiling = tiling
+    if out is None:  # a VAE this profile cannot drive: no decode term
+        return 0.0, 0, None
     per_pixel = counter.get_total_flops() / math.prod(out.shape[2:])
     conf = vae.config
     top = (conf.get("block_out_channels") or [conf.get("decoder_base_dim") or conf.get("base_dim") or 0])[0]

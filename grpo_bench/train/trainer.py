@@ -287,6 +287,8 @@ def train(
 
     validate(cfg)
     weights.check_weight_paths(cfg)  # a missing model or reward folder stops here, before any work
+    if model is None:
+        weights.check_model_present(cfg)  # a named checkpoint not in the local cache: one line, no model built
     cfg = resolve(cfg)
     out = Path(out_dir)
     created = not out.exists()

@@ -71,6 +71,51 @@ def check_reward(cfg: Any, where: str = "") -> None:
         _folder(key, value, where, file_ok=cfg.reward.startswith("world"))
 
 
+def check_modality(cfg: Any, where: str = "") -> None:
+    """An image model makes one-frame clips (``frames: 1``) and is scored by a reward of stills; a video
+    model by a reward of videos (a reward's ``modality``: 'image', 'video' or 'any'). Read from the
+    registries and a folder's model_index.json: no model is built."""
+    from grpo_bench import models
+    from grpo_bench.rewards import REWARDS
+
+    kind = models.modality(cfg.model)
+    if kind is None:  # an uncached hub id: the load says what to download
+        return
+    if kind == "image" and cfg.frames != 1:
+        raise UserError(f"{where}config key 'frames': model {cfg.model!r} makes still images (one frame), got "
+                        f"frames={cfg.frames}; leave frames out (an image model's default is 1) or set frames: 1")
+    if kind == "image" and cfg.eval_oracle:
+        raise UserError(f"{where}config key 'eval_oracle': the world oracle scores the embedded world's videos, not "
+                        f"the stills of model {cfg.model!r}; leave eval_oracle out (an image model's default is false)")
+    scores = reward_modality(REWARDS.get(cfg.reward))
+    if scores not in ("any", kind):
+        fits = [n for n in REWARDS.names() if reward_modality(REWARDS.get(n)) in ("any", kind)]
+        raise UserError(f"{where}config key 'reward': {cfg.reward!r} scores {scores}s only, but model {cfg.model!r} "
+                        f"makes {kind}s; choose one of {', '.join(fits)}")
+
+
+def reward_modality(factory: Any) -> str:
+    """What a registered reward scores: 'image' (stills), 'video' or 'any' (every frame; the default)."""
+    return str(getattr(factory, "modality", "any"))
+
+
+def check_model_present(cfg: Any, where: str = "") -> None:
+    """A registered checkpoint name (``sd3.5-medium``, ``wan2.1-1.3b`` ...) is in the local Hugging Face cache
+    (its model_index.json), else one line naming the download, before any model is built."""
+    from grpo_bench import models
+
+    factory = models.MODELS.get(cfg.model) if cfg.model in models.MODELS else None
+    hub_id = getattr(factory, "hub_id", None)
+    if hub_id is None:
+        return
+    from huggingface_hub import try_to_load_from_cache
+
+    if not isinstance(try_to_load_from_cache(hub_id, "model_index.json"), str):
+        from grpo_bench.models.pipeline_files import missing_model
+
+        raise UserError(f"{where}{missing_model(hub_id, getattr(factory, 'family', 'diffusers'))}")
+
+
 def check_weight_paths(cfg: Any, where: str = "") -> None:
     check_model(cfg, where)
     check_reward(cfg, where)

@@ -1,0 +1,80 @@
+"""ImageReward (Xu et al. 2023) on still images, through the ``image-reward`` package (module
+``ImageReward``): BLIP with an MLP head, trained on human rankings.
+
+flow_grpo's ``flow_grpo/imagereward_scorer.py`` scores each (prompt, image) with
+``model.inference_rank(prompt, [image])``, whose reward is the package's ``score``: the head's output
+normalised by the package's fixed mean and std (``(r - mean) / std``, ImageReward.py). Here
+``model.score(prompt, images)`` is called once per prompt's images (the same numbers).
+
+Optional: ``pip install image-reward`` (1.5 pins timm==0.6.13 and fairscale==0.4.13; not installed in this
+project's environment here: its glue is tested on a stand-in model). Strict loading: the checkpoint
+(``ImageReward.pt``) and its ``med_config.json`` are local files, and the BLIP text tokenizer
+(``bert-base-uncased``) must be in the local Hugging Face cache; the load runs with the hub offline, so a
+missing file is one line, never a download.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from grpo_bench.errors import UserError
+from grpo_bench.rewards import register
+from grpo_bench.rewards.still_images import local_file, optional_module, pil_images, stills
+
+DEFAULT_CHECKPOINT = "ImageReward.pt"
+INSTALL = "pip install image-reward (it pins timm==0.6.13 and fairscale==0.4.13)"
+
+
+class ImageRewardScore:
+    """{"imagereward": Tensor[B]}: the package's normalised ImageReward score of each still."""
+
+    key = "imagereward"
+    dimensions = ("imagereward",)
+    settings = {"A": {"imagereward": 1.0}, "B": {"imagereward": 1.0}}
+    modality = "image"
+
+    def __init__(self, model: Any, device: str | torch.device = "cpu") -> None:
+        self.model, self.device = model, torch.device(device)
+
+    @torch.no_grad()
+    def __call__(self, videos: Tensor, prompts: list[str]) -> dict[str, Tensor]:
+        images = pil_images(stills(videos, "ImageReward"))
+        scores = []
+        for prompt, image in zip(prompts, images):
+            s = self.model.score(prompt, [image])
+            scores.append(float(s[0] if isinstance(s, (list, tuple)) else s))
+        return {self.key: torch.tensor(scores, dtype=torch.float32)}
+
+
+@register("imagereward")
+def imagereward(checkpoint: str = DEFAULT_CHECKPOINT, med_config: str = "", device: str | None = None,
+                **kw: Any) -> ImageRewardScore:
+    """ImageReward-v1.0 from local files through the image-reward package (never downloads)."""
+    from grpo_bench.rewards.videoalign import auto_device
+
+    download = "download it first, e.g. `hf download THUDM/ImageReward ImageReward.pt med_config.json`"
+    path = local_file(checkpoint, "ImageReward", download)
+    config = local_file(med_config or str(path.with_name("med_config.json")), "ImageReward med_config", download)
+    rm = optional_module("ImageReward", INSTALL, "reward imagereward")
+    device = auto_device(device)
+    offline = os.environ.get("HF_HUB_OFFLINE")
+    os.environ["HF_HUB_OFFLINE"] = "1"  # the BLIP tokenizer comes from the local cache or not at all
+    try:
+        model = rm.load(str(path), device=device, med_config=str(config))
+    except (OSError, ValueError) as exc:
+        raise UserError(f"ImageReward: cannot load {str(path)!r} from local files ({str(exc).splitlines()[0][:120]}); "
+                        "its BLIP tokenizer needs `hf download bert-base-uncased` in the Hugging Face cache") from None
+    finally:
+        if offline is None:
+            os.environ.pop("HF_HUB_OFFLINE", None)
+        else:
+            os.environ["HF_HUB_OFFLINE"] = offline
+    return ImageRewardScore(model.eval(), device=device)
+
+
+imagereward.path_options = ("checkpoint", "med_config")  # reward_path, reward_base_path
+imagereward.modality = "image"
