@@ -3,8 +3,9 @@
 Cases (random weights built from config; nothing is downloaded):
 
 * ``tiny``: one GRPO update of the tiny presets (tiny-wan, tiny-hunyuan15) through the trainer;
-* ``stack``: a real-width HunyuanVideo 1.5 / Wan 2.1 14B layer stack (``--blocks`` transformer blocks)
-  at the token count of 480p x 81 frames (``--frames/--height/--width``), one training forward+backward
+* ``stack``: a real-width HunyuanVideo 1.5 / Wan 2.1 1.3B layer stack (``--blocks`` transformer blocks)
+  at the shipped suites' shapes (HunyuanVideo 1.5: 81 x 352 x 624, 20,003 tokens, hunyuan15_paper; Wan:
+  33 x 480 x 832, 14,040 tokens, wan_small; ``--frames/--height/--width``), one training forward+backward
   of one row in bf16 with gradient checkpointing; predicted = weights + gradients + the plan's
   ``training_activation_bytes``; the achieved TFLOP/s (4 forward FLOPs with recompute) beside the
   plan's assumed 400;
@@ -13,8 +14,8 @@ Cases (random weights built from config; nothing is downloaded):
   plan's CHECKPOINT_BYTES per token and hidden unit) from the recompute term (RECOMPUTE_BYTES);
 * ``attention``: one HunyuanVideo 1.5 block forward+backward with 70% of its 1,256 text tokens padded,
   diffusers' dense L x L mask processor against the key-padding one (memory and seconds);
-* ``vae``: the HunyuanVideo 1.5 VAE (real config, random weights) decoding latents 21 x 30 x 53 (81 x
-  480 x 848), float32 tiled as the adapter decodes and fp16 untiled as the official code, against the
+* ``vae``: the HunyuanVideo 1.5 VAE (real config, random weights) decoding latents 21 x 22 x 39 (81 x
+  352 x 624, the suites' shape), float32 tiled as the adapter decodes and fp16 untiled as the official code, against the
   plan's ``vae_decode`` term and FLOP count;
 * ``videoalign``: a Qwen2-VL-2B-size model (random weights) scoring one video of 6 frames at 336 x 588
   in bf16, against the plan's reward weights and activations;
@@ -46,8 +47,8 @@ import torch
 
 GB = 1024**3
 STACKS = {  # name -> (real model spec in models/real_specs.yaml, default frames, height, width)
-    "hunyuan15-stack": ("hunyuan15-480p", 81, 480, 848),
-    "wan14b-stack": ("wan2.1-14b", 81, 480, 832),
+    "hunyuan15-stack": ("hunyuan15-480p", 81, 352, 624),  # suites/hunyuan15_paper.yaml: 20,003 tokens
+    "wan13b-stack": ("wan2.1-1.3b", 33, 480, 832),  # suites/wan_small.yaml: 14,040 tokens
 }
 
 
@@ -56,7 +57,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--cases", default="tiny,stack",
                     help="comma list of: tiny, stack, master, attention, vae, videoalign, landing, fsdp, all, "
-                         "or single cases (tiny-wan, tiny-hunyuan15, hunyuan15-stack, wan14b-stack)")
+                         "or single cases (tiny-wan, tiny-hunyuan15, hunyuan15-stack, wan13b-stack)")
     ap.add_argument("--blocks", type=int, default=2, help="transformer blocks in each real-width stack")
     ap.add_argument("--frames", type=int, default=None, help="stack video frames (default 81)")
     ap.add_argument("--height", type=int, default=None)
@@ -293,7 +294,7 @@ def run_attention(args: argparse.Namespace, device: torch.device) -> list[dict]:
 
 
 def run_vae(args: argparse.Namespace, device: torch.device) -> list[dict]:
-    """The HunyuanVideo 1.5 VAE decoding latents 21 x 30 x 53: fp32 tiled (ours) and fp16 untiled (official)."""
+    """The HunyuanVideo 1.5 VAE decoding latents 21 x 22 x 39: fp32 tiled (ours) and fp16 untiled (official)."""
     import diffusers
 
     from grpo_bench.train.plan_costs import VAE_DECODE_MAPS
@@ -304,19 +305,19 @@ def run_vae(args: argparse.Namespace, device: torch.device) -> list[dict]:
     with torch.device("meta"):
         meta = getattr(diffusers, s["vae"]["class"])(**s["vae"]["config"])
     flops_per_pixel, top, tile = vae_decode_profile(meta, s["latent_channels"])
-    f, h, w = 81, 480, 848
+    f, h, w = 81, 352, 624
     rows = []
     for dtype, tiled, label in ((torch.float32, True, "fp32 tiled"), (torch.float16, False, "fp16 untiled")):
         th, tw = tile if tiled and tile else (h, w)
         bytes_per = 4 if dtype == torch.float32 else 2
-        row = _row(f"hunyuan15 VAE decode, {label}", tokens=21 * 30 * 53, params=parameter_count(meta),
+        row = _row(f"hunyuan15 VAE decode, {label}", tokens=21 * 22 * 39, params=parameter_count(meta),
                    predicted_gb=VAE_DECODE_MAPS * top * f * min(th, h) * min(tw, w) * bytes_per / GB,
                    flops=flops_per_pixel * f * h * w)
         if not args.dry_run:
             vae = getattr(diffusers, s["vae"]["class"])(**s["vae"]["config"]).to(device=device, dtype=dtype).eval()
             if tiled:
                 vae.enable_tiling()
-            z = torch.randn(1, s["latent_channels"], 21, 30, 53, device=device, dtype=dtype)
+            z = torch.randn(1, s["latent_channels"], 21, 22, 39, device=device, dtype=dtype)
             with Peak(device) as peak, torch.no_grad():
                 vae.decode(z, return_dict=False)
             row.update(measured_gb=peak.bytes / GB, seconds=peak.seconds)
@@ -432,6 +433,15 @@ def main(argv: list[str] | None = None) -> list[dict]:
         other = " ".join(f"{k}={r[k]}" for k in ("measured", "expected") if k in r)
         print(f"{r['case']:44} {r['tokens']:>7} {r['params']:>10} {r['predicted_gb']:>8.2f} {meas:>12} {secs:>8} "
               f"{rate:>8}  {other}")
+    for r in rows:  # what `plan` needs to be corrected by: measured / predicted (memory, and time where predicted)
+        r["memory_ratio"] = r["measured_gb"] / r["predicted_gb"] if r["measured_gb"] and r["predicted_gb"] else None
+        pred_s = r.get("predicted_seconds")
+        r["seconds_ratio"] = r["seconds"] / pred_s if r["seconds"] and pred_s else None
+    print("measured / predicted (the corrections plan needs): " + "; ".join(
+        f"{r['case'].strip()}: memory {r['memory_ratio']:.2f}"
+        + (f", seconds {r['seconds_ratio']:.2f}" if r["seconds_ratio"] else "")
+        for r in rows if r["memory_ratio"]) if any(r["memory_ratio"] for r in rows) else
+          "measured / predicted: nothing measured (--dry-run)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # One GPU (an H200), under 10 minutes: measured peak GPU memory, seconds and achieved TFLOP/s for
 #   * one GRPO update of the tiny presets (tiny-wan, tiny-hunyuan15);
-#   * a training forward+backward of a real-width HunyuanVideo 1.5 / Wan 2.1 14B layer stack
-#     (random weights built from the checkpoints' configs, --blocks blocks, 480p x 81 frames);
+#   * a training forward+backward of a real-width HunyuanVideo 1.5 / Wan 2.1 1.3B layer stack
+#     (random weights built from the checkpoints' configs, --blocks blocks) at the shipped suites' shapes:
+#     81 x 352 x 624 (20,003 tokens, hunyuan15_paper) and 33 x 480 x 832 (14,040 tokens, wan_small);
 #   * float32-master vs bf16 HunyuanVideo stacks at 2 and 8 blocks (per-layer and recompute memory);
 #   * dense vs key-padding attention at 70% text padding;
-#   * the real-config HunyuanVideo 1.5 VAE decoding latents 21 x 30 x 53 (fp32 tiled, fp16 untiled);
+#   * the real-config HunyuanVideo 1.5 VAE decoding latents 21 x 22 x 39 (fp32 tiled, fp16 untiled);
 #   * a VideoAlign-size (Qwen2-VL-2B) forward on 6 frames at 336 x 588;
 #   * weights_changed of bf16 parameters vs float32 masters at lr 1e-5;
 #   * a 1-process FSDP2 launch;
-# each printed next to `grpo-bench plan`'s prediction (grpo_bench/train/plan.py). benchmarks/gpu_check.py
-# documents every case.
+# each printed next to `grpo-bench plan`'s prediction (grpo_bench/train/plan.py), then measured / predicted
+# per case (memory, and seconds per update for the tiny updates): the corrections `plan` needs, also in
+# --json. benchmarks/gpu_check.py documents every case.
 #
 #   benchmarks/gpu_check.sh                    # the check (needs a CUDA GPU)
 #   benchmarks/gpu_check.sh --dry-run          # the plan column only: CPU, seconds, no model run

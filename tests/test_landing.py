@@ -80,3 +80,31 @@ def test_bf16_parameters_at_lr_1e5_are_caught_and_fp32_masters_are_not(tmp_path,
 def test_world_logs_weights_changed(tmp_path):
     changed, caught = _run(tmp_path, "world", "float32", lr=1e-4)
     assert all(0.5 < c <= 1.0 for c in changed) and caught == []
+
+
+def test_a_detached_loss_is_a_no_op_that_warns_every_update(tmp_path, monkeypatch):
+    """No gradient reaches a parameter: weights_changed is NaN, and each such update says so."""
+    from grpo_bench.train import optimize
+
+    real = optimize.step_terms
+
+    def detached(*args, **kw):
+        terms = real(*args, **kw)
+        terms.policy = terms.policy.detach().requires_grad_()  # a loss that reaches no parameter
+        terms.kl = {k: v.detach() for k, v in terms.kl.items()}
+        return terms
+
+    monkeypatch.setattr(optimize, "step_terms", detached)
+    changed, caught = _run(tmp_path, "world", "float32", lr=1e-4, kl="none")
+    assert all(c is None or c != c for c in changed), changed  # NaN (null in metrics.jsonl): nothing reached
+    assert sum("no-op" in w and "no gradient reached" in w for w in caught) == 2  # once per update
+
+
+def test_an_update_that_changes_nothing_it_reached_warns():
+    p = torch.nn.Parameter(torch.ones(8))
+    probe = landing.WeightProbe([p])
+    probe.begin()
+    p.grad = torch.ones(8)
+    probe.touch()  # reached, but never stepped
+    with pytest.warns(UserWarning, match="no-op: its optimizer steps changed none"):
+        assert probe.end() == 0.0

@@ -17,7 +17,8 @@ def _results(rows: dict[str, dict]) -> pd.DataFrame:
         method = group.split()[0]
         for seed in (0, 1):
             cell = f"{group.replace(' ', '_')}-{seed}"
-            cfg = {"method": method, "kl": spec["kl"], "kl_adaptive": True, "kl_beta_min": 1e-3}
+            cfg = {"method": method, "kl": spec["kl"], "kl_adaptive": True, "kl_beta_min": 1e-3,
+                   **spec.get("config", {})}
             out.append({"suite": "t", "cell": cell, "group": group, "setting": "B", "seed": seed, "kind": "cell",
                         "method": method, "kl": spec["kl"], "equalizer": False, "metric": "wall_time", "value": 1.0,
                         "text": json.dumps({"config": cfg, "status": "done"})})
@@ -74,3 +75,25 @@ def test_updates_that_do_not_land_are_a_finding():
     found = findings(_results({"sage_grpo fp32": live, "sage_grpo bf16": rounded}))
     assert list(found["group"]) == ["sage_grpo bf16"] and list(found["mechanism"]) == ["weight updates"]
     assert "3.0%" in found["finding"].iloc[0]  # the median of 0.04 and 0.02
+
+
+def test_a_mechanism_the_recipe_makes_inert_is_said_to_be_so():
+    """One optimizer step per rollout (SAGE-GRPO's official schedule): ratio 1, no clip, step-wise KL 0 by design."""
+    official = {"kl": "dual", "config": {"minibatches": 1, "inner_epochs": 1, "step_every": "minibatch"},
+                "metrics": {"ratio_mean": [1.0] * UPDATES, "clip_frac": [0.0] * UPDATES, "kl": [1e-4] * UPDATES,
+                            "kl_stepwise": [0.0] * UPDATES, "kl_weight": [0.01, 0.02] * 6}}
+    two = {**official, "config": {"minibatches": 2}}
+    found = findings(_results({"sage_grpo official": official, "sage_grpo two": two}))
+    by_recipe = found[found["group"] == "sage_grpo official"]
+    assert set(by_recipe["mechanism"]) == {"PPO ratio", "PPO clip", "step-wise KL"}
+    assert all("inert by the recipe" in f for f in by_recipe["finding"])
+    assert not any("inert by the recipe" in f for f in found.loc[found["group"] == "sage_grpo two", "finding"])
+
+
+def test_no_op_updates_are_counted():
+    """weights_changed 0 (nothing changed) and NaN (no gradient arrived) are both counted per row."""
+    noop = {"kl": "dual", "metrics": {**LIVE["metrics"], "weights_changed": [1.0] * 9 + [0.0, float("nan"), 0.0]}}
+    found = findings(_results({"sage_grpo noop": noop}))
+    assert list(found["mechanism"]) == ["weight updates"]
+    assert "6 of 24 updates were no-ops: 4 changed no weight" in found["finding"].iloc[0]
+    assert "2 received no gradient" in found["finding"].iloc[0]

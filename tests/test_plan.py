@@ -114,9 +114,10 @@ def test_gpu_check_dry_run_prints_the_plan_column(capsys):
     import gpu_check
 
     rows = gpu_check.main(["--dry-run", "--device", "cpu", "--blocks", "2"])
-    assert [r["case"].split(" ")[0] for r in rows] == ["tiny-wan", "tiny-hunyuan15", "hunyuan15-stack", "wan14b-stack"]
+    assert [r["case"].split(" ")[0] for r in rows] == ["tiny-wan", "tiny-hunyuan15", "hunyuan15-stack", "wan13b-stack"]
     stack = rows[2]
-    assert stack["tokens"] == 21 * 30 * 53 + 1985 and stack["measured_gb"] is None
+    assert stack["tokens"] == 20_003 == 21 * 22 * 39 + 1985 and stack["measured_gb"] is None  # hunyuan15_paper's
+    assert rows[3]["tokens"] == 14_040 == 9 * 30 * 52  # wan_small's 33 x 480 x 832
     assert 2 * (8.33e9 / 54) < stack["params"] < 4 * (8.33e9 / 54)  # two of HunyuanVideo 1.5's 54 blocks (+ embedders)
     assert "plan GB" in capsys.readouterr().out
     world = estimate(RunConfig(model="world", device="cpu"))
@@ -183,3 +184,45 @@ def test_plan_checks_every_cell_against_an_h200_when_nothing_is_declared(monkeyp
     assert ok.exit_code == 0 and "node-days" in ok.output and "e+0" not in ok.output
     declared = CliRunner().invoke(app, ["plan", str(ROOT / "suites" / "wan_small.yaml")])
     assert declared.exit_code == 0 and "checked against 80 GB per GPU (the suite's" in declared.output
+
+
+def test_autocast_copy_lora_backward_and_per_step_overheads_are_counted():
+    """Float32 masters under bf16 autocast: a bf16 copy of every weight during a forward; LoRA's backward
+    computes no base weight gradient; each optimizer step and transformer call costs fixed time."""
+    from grpo_bench.train.plan_costs import CALL_OVERHEAD_S, STEP_OVERHEAD_S, training_pass_factor
+
+    full = estimate(hy(lora_rank=0, param_dtype="float32"), processes=8, sharding="fsdp2")
+    assert full.gpu["autocast_copy"] == pytest.approx(2 * full.params)  # ~15.5 GiB for the 8.3B transformer
+    assert estimate(hy(lora_rank=0, param_dtype="bf16"), processes=8, sharding="fsdp2").gpu["autocast_copy"] == 0
+    lora = estimate(hy(), processes=8)
+    assert lora.gpu["autocast_copy"] == pytest.approx(2 * lora.trainable)
+    assert [training_pass_factor(lo, ck) for lo in (True, False) for ck in (True, False)] == [3, 2, 4, 3]
+    one = estimate(hy(minibatches=1, step_every="minibatch"), processes=8)
+    many = estimate(hy(step_every="micro_step"), processes=8)
+    assert one.seconds["per_step"] >= STEP_OVERHEAD_S + CALL_OVERHEAD_S
+    assert many.seconds["per_step"] > one.seconds["per_step"] + 10 * STEP_OVERHEAD_S  # 4 x 3 steps, not 1
+    muon = estimate(hy(lora_rank=0, optimizer="muon", minibatches=1), processes=8, sharding="fsdp2")
+    adamw = estimate(hy(lora_rank=0, minibatches=1), processes=8, sharding="fsdp2")
+    assert muon.seconds["per_step"] > adamw.seconds["per_step"]  # Newton-Schulz iterations
+
+
+def test_a_cell_that_outlasts_its_time_limit_is_refused_or_requeued():
+    from grpo_bench.train.plan import check_time
+
+    p = estimate(hy(updates=300), processes=8)
+    hours = p.seconds_per_cell / 3600
+    limit = int(p.seconds_per_cell / 60 / 2.5)  # the cell needs three submissions of this limit
+    check_time(p, None, 0, 10, "x: ")  # no limit declared: nothing to check
+    check_time(p, limit, 2, 10, "x: ")
+    with pytest.raises(UserError, match=rf"x: predicted {hours:.1f} h per cell exceeds budget.timeout_min={limit} "
+                                        r"x 1 submission\(s\).*budget.requeue: 2") as err:
+        check_time(p, limit, 0, 10, "x: ")
+    assert "\n" not in str(err.value)
+    with pytest.raises(UserError, match="between checkpoints .* would restart from the same checkpoint"):
+        check_time(p, limit, 100, 300, "x: ")
+
+
+def test_plan_refuses_a_suite_whose_cells_outlast_timeout_min():
+    res = CliRunner().invoke(app, ["plan", str(ROOT / "suites" / "hunyuan15_paper.yaml"), "updates=5000"])
+    assert res.exit_code != 0 and isinstance(res.exception, UserError)
+    assert "exceeds budget.timeout_min=2880" in str(res.exception)

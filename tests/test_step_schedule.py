@@ -1,5 +1,6 @@
-"""Optimizer steps as a recipe takes them (docs/design.md §4): one per minibatch, or one per
-(micro-batch, trained step) backward (``step_every: micro_step``, the official SAGE-GRPO schedule), with
+"""Optimizer steps as a recipe takes them (docs/design.md §4): one per minibatch (the official codes'
+accumulation: tests/test_recipe_schedule.py), or one per (sample, trained step) backward
+(``step_every: micro_step``), with
 the KL warm-up and feedback counted in updates or in optimizer steps (``kl_schedule_unit``)."""
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ def _rows(tmp_path, **kw):
 
 
 @pytest.mark.parametrize("micro_batch, minibatches", [(1, 1), (2, 1), (1, 2)])
-def test_micro_step_schedule_steps_once_per_micro_batch_and_trained_step(tmp_path, micro_batch, minibatches):
+def test_micro_step_schedule_steps_once_per_sample_and_trained_step(tmp_path, micro_batch, minibatches):
     rows = _rows(tmp_path, step_every="micro_step", micro_batch=micro_batch, minibatches=minibatches)
-    per_update = (4 // micro_batch) * 3  # micro-batches of 4 rollouts x 3 trained steps (minibatches: the order)
+    per_update = 4 * 3  # 4 rollouts x 3 trained steps, whatever micro_batch (memory only; minibatches: the order)
     assert [r["optimizer_steps"] for r in rows] == [per_update, 2 * per_update]
     assert rows[-1]["anchor_copies"] == 2 * per_update // 5  # anchor_every counts optimizer steps
 

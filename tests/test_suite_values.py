@@ -20,10 +20,14 @@ SUITES = sorted((ROOT / "suites").glob("*.yaml"))
 WORLD_TUNED = ("lr", "kl_weight", "kl_beta_min", "kl_beta_max", "kl_target")
 """Fields whose world values were set on the embedded world (config.py's docstrings, presets.py)."""
 PAPER = {"kl_beta_min": 1e-7, "kl_beta_max": 1e-5, "kl_target": 1e-5, "beta_pos": 1.0, "beta_vel": 0.1,
-         "anchor_every": 10, "kl_schedule_unit": "optimizer_step", "step_every": "micro_step", "clip_range": 1e-4}
+         "anchor_every": 10, "kl_schedule_unit": "optimizer_step", "step_every": "minibatch", "minibatches": 1,
+         "inner_epochs": 1, "clip_range": 1e-4, "weight_decay": 0.01}
 """The SAGE-GRPO paper's / official code's numbers (scripts/post_train/train_grpo.sh: kl_coef 1e-7, kl_weight
-1e-5, dual_kl_moving_weight 1.0, dual_kl_step_weight 0.1, update_ref_model_step 10, clip_range 1e-4; an
-optimizer step after every (sample, timestep) backward, so its schedule counts optimizer steps)."""
+1e-5, dual_kl_moving_weight 1.0, dual_kl_step_weight 0.1, update_ref_model_step 10, clip_range 1e-4;
+post_train.py: weight_decay 0.01, and one optimizer step per rollout, its gradients accumulated over every
+(sample, timestep) backward: tests/test_recipe_schedule.py)."""
+FLOW_GRPO_BETA = 0.01
+"""FlowGRPO's own constant KL weight (yifan123/flow_grpo config/grpo.py pickscore_sd3: config.train.beta = 0.01)."""
 
 
 def _world_values() -> dict[str, set]:
@@ -68,7 +72,15 @@ def test_no_world_calibrated_value_leaks_into_a_real_model_suite(suite):
 def test_hunyuan_suites_carry_the_papers_trust_region(suite):
     for _, cfg in (c for c in REAL if c[0] == suite):
         got = {k: getattr(cfg, k) for k in PAPER}
+        if cfg.method == "flow_grpo":  # FlowGRPO's own constant beta on its fixed reference
+            assert (cfg.kl, cfg.kl_adaptive, cfg.kl_weight) == ("fixed", False, FLOW_GRPO_BETA), suite
+            got.update({k: PAPER[k] for k in ("kl_beta_min", "kl_beta_max", "kl_target")})  # unused there
         assert got == PAPER, f"{suite}: {cfg.method} kl={cfg.kl}"
+
+
+def test_the_paper_suite_trains_with_muon():
+    for suite, cfg in REAL:
+        assert cfg.optimizer == ("muon" if suite == "hunyuan15_paper" else "adamw"), suite
 
 
 def test_no_checkpoint_that_is_not_guidance_distilled_runs_without_guidance():

@@ -18,7 +18,7 @@ from grpo_bench.suite.expand import expand
 from grpo_bench.suite.parse import load_suite
 from grpo_bench.suite.spec import Cell, Suite
 from grpo_bench.train.config import parse_overrides
-from grpo_bench.train.plan import GB, Plan, check_fits, estimate
+from grpo_bench.train.plan import GB, Plan, check_fits, check_time, estimate
 
 DEFAULT_TFLOPS = 400.0
 """Sustained bf16 TFLOP/s per GPU assumed for the time estimate (H100/H200 at ~40% of dense peak)."""
@@ -122,8 +122,16 @@ def _count(n: float) -> str:
 
 
 def check(suite: Suite, plans: list[tuple[Cell, Plan]], gpu_memory_gb: float | None) -> None:
+    """Every cell fits its GPU, finishes within its time limit (with the declared requeues) and has a
+    schedule its processes can carry (train/recipe.py); else one line (exit 2)."""
+    from grpo_bench.train import recipe
+
+    timeout, requeue = suite.resources.get("timeout_min"), int(suite.resources.get("requeue", 0))
     for cell, p in plans:
-        check_fits(p, gpu_memory_gb, f"{suite.name}: cell {cell.id}: ")
+        where = f"{suite.name}: cell {cell.id}: "
+        recipe.check(cell.config, p.processes, where)
+        check_fits(p, gpu_memory_gb, where)
+        check_time(p, timeout, requeue, cell.config.checkpoint_every, where)
 
 
 def plan_command(path: Path, gpu_memory_gb: float | None, tflops: float, overrides: list[str], console: Console) -> int:

@@ -5,8 +5,13 @@ A PPO ratio that is identically 1 (one optimizer step per rollout: the policy at
 rollout policy), a clip that never clips, a KL term that is identically zero, or an adaptive KL
 weight pinned at its floor makes two rows of a table the same algorithm under different names.
 Updates whose optimizer steps change few weights (``weights_changed``: bf16 parameters that an AdamW step
-of a small lr cannot move) train less than they report. This part lists every such finding per row,
-from the per-update metrics alone.
+of a small lr cannot move) train less than they report, and an update that changed no weight at all
+(``weights_changed`` 0) or that no gradient reached (NaN: a detached loss) is a no-op. This part lists
+every such finding per row, from the per-update metrics alone.
+
+A mechanism the recipe itself makes inert is said to be so, not reported as a fault: under one optimizer
+step per rollout (the official SAGE-GRPO schedule, ``minibatches: 1``) the loss sees the rollout policy,
+so the PPO ratio is 1, the clip cannot act and a step-wise KL against the rollout policy is 0 by design.
 """
 
 from __future__ import annotations
@@ -23,8 +28,18 @@ FLOOR_SHARE = 0.25
 least this share of the run's last updates, without leaving it again."""
 
 
+INERT = "inert by the recipe: one optimizer step per rollout, so the loss sees the rollout policy"
+"""The finding of a mechanism that a one-step-per-rollout recipe turns off by design."""
+
+
 def _dead(values: pd.Series) -> bool:
     return len(values) > 0 and bool((values.abs() < 1e-12).all())
+
+
+def one_step_per_rollout(cfg: dict) -> bool:
+    """The recipe gives each rollout a single optimizer step (so the PPO ratio is 1 at that step)."""
+    return (str(cfg.get("step_every", "minibatch")) == "minibatch"
+            and int(cfg.get("minibatches", 2)) * int(cfg.get("inner_epochs", 1)) == 1)
 
 
 def findings(df: pd.DataFrame) -> pd.DataFrame:
@@ -42,20 +57,30 @@ def findings(df: pd.DataFrame) -> pd.DataFrame:
         def add(mechanism: str, finding: str, setting=setting, group=group) -> None:
             out.append({"setting": setting, "group": group, "mechanism": mechanism, "finding": finding})
 
-        changed = metric("weights_changed").dropna()
+        raw = df.loc[(df["kind"] == "update") & (df["metric"] == "weights_changed") & df["cell"].isin(ids),
+                     "value"].astype(float)  # NaN kept: an update no gradient reached
+        noop, dead = int((raw == 0).sum()), int(raw.isna().sum())
+        if noop or dead:
+            add("weight updates", f"{noop + dead} of {len(raw)} updates were no-ops: {noop} changed no weight "
+                                  f"(weights_changed 0), {dead} received no gradient (NaN: a detached loss?)")
+        changed = raw.dropna()
         if len(changed) and float(changed.median()) < WEIGHTS_CHANGED_WARN:
             share = float(changed.median())
             add("weight updates", f"median {share:.1%} of the trainable elements the gradients reached "
                                   "changed per update: the optimizer steps round away (bf16 parameters at a small lr?)")
+        by_recipe = all(one_step_per_rollout(config[c]) for c in ids)
         if _dead(metric("ratio_mean") - 1):
-            add("PPO ratio", "identically 1: the loss sees the rollout policy (one optimizer step per rollout)")
+            add("PPO ratio", f"identically 1: {INERT}" if by_recipe else
+                "identically 1: the loss sees the rollout policy (one optimizer step per rollout)")
         if _dead(metric("clip_frac")):
-            add("PPO clip", "never clipped a sample")
+            add("PPO clip", f"never clipped a sample: {INERT}" if by_recipe else "never clipped a sample")
         kls = {str(config[c].get("kl")) for c in ids}
         if kls - {"none", "None"} and _dead(metric("kl")):
             add("KL penalty", "identically 0")
         if _dead(metric("kl_stepwise")):
-            add("step-wise KL", "identically 0 (its reference is the rollout policy)")
+            rollout_ref = all(str(config[c].get("stepwise_ref", "rollout")) == "rollout" for c in ids)
+            add("step-wise KL", f"identically 0: {INERT}" if by_recipe and rollout_ref else
+                "identically 0 (its reference is the rollout policy)")
         adaptive = [c for c in ids if config[c].get("kl_adaptive") and str(config[c].get("kl")) not in ("none", "None")]
         for bound, key in (("floor", "kl_beta_min"), ("ceiling", "kl_beta_max")):
             starts = [_bound_from(df, c, float(config[c].get(key, float("nan"))), bound) for c in adaptive]
@@ -87,7 +112,9 @@ def liveness(ctx: Context) -> list[Section]:
     title = "Mechanisms that did not act"
     found = findings(ctx.df)
     how = ("From the per-update metrics of every cell of a row: a mechanism listed here never moved, so rows "
-           "that differ only in it are the same algorithm. An empty table means every logged mechanism acted.")
+           "that differ only in it are the same algorithm; one marked 'inert by the recipe' is off by the "
+           "recipe's design (one optimizer step per rollout), not a fault. An empty table means every logged "
+           "mechanism acted.")
     if found.empty:
         return [Section(title, how, "Every logged mechanism acted.\n")]
     rows = [[r.setting, r.group, r.mechanism, r.finding] for r in found.itertuples()]

@@ -37,11 +37,13 @@ BUDGET_CONFIG_KEYS = (
     "micro_batch", "eval_every", "eval_samples", "diag_every", "checkpoint_every", "save_videos",
 )
 RESOURCE_KEYS = {"gpus_per_cell": int, "timeout_min": int, "cpus_per_cell": int, "gpu_memory_gb": int,
-                 "accelerate_config": str}
+                 "accelerate_config": str, "requeue": int}
 """Budget keys read by the runner, not by the trainer (they never change a cell id): GPUs per cell
 (default 1 on a GPU machine, none on SLURM unless set), the SLURM time limit and the SLURM cpus per task;
 GPU memory per device (``grpo-bench plan`` refuses cells predicted not to fit) and the accelerate
-config a multi-GPU cell is launched with (default multi_gpu; fsdp2 / deepspeed_zero2 shard)."""
+config a multi-GPU cell is launched with (default multi_gpu; fsdp2 / deepspeed_zero2 shard); how many times
+the SLURM backend resubmits a cell whose job died at its time limit (``requeue``, default 0; ``grpo-bench
+plan`` refuses a cell predicted to outlast timeout_min x (1 + requeue))."""
 DECIDE_KEYS = ("max_seeds", "block", "alpha")
 MAX_SEEDS = 1000
 MAX_SEED = 2**63 - 1

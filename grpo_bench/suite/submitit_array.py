@@ -26,7 +26,28 @@ def _submitit_task(meta: dict[str, Any], cell_dir: str, trainer: str, threads: i
 def run_submitit(work: list[tuple[dict[str, Any], Path]], trainer: str, slots: list[list[int] | None],
                  threads: int, display: Any, suite_dir: Path, resources: dict[str, int],
                  cluster: str | None = None, **_: Any) -> list[Outcome]:
-    """One SLURM array task per cell (at most len(slots) at once); progress polled from the files."""
+    """One SLURM array task per cell (at most len(slots) at once); a cell whose job died (its time limit,
+    pre-emption) is submitted again up to ``budget.requeue`` times, resuming from its last checkpoint."""
+    outcomes = _submit_round(work, trainer, slots, threads, display, suite_dir, resources, cluster)
+    for _ in range(int(resources.get("requeue", 0))):
+        again = [i for i, o in enumerate(outcomes) if o.status == "failed" and o.error.startswith(DIED)]
+        if not again or interrupt.requested():
+            break
+        for i, o in zip(again, _submit_round([work[i] for i in again], trainer, slots, threads, display, suite_dir,
+                                             resources, cluster)):
+            outcomes[i] = o
+    return outcomes
+
+
+DIED = "job died: "
+"""Prefix of the error of a cell whose scheduler job ended without a result (requeued when allowed)."""
+
+
+def _submit_round(work: list[tuple[dict[str, Any], Path]], trainer: str, slots: list[list[int] | None],
+                  threads: int, display: Any, suite_dir: Path, resources: dict[str, int],
+                  cluster: str | None) -> list[Outcome]:
+    import dataclasses
+
     import submitit
 
     executor = submitit.AutoExecutor(folder=suite_dir / ".submitit", cluster=cluster)
@@ -59,7 +80,8 @@ def run_submitit(work: list[tuple[dict[str, Any], Path]], trainer: str, slots: l
                 try:
                     outcomes[i] = job.result()
                 except Exception as exc:  # the job itself died (timeout, pre-emption, node failure)
-                    outcomes[i] = failed(meta, cdir, exc)
+                    outcome = failed(meta, cdir, exc)
+                    outcomes[i] = dataclasses.replace(outcome, error=DIED + (outcome.error or ""))
                 display.event(("end", i, meta["id"], outcomes[i].status, outcomes[i].train_s))
         display.refresh()
         time.sleep(0.5)

@@ -93,7 +93,7 @@ EXECUTION_FIELDS = frozenset(name for name, f in FIELDS.items() if f.metadata.ge
 ID_NEUTRAL: dict[str, Any] = {
     "params": {}, "param_dtype": "float32", "reward_path": "", "reward_base_path": "", "equalizer_proxy": "gaussian",
     "stepwise_ref": "rollout", "kl_target_auto": False, "kl_feedback": "integral", "adv_norm": "group",
-    "step_every": "minibatch", "kl_schedule_unit": "update", "kl_horizon": 10.0,
+    "step_every": "minibatch", "kl_schedule_unit": "update", "kl_horizon": 10.0, "bestofn": 0, "optimizer": "adamw",
     "embedded_guidance": 0.0, "max_text_tokens": 0,  # image generators (models/options.py)
 }
 """Science fields added since the id scheme of release 0.3: the value for which a field is left out of a
@@ -200,6 +200,9 @@ def validate(cfg: RunConfig, where: str = "") -> None:
     if cfg.minibatches > cfg.prompts_per_update * cfg.group_size:
         raise UserError(f"{where}config key 'minibatches' ({cfg.minibatches}) exceeds the rollout batch "
                         f"prompts_per_update * group_size = {cfg.prompts_per_update * cfg.group_size}")
+    from grpo_bench.train import recipe
+
+    recipe.check(cfg, 1, where)  # one process here; the trainer and plan check their own number of processes
     if cfg.kl_beta_max < cfg.kl_beta_min:
         raise UserError(f"{where}KL weights must satisfy 0 <= kl_beta_min <= kl_beta_max, got kl_beta_min "
                         f"{cfg.kl_beta_min} > kl_beta_max {cfg.kl_beta_max}")

@@ -114,7 +114,10 @@ class WeightProbe:
                 seen |= self._sample(p.grad) != 0
 
     def end(self) -> float:
-        """changed / reached over the probed elements of every process (NaN when nothing was reached)."""
+        """changed / reached over the probed elements of every process (NaN when nothing was reached).
+
+        A no-op update warns every time: NaN (no gradient arrived: a detached loss) and 0 (nothing changed);
+        a share below WEIGHTS_CHANGED_WARN warns once."""
         dev = self.before[0].device if self.before else torch.device("cpu")
         counts = torch.zeros(2, dtype=torch.float64, device=dev)
         for p, old, seen in zip(self.params, self.before, self.reached):
@@ -124,7 +127,11 @@ class WeightProbe:
         if self.acc is not None and self.acc.num_processes > 1:
             counts = self.acc.reduce(counts, "sum")
         share = float(counts[0] / counts[1]) if float(counts[1]) else float("nan")
-        if share < WEIGHTS_CHANGED_WARN and not self.warned:
+        if share != share or share == 0.0:  # a no-op update: said every time (the liveness report counts them)
+            why = ("no gradient reached any trainable element (a detached loss, or frozen parameters?)"
+                   if share != share else "its optimizer steps changed none of the elements its gradients reached")
+            warnings.warn(f"weights_changed {share}: this update was a no-op: {why}", stacklevel=2)
+        elif share < WEIGHTS_CHANGED_WARN and not self.warned:
             self.warned = True
             warnings.warn(f"weights_changed {share:.1%}: this update's optimizer steps changed fewer than "
                           f"{WEIGHTS_CHANGED_WARN:.0%} of the trainable elements its gradients reached (bf16 "

@@ -38,6 +38,8 @@ class Passes:
     micro_batch: int
     step_every: str
     kl_schedule_unit: str
+    group_size: int = 2
+    bestofn: int = 0
 
 
 @dataclass
@@ -110,8 +112,9 @@ def optimize(batch: RolloutBatch, loss_ctx: LossContext, state: TrainState, pass
     sums: dict[str, float] = defaultdict(float)
     n, grad_norms, copies, used = 0, [], 0, []
     probe.begin()
+    trained = trained_rows(adv, passes.group_size, passes.bestofn)
     for _ in range(passes.inner_epochs):
-        for mb in torch.arange(B, device=device).chunk(passes.minibatches):
+        for mb in trained.chunk(passes.minibatches):
             groups = _step_groups(mb, steps, K, passes.micro_batch, passes.step_every == "micro_step")
             for group in groups:  # one optimizer step each
                 stepper.zero_grad()
@@ -157,15 +160,36 @@ def _rank_mean(acc: Any, value: float) -> float:
     return float(acc.reduce(torch.tensor([value], device=acc.device, dtype=torch.float64), "mean")[0])
 
 
+def trained_rows(adv: torch.Tensor, group_size: int, bestofn: int) -> torch.Tensor:
+    """The rows of this process's batch that are trained: all of them, or DanceGRPO's best-of-n selection
+    (``bestofn`` k > 0): in each group the k/2 rollouts of highest and the k/2 of lowest advantage, the
+    advantages still those of the whole group. DanceGRPO's HunyuanVideo script (XueZeyue/DanceGRPO,
+    scripts/finetune/finetune_hunyuan_grpo.sh: ``--num_generations 24 --bestofn 8``;
+    fastvideo/train_grpo_hunyuan.py: ``top_indices = sorted_indices[-args.bestofn//2:]``,
+    ``bottom_indices = sorted_indices[:args.bestofn//2]``) selects so among one prompt's 24 rollouts on a
+    rank. Kept in row order (the official code shuffles them; the minibatches then mix high and low)."""
+    B = adv.shape[0]
+    every = torch.arange(B, device=adv.device)
+    if not bestofn:
+        return every
+    half = bestofn // 2
+    keep = []
+    for g in range(B // group_size):
+        order = torch.argsort(adv[g * group_size:(g + 1) * group_size], stable=True) + g * group_size
+        keep.append(torch.cat([order[:half], order[-half:]]))
+    return torch.sort(torch.cat(keep)).values
+
+
 def _step_groups(mb: torch.Tensor, steps: torch.Tensor, K: int, micro_batch: int,
                  micro_step: bool) -> list[list[tuple[torch.Tensor, torch.Tensor]]]:
     """The backward passes of one minibatch ``mb`` as (rows, their trained steps), grouped by optimizer step.
 
     Per minibatch: one group, every (sample j, trained step i) pair of the minibatch batched into forwards of
-    ``micro_batch`` pairs (fewer, larger calls). Per micro-step: one group per (micro-batch of samples,
-    trained step k), as the official code steps."""
+    ``micro_batch`` pairs (fewer, larger calls): gradient accumulation over the pairs, as the official codes
+    accumulate. Per micro-step: one group per (sample, trained step k), whatever ``micro_batch`` (an execution
+    field: it bounds memory and changes no optimizer step)."""
     if micro_step:
-        return [[(rows, steps[rows, k])] for rows in mb.split(micro_batch or len(mb)) for k in range(K)]
+        return [[(rows, steps[rows, k])] for rows in mb.split(1) for k in range(K)]
     pair_rows, pair_steps = mb.repeat_interleave(K), steps[mb].flatten()
     chunk = micro_batch or len(pair_rows)
     return [list(zip(pair_rows.split(chunk), pair_steps.split(chunk)))]

@@ -37,14 +37,18 @@ import torch
 
 from grpo_bench.errors import UserError
 from grpo_bench.train.plan_costs import (
+    CALL_OVERHEAD_S,
     LINK_GB_S,
     REWARD_PARAMS,
     ROLLOUT_BYTES,
     VAE_DECODE_MAPS,
     VAE_THROUGHPUT,
+    autocast_copy_bytes,
     communication_bytes,
+    optimizer_step_seconds,
     reward_cost,
     training_activation_bytes,
+    training_pass_factor,
 )
 from grpo_bench.train.plan_models import model_spec
 from grpo_bench.train.plan_spec import ModelSpec
@@ -144,6 +148,7 @@ def estimate(cfg: Any, processes: int = 1, sharding: str = "none", tflops: float
     train_act = training_activation_bytes(spec, micro * cfg_mult, cfg.gradient_checkpointing, bf16)
     rollout_act = min(micro * cfg_mult, rows * cfg_mult) * L * hid * ROLLOUT_BYTES * (1 if bf16 else 2)
     gpu["activations"] = max(train_act, rollout_act)
+    gpu["autocast_copy"] = autocast_copy_bytes(spec.transformer_params, trainable, lora, param_dtype, bf16)
     # the micro-batched diagnostic sums autograd.grad results in a second gradient buffer
     gpu["diagnostic_grads"] = trainable * train_bytes / shard_all if cfg.diag_every else 0.0
     # collective buffers: FSDP2 gathers the next block while one runs and reduce-scatters a block's
@@ -161,9 +166,10 @@ def estimate(cfg: Any, processes: int = 1, sharding: str = "none", tflops: float
     gpu["reward_activations"] = reward_act
     encoders = spec.text_encoder_params * compute
     gpu["text_encoders_while_caching"] = encoders
-    phase_only = ("text_encoders_while_caching", "vae_decode", "reward_activations", "activations")
+    phase_only = ("text_encoders_while_caching", "vae_decode", "reward_activations", "activations", "autocast_copy")
     static = sum(v for k, v in gpu.items() if k not in phase_only)
-    train_phase = max(static + gpu["activations"], static + gpu["vae_decode"], static + gpu["reward_activations"])
+    forward_phase = static + gpu["activations"] + gpu["autocast_copy"]  # autocast's copies live with the forward
+    train_phase = max(forward_phase, static + gpu["vae_decode"], static + gpu["reward_activations"])
     # at load the whole transformer reaches the GPU before it is sharded, with the text encoders
     cache_phase = spec.transformer_params * base_bytes + gpu["vae"] + encoders
     on_cpu = str(getattr(cfg, "device", "auto")) == "cpu"
@@ -184,7 +190,8 @@ def estimate(cfg: Any, processes: int = 1, sharding: str = "none", tflops: float
     attn = 4 * L * L * hid + (0 if spec.joint_text else 4 * spec.video_tokens * spec.text_tokens * hid)  # QK^T and AV
     fwd = spec.forward_flops or 2 * spec.transformer_params * L + attn * layers  # FLOPs of one row's forward
     flops = rows * cfg_mult * fwd * (cfg.steps + trained * anchors)  # sampling, then each anchor's mu_ref
-    flops += rows * trained * cfg_mult * fwd * (4 if cfg.gradient_checkpointing else 3) * cfg.inner_epochs
+    flops += (rows * trained * cfg_mult * fwd * training_pass_factor(lora, cfg.gradient_checkpointing)
+              * cfg.inner_epochs)
     if cfg.diag_every:
         flops += rows * stored * cfg_mult * fwd * 3 / cfg.diag_every
     eval_rows = math.ceil(len(prompts.eval) / world) * cfg.eval_samples
@@ -196,9 +203,46 @@ def estimate(cfg: Any, processes: int = 1, sharding: str = "none", tflops: float
         "reward": videos * reward_flops / (tflops * 1e12),
         "communication": communication_bytes(cfg, spec, trainable, base_bytes, rows, trained, anchors, world,
                                              sharding) / (LINK_GB_S * 1e9),
+        "per_step": _per_step_seconds(cfg, spec, trainable, train_bytes, shard_opt, rows, trained, anchors, world,
+                                      tflops),
     }
     return Plan(spec.name, spec.transformer_params, trainable, L, gpu, host, sum(seconds.values()), world, sharding,
                 updates=cfg.updates, seconds=seconds)
+
+
+def _per_step_seconds(cfg: Any, spec: ModelSpec, trainable: int, train_bytes: int, shard: int, rows: int,
+                      trained: int, anchors: int, world: int, tflops: float) -> float:
+    """Fixed per-update costs the FLOP count misses: every optimizer step's overhead and elementwise pass
+    (Muon's orthogonalisation too), and a launch overhead per transformer call (train/plan_costs.py)."""
+    from grpo_bench.train import recipe
+
+    sched = recipe.schedule(cfg, world)
+    per_call = max(1, cfg.micro_batch or rows)
+    calls = math.ceil(rows / per_call) * (cfg.steps + trained * anchors)  # rollout and anchor means
+    calls += sched.steps_per_rollout * sched.backwards_per_step  # training forwards (one per backward)
+    step = optimizer_step_seconds(trainable, train_bytes, shard, getattr(cfg, "optimizer", "adamw"), spec.hidden,
+                                  tflops)
+    return sched.steps_per_rollout * step + calls * CALL_OVERHEAD_S
+
+
+def check_time(plan: Plan, timeout_min: float | None, requeue: int, checkpoint_every: int, where: str) -> None:
+    """UserError (one line) when a cell cannot finish within its time limit: its predicted time exceeds
+    ``timeout_min`` x (1 + ``requeue``) submissions, or one checkpoint interval alone exceeds a submission
+    (a resubmitted cell resumes from its last checkpoint and would never get past it)."""
+    if not timeout_min:
+        return
+    limit = timeout_min * 60
+    interval = plan.seconds_per_update * checkpoint_every
+    if interval > limit:
+        raise UserError(f"{where}{checkpoint_every} updates between checkpoints take {interval / 3600:.1f} h by the "
+                        f"plan, more than budget.timeout_min={timeout_min:g}: a cell killed at its time limit would "
+                        "restart from the same checkpoint; lower checkpoint_every or raise timeout_min")
+    need = math.ceil(plan.seconds_per_cell / limit)
+    if need > 1 + requeue:
+        raise UserError(f"{where}predicted {plan.seconds_per_cell / 3600:.1f} h per cell exceeds budget.timeout_min="
+                        f"{timeout_min:g} x {1 + requeue} submission(s); raise timeout_min, or set budget.requeue: "
+                        f"{need - 1} (each resubmission resumes from the last checkpoint, every {checkpoint_every} "
+                        "updates)")
 
 
 def check_fits(plan: Plan, gpu_memory_gb: float | None, where: str) -> None:

@@ -96,6 +96,55 @@ def communication_bytes(cfg: Any, spec: ModelSpec, trainable: int, base_bytes: i
         forward = calls * (cfg.steps + trained * anchors) + backward
         gathered = spec.transformer_params * base_bytes + (trainable * 4 if cfg.lora_rank > 0 else 0)
         return share * ((forward + backward) * gathered + backward * trainable * 4)
-    micro = getattr(cfg, "step_every", "minibatch") == "micro_step"
-    steps = (trained * calls if micro else cfg.minibatches) * cfg.inner_epochs
+    from grpo_bench.train import recipe
+
+    steps = recipe.schedule(cfg, world).steps_per_rollout  # optimizer steps per update
     return share * 2 * trainable * 4 * steps
+
+
+# --- autocast, backward and fixed per-step costs -------------------------------------------------
+AUTOCAST_COPY_BYTES = 2
+"""Under bf16 autocast every float32 parameter a forward casts is cast once and the bf16 copy is cached
+until the autocast region ends (torch's autocast weight cache; one forward of the trainer's is one
+region): float32 master weights cost 2 more bytes per parameter during a forward (with FSDP2 of the
+gathered, unsharded blocks: the whole transformer)."""
+
+
+def autocast_copy_bytes(params: int, trainable: int, lora: bool, param_dtype: str, bf16: bool) -> float:
+    """The bf16 copies autocast keeps of float32 parameters during a forward (0 without bf16 autocast)."""
+    if not bf16:
+        return 0.0
+    if lora:
+        return trainable * AUTOCAST_COPY_BYTES  # float32 adapters; the frozen base is bf16 already
+    return params * AUTOCAST_COPY_BYTES if param_dtype == "float32" else 0.0
+
+
+def training_pass_factor(lora: bool, checkpointing: bool) -> int:
+    """Forwards' worth of FLOPs per trained (sample, step): forward 1, backward 2 (input and weight
+    gradients), LoRA's backward 1 (the frozen base needs input gradients only; the adapters are tiny),
+    checkpointing one forward more (the recompute)."""
+    return 1 + (1 if lora else 2) + (1 if checkpointing else 0)
+
+
+STEP_OVERHEAD_S = 0.2
+"""Fixed seconds per optimizer step besides its arithmetic: zero_grad, the gradient norm and clip over
+every parameter, the launcher's bookkeeping (assumed, not measured: benchmarks/gpu_check.sh measures
+seconds per update beside the prediction)."""
+CALL_OVERHEAD_S = 0.005
+"""Fixed seconds per transformer call (kernel launches, the Python around them; assumed)."""
+HBM_GB_S = 3000.0
+"""Achieved GPU memory bandwidth of the optimizer's elementwise update (H100/H200 class; assumed)."""
+MUON_NS_STEPS = 5
+"""Newton-Schulz iterations of torch.optim.Muon (its default ns_steps)."""
+
+
+def optimizer_step_seconds(trainable: int, train_bytes: int, shard: int, optimizer: str, hidden: int,
+                           tflops: float) -> float:
+    """One optimizer step: STEP_OVERHEAD_S, AdamW's elementwise pass (read parameter, gradient and two
+    moments, write three) at HBM_GB_S over this process's shard, and for Muon the Newton-Schulz
+    iterations: per square hidden x hidden matrix 5 x (4 + 2) h^3 FLOPs, i.e. 30 h per parameter,
+    counted unsharded (each process orthogonalises whole matrices; an upper bound)."""
+    seconds = STEP_OVERHEAD_S + 7 * trainable * train_bytes / shard / (HBM_GB_S * 1e9)
+    if optimizer == "muon":
+        seconds += MUON_NS_STEPS * 6 * hidden * trainable / (tflops * 1e12)
+    return seconds

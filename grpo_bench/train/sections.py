@@ -134,7 +134,8 @@ class Optimisation:
     policies is 5e-5..2.5e-4 per optimizer step at 1e-4 (median 7e-5) and 3e-3..1.2e-1 at 1e-3
     (median 2e-2): 1e-3 leaves any trust region of the world's scale in one step."""
     weight_decay: Float = 0.0
-    """AdamW weight decay."""
+    """Decoupled weight decay of the optimizer (SAGE-GRPO's official 0.01: post_train.py
+    ``--weight_decay`` default)."""
     max_grad_norm: Positive = 1.0
     """Gradient-norm clip."""
     inner_epochs: Annotated[AtLeast1, upto(1000)] = 1
@@ -145,13 +146,21 @@ class Optimisation:
     on does the policy differ from the rollout policy, so that the PPO ratio moves, the clip can act
     and the step-wise KL is non-zero. With 1, every method is group-baseline REINFORCE."""
     step_every: Literal["minibatch", "micro_step"] = "minibatch"
-    """When the optimizer steps: 'minibatch' = once per minibatch, its (micro-batch, trained step)
-    backward passes accumulated (``minibatches`` steps per pass over the rollout); 'micro_step' = after
-    every (micro-batch, trained step) backward, as SAGE-GRPO's and DanceGRPO's official code steps
-    (samples / micro_batch x trained steps per pass: many steps per rollout, each a mean over micro_batch
-    samples at one step)."""
+    """When the optimizer steps: 'minibatch' = once per minibatch, the gradients of its (sample, trained
+    step) pairs accumulated: ``inner_epochs`` x ``minibatches`` optimizer steps per rollout, as the official
+    codes accumulate (SAGE-GRPO and DanceGRPO's Wan script: 1 per rollout; DanceGRPO's HunyuanVideo
+    script: 2; FlowGRPO: 2 per epoch; docs/real_models.md); 'micro_step' = after every (sample, trained
+    step) backward (samples x trained steps per pass; no official recipe steps so)."""
+    bestofn: NonNegative = 0
+    """DanceGRPO's best-of-n: train only the bestofn/2 highest- and bestofn/2 lowest-advantage rollouts
+    of each group (0 = every rollout; its HunyuanVideo script: 8 of 24)."""
+    optimizer: Literal["adamw", "muon"] = "adamw"
+    """'adamw' (torch.optim.AdamW), or 'muon': torch.optim.Muon on the 2-D hidden weight matrices and
+    AdamW on embeddings, norms, biases and the output layer (train/optimizers.py), as SAGE-GRPO's
+    ``--use_muon`` (its default)."""
     micro_batch: NonNegative = execution(0)
-    """Samples per training forward (0 = the whole minibatch); lower it to fit GPU memory."""
+    """Samples per training forward (0 = the whole minibatch); lower it to fit GPU memory. It bounds
+    memory only: no optimizer step, KL-schedule step or anchor copy depends on it."""
     adv_clip: Positive = 5.0
     """Advantage clip (±)."""
     on_bad_reward: Literal["error", "zero"] = "error"

@@ -35,7 +35,7 @@ from torch import Tensor, nn
 
 from grpo_bench.errors import UserError
 from grpo_bench.registry import Registry
-from grpo_bench.train import distributed, sharding
+from grpo_bench.train import distributed, optimizers, sharding
 
 STEPPERS: Registry[type[Stepper]] = Registry("launch stepper")
 
@@ -103,7 +103,8 @@ class Stepper:
         return params
 
     def _adamw(self) -> torch.optim.Optimizer:
-        return torch.optim.AdamW(self.params, lr=self.cfg.lr, weight_decay=self.cfg.weight_decay)
+        """The run's optimizer (AdamW, or Muon with AdamW beside it: optimizers.py)."""
+        return optimizers.build(self.module, self.params, self.cfg)
 
     engine_checkpoint = False
     """True when the launch's engine saves its own state (through ``Accelerator.save_state``)."""

@@ -48,6 +48,7 @@ from grpo_bench.train import (
     export,
     landing,
     precision,
+    recipe,
     sharding,
     steppers,
     weights,
@@ -75,8 +76,11 @@ class Trainer:
     """Everything one run needs, built once; ``update(u)`` does one GRPO iteration."""
 
     def __init__(self, cfg: RunConfig, out_dir: Path, model: Any = None, reward: Any = None) -> None:
+        import os
+
         from accelerate import Accelerator
 
+        recipe.check(cfg, int(os.environ.get("WORLD_SIZE", "1")))  # before any weight is loaded
         # The update-0 eval is shared between the cells of a suite folder (base_eval.py), and only when the
         # config names the whole base policy and reward (an object passed in is not part of the key).
         in_suite = (Path(out_dir).parent / "suite.yaml").is_file()
