@@ -105,10 +105,7 @@ class DiffusionNFT(Method):
     """
 
     paper = "DiffusionNFT: Online Diffusion Reinforcement with Forward Process (Zheng et al., 2025)"
-    source = ("NVlabs/DiffusionNFT: scripts/train_nft_sd3.py (x_t = (1 - t) x0 + t noise; positive / implicit "
-              "negative predictions; adaptive weight mean|x0_pred - x0|; ori_policy_loss = r * pos / beta + (1 - r) "
-              "* neg / beta, times adv_clip_max; return_decay), config/nft.py (beta 1.0, decay_type 1, "
-              "deterministic sampling)")
+    source = "NVlabs/DiffusionNFT: scripts/train_nft_sd3.py, config/nft.py"
     step_rule = "ODE rollouts; the NFT loss at random schedule times of each final sample"
     loss_family = "nft"
     Params = NFTParams

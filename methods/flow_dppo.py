@@ -37,9 +37,7 @@ class FlowDPPO(Method):
     """
 
     paper = "Flow-DPPO (UniRL, Tencent Hunyuan)"
-    source = ("Tencent-Hunyuan/UniRL: unirl/algorithms/flowdppo.py (_gaussian_kl_div, _flowdppo_kl_adv_loss: "
-              "kl < kl_mask_threshold passes; pos_rm = high KL & ratio > 1 & adv > 0, neg_rm = high KL & ratio < 1 & "
-              "adv < 0; loss = where(keep, -adv * ratio, 0); kl_mask_threshold = 1e-5)")
+    source = "Tencent-Hunyuan/UniRL: unirl/algorithms/flowdppo.py"
     step_rule = "stochastic steps 0..T-2 (FlowGRPO's)"
     objective = "kl_mask"
     Params = DPPOParams

@@ -23,9 +23,7 @@ class FlowGRPOFast(Method):
     """
 
     paper = "Flow-GRPO: Training Flow Matching Models via Online RL (Liu et al., 2025), Flow-GRPO-Fast"
-    source = ("yifan123/flow_grpo: scripts/train_sd3_fast.py (num_train_timesteps = sde_window_size, every window "
-              "step trained), diffusers_patch/*_pipeline_with_logprob_fast.py (start = randint(range[0], "
-              "range[1] - size), SDE for start <= i < start + size, ODE elsewhere)")
+    source = "yifan123/flow_grpo: scripts/train_sd3_fast.py, diffusers_patch/*_pipeline_with_logprob_fast.py"
     step_rule = "SDE window of method.window_size (2) steps, start random per update in [0, T//2 - size]; all trained"
     share_prefix = True
 
@@ -66,5 +64,6 @@ class FlowGRPOFast(Method):
         eligible = self.eligible_steps(sigmas)
         for start in range(lo, hi + 1):  # every start the draw can take must leave a trained step
             if not eligible[start : start + self.params.window_size].any():
-                raise UserError(f"method {self.name!r}: the window at steps {start}..{start + self.params.window_size - 1}"
-                                f" has no trained (stochastic) step with steps={steps}")
+                last = start + self.params.window_size - 1
+                raise UserError(f"method {self.name!r}: the window at steps {start}..{last} has no trained "
+                                f"(stochastic) step with steps={steps}")

@@ -41,11 +41,8 @@ class GRPOGuard(Method):
     """
 
     paper = "GRPO-Guard: Mitigating Implicit Over-Optimization in Flow Matching via Regulated Clipping (2025)"
-    source = ("X-GenGroup/Flow-Factory: src/flow_factory/trainers/grpo.py (GRPOGuardTrainer: ratio = exp((logp - "
-              "old) * sqrt(-dt) * std_dev_t + mse / (2 * sqrt(-dt) * std_dev_t))); the flow_grpo layout "
-              "(config.rationorm: ratio = exp((logp - old + mse / (2 sigma_t^2)) * sigma_t), policy_loss / jac.mean(), "
-              "jac = dt - std^2 (1 - sigma) / (2 sigma)) read from an unnamed stored copy, the official script "
-              "not being in the index")
+    source = ("X-GenGroup/Flow-Factory: src/flow_factory/trainers/grpo.py (GRPOGuardTrainer); flow_grpo's "
+              "rationorm path read from an unnamed stored copy")
     step_rule = "stochastic steps 0..T-2 (FlowGRPO's)"
     objective = "ratio_norm"
     Params = GuardParams

@@ -18,10 +18,8 @@ class MixGRPO(Method):
     """
 
     paper = "MixGRPO: Unlocking Flow-based GRPO Efficiency with Mixed ODE-SDE (Li et al., 2025)"
-    source = ("Tencent-Hunyuan/MixGRPO: fastvideo/utils/grpo_states.py (GRPOTrainingStates: progressive, "
-              "prog_overlap, roll_back, get_current_timesteps), fastvideo/train_grpo_flux.py (max_timesteps = "
-              "sampling_steps - 2; training_strategy 'part' trains the window), "
-              "scripts/finetune/finetune_flux_grpo_MixGRPO.sh (group_size 4, iters_per_group 25, overlap step 1, eta 0.7)")
+    source = ("Tencent-Hunyuan/MixGRPO: fastvideo/utils/grpo_states.py, fastvideo/train_grpo_flux.py, "
+              "scripts/finetune/finetune_flux_grpo_MixGRPO.sh")
     step_rule = "SDE window of method.window_size (4) steps sliding 1 step every 25 updates over 0..T-3; all trained"
     share_prefix = True
 

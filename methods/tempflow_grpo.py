@@ -39,7 +39,7 @@ class TempFlowGRPO(Method):
     """
 
     paper = "TempFlow-GRPO: When Timing Matters for GRPO in Flow Models (He et al., 2025)"
-    source = "paper (arXiv:2508.04324), not verified against code: Shredded-Pork/TempFlow-GRPO holds no code"
+    source = "paper (arXiv:2508.04324), not verified against code: Shredded-Pork/TempFlow-GRPO publishes none"
     step_rule = "one branching step per update, random among 0..T-2; the shared ODE prefix computed once per group"
     objective = "noise_weighted"
     share_prefix = True
