@@ -48,6 +48,9 @@ class FlowGRPOFast(Method):
     def update_steps(self, sigmas, update, generator=None):
         steps = len(sigmas) - 1
         lo, hi = window_bounds(self.params, steps)
+        if hi < lo:
+            raise UserError(f"method {self.name!r}: method.window_size={self.params.window_size} does not fit in "
+                            f"the window range of a {steps}-step schedule")
         start = int(torch.randint(lo, hi + 1, (1,), generator=generator))
         mask = torch.zeros(steps, dtype=torch.bool)
         mask[start : start + self.params.window_size] = True

@@ -49,7 +49,7 @@ def print_methods(console: Console) -> None:
     rules = Table(title="Methods: trained-step rule, loss family, own parameters and where the formulas were read "
                         "(docs/adding_a_method.md, docs/design.md §3a)")
     for col in ("method", "kernel", "trained-step rule", "loss family (objective)", "parameters", "source"):
-        rules.add_column(col, no_wrap=col == "method")
+        rules.add_column(col, no_wrap=col == "method", overflow="fold")
     for name in METHODS.names():
         m = make_method(name)
         d = m.describe()
