@@ -122,6 +122,10 @@ class Method:
                                           plugin_params.component(self.config.params, "kernel"))
         self.params = plugin_params.parse(self.Params, plugin_params.component(self.config.params, "method"),
                                           "method", f"method {self.name!r}")
+        from grpo_bench.core.loss import LOSS_FAMILIES, OBJECTIVES  # a hook core does not hold: one line, now
+
+        OBJECTIVES.get(self.objective, where=f"method {self.name!r}: objective: ")
+        LOSS_FAMILIES.get(self.loss_family, where=f"method {self.name!r}: loss_family: ")
 
     # --- declared hooks (defaults: a static rule, the clipped objective, nothing else) --------
     @property
