@@ -6,8 +6,9 @@ from grpo_bench.api import Field, Method, MethodConfig, PluginParams, RunShape, 
 
 
 def window_bounds(params, steps: int) -> tuple[int, int]:
-    """(lowest start, highest start) of the window on a T-step schedule: [range_start, range_end - size]."""
-    end = params.window_range_end if params.window_range_end is not None else steps // 2
+    """(lowest start, highest start) of the window on a T-step schedule: [range_start, range_end - size]; the
+    default end T // 2 (the official configs) grows to the window on schedules too short for it."""
+    end = params.window_range_end if params.window_range_end is not None else max(steps // 2, params.window_size)
     return params.window_range_start, end - params.window_size
 
 
@@ -33,7 +34,7 @@ class FlowGRPOFast(Method):
         window_range_start: int = Field(0, ge=0)
         """Lowest window start."""
         window_range_end: int | None = Field(None, ge=1)
-        """The window ends at or before this step; None: T // 2 (the official configs)."""
+        """The window ends at or before this step; None: T // 2 (the official configs), at least window_size."""
 
     defaults = MethodConfig(
         kernel="flow",

@@ -322,7 +322,7 @@ TINY = ["updates=1", "prompts_per_update=1", "group_size=2", "eval_samples=1", "
 
 
 @pytest.mark.parametrize("args, says", [
-    (["--method", "flow_grpo_fast", "method.window_size=9", "steps=10"], "does not fit in the window range"),
+    (["--method", "flow_grpo_fast", "method.window_size=11", "steps=10"], "does not fit in the window range"),
     (["--method", "mix_grpo", "steps=2"], "leaves no trained step"),
     (["--method", "tempflow_grpo", "shared_noise=false"], "shared_noise: true"),
     (["--method", "grpo_guard", "method.no_such=1"], "has no parameter method.no_such; allowed: method.reweight"),
