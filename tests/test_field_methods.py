@@ -415,3 +415,31 @@ def test_methods_listing_names_rule_loss_and_source_of_all_ten():
     for needle in ("nft", "kl_mask", "ratio_norm", "noise_weighted", "not verified against code", "UniRL",
                    "MixGRPO", "Flow-Factory", "DiffusionNFT", "flow_grpo"):
         assert needle in text, needle
+
+
+class _Stop(Exception):
+    pass
+
+
+@pytest.mark.parametrize("name", ["flow_grpo_fast", "tempflow_grpo", "diffusion_nft"])
+def test_a_field_run_resumes_to_the_same_metrics(name, tmp_path):
+    """The window draw, the branching step and the old policy come back from (seed, update) and the checkpoint."""
+    kw = dict(method=name, steps=6, prompts_per_update=2, group_size=2, updates=4, eval_every=2, eval_samples=1,
+              diag_every=0, checkpoint_every=2, device="cpu", lr=1e-3, save_videos=False, threads=1)
+
+    def stop_after(k):
+        def progress(done, total, line):
+            if done == k:
+                raise _Stop
+        return progress
+
+    train(RunConfig(**kw), tmp_path / "whole", model=TinyModel(seed=0), reward=TinyReward())
+    with pytest.raises(_Stop):
+        train(RunConfig(**kw), tmp_path / "cut", model=TinyModel(seed=0), reward=TinyReward(), progress=stop_after(3))
+    train(RunConfig(**kw), tmp_path / "cut", model=TinyModel(seed=0), reward=TinyReward())
+
+    def rows(run):
+        return [{k: v for k, v in json.loads(x).items() if not k.startswith("time_") and k != "wall_time"}
+                for x in (tmp_path / run / "metrics.jsonl").read_text().splitlines()]
+
+    assert rows("cut") == rows("whole")
