@@ -15,6 +15,12 @@ A new GRPO variant is one file that imports only this module (and torch/math)::
     class GammaGRPO(Method):
         defaults = MethodConfig(kernel="gamma", noise_level=0.5, kl="fixed")
 
+A method changes the rest of a run only through declared hooks (core/method.py): a window schedule
+(``Method.update_steps``), a shared ODE prefix per group (``share_prefix``), a per-step ratio objective
+(``register_objective``, ``RatioInputs``), a loss family that may need no log-prob (``register_loss_family``,
+``LossContext``, ``Rollout``, ``StepTerms``), anchors of its own (``anchor_policies``) and its refusals
+(``check_run``, ``RunShape``).
+
 Shipped methods live in ``methods/`` (installed as ``grpo_bench.methods``); other files load through
 the entry-point group ``grpo_bench.plugins`` or the ``GRPO_BENCH_PLUGINS`` variable
 (grpo_bench.registry). docs/adding_a_method.md walks through a complete example.
@@ -25,7 +31,17 @@ from __future__ import annotations
 from pydantic import Field
 
 from grpo_bench.core.anchors import EMA, AnchorPolicy, EveryN, NeverUpdate, register_anchor_policy
-from grpo_bench.core.method import Method, MethodConfig, register_method
+from grpo_bench.core.loss import (
+    LossContext,
+    RatioInputs,
+    StepTerms,
+    clipped_policy_loss,
+    register_loss_family,
+    register_objective,
+)
+from grpo_bench.core.method import Method, MethodConfig, RunShape, register_method
+from grpo_bench.core.rollout import Rollout
+from grpo_bench.core.sampling import guided_velocity, index_cond
 from grpo_bench.core.sde import Kernel, ScheduleWarning, register_kernel, register_logprob
 from grpo_bench.core.trust_region import KLInputs, KLVariant, analytic_kl, register_kl
 from grpo_bench.errors import UserError
@@ -42,17 +58,27 @@ __all__ = [
     "KLInputs",
     "KLVariant",
     "Kernel",
+    "LossContext",
     "Method",
     "MethodConfig",
     "PluginParams",
+    "RatioInputs",
+    "Rollout",
+    "RunShape",
     "ScheduleWarning",
+    "StepTerms",
     "UserError",
     "analytic_kl",
+    "clipped_policy_loss",
+    "guided_velocity",
+    "index_cond",
     "register_anchor_policy",
     "register_kernel",
     "register_kl",
     "register_logprob",
+    "register_loss_family",
     "register_method",
     "register_model",
+    "register_objective",
     "register_reward",
 ]

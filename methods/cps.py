@@ -31,6 +31,8 @@ class CPS(Method):
     """
 
     paper = "Coefficients-Preserving Sampling for RL with Flow Matching (Wang & Yu, 2025)"
+    step_rule = "stochastic steps 0..T-2 (the last CPS step is deterministic)"
+    source = "CPS (Wang & Yu, 2025): its reference code (unscaled log-prob)"
     defaults = MethodConfig(
         kernel="cps",
         noise_level=0.7,

@@ -23,6 +23,8 @@ class DanceGRPO(Method):
     """
 
     paper = "DanceGRPO: Unleashing GRPO on Visual Generation (Xue et al., 2025)"
+    step_rule = "random 60% of 0..T-2 per sample"
+    source = "DanceGRPO (Xue et al., 2025): its public code (timestep_fraction 0.6, shared group noise)"
     defaults = MethodConfig(
         kernel="dance",
         noise_level=0.3,

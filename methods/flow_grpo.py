@@ -24,6 +24,8 @@ class FlowGRPO(Method):
     """
 
     paper = "Flow-GRPO: Training Flow Matching Models via Online RL (Liu et al., 2025)"
+    step_rule = "stochastic steps 0..T-2"
+    source = "yifan123/flow_grpo: scripts/train_sd3.py, diffusers_patch/sd3_sde_with_logprob.py"
     defaults = MethodConfig(
         kernel="flow",
         noise_level=0.7,

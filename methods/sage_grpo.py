@@ -30,6 +30,8 @@ class SageGRPO(Method):
     """
 
     paper = "Manifold-Aware Exploration for RL in Video Generation (SAGE-GRPO)"
+    step_rule = "every stochastic step, equalizer-weighted"
+    source = "SAGE-GRPO: its official code (precise SDE, equalizer, dual KL)"
     defaults = MethodConfig(
         kernel="sage",
         noise_level=0.5,

@@ -3,7 +3,9 @@
 Plain functions, one per kind, so that test_contracts.py runs them over every registered name and
 test_plugin_method.py over a plug-in loaded at test time. Each check compares against an
 independent computation (autograd, Monte Carlo, torch.distributions, fixed points), never against
-the expression the plug-in itself returns.
+the expression the plug-in itself returns. The tensors go through the arithmetic training runs: a
+``StepTable`` of the kernel (or of the method) and ``transition`` (core/sampling.py), the one step
+function of rollouts, the loss and evaluation.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ import torch
 from scipy import stats
 
 from grpo_bench.core.anchors import ANCHOR_POLICIES, make_anchor_policy
-from grpo_bench.core.method import METHODS, MethodConfig, make_method
+from grpo_bench.core.method import METHODS, MethodConfig, RunShape, make_method
+from grpo_bench.core.sampling import StepTable, transition
 from grpo_bench.core.schedule import sigmas
 from grpo_bench.core.sde import KERNELS, LOGPROB_FORMS, ScheduleWarning, equalizer, log_prob, make_kernel
 from grpo_bench.core.trust_region import KL_VARIANTS, KLInputs, make_kl
@@ -49,13 +52,16 @@ def check_kernel(name: str) -> None:
         # S_i * lambda_i / std_i is the same constant (the median) at every stochastic step.
         x = torch.randn(2, 3, 2, 4, 4, generator=g)
         lam, std = [], []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ScheduleWarning)
+            table = StepTable.of_kernel(kernel, sig)  # what training steps with
         for i in range(steps):
             v = torch.randn(x.shape, generator=g, requires_grad=True)
-            mu, s = kernel.step(x, v, sig, i)
+            mu, s = transition(table, torch.full((2,), i), x, v)
             (grad,) = torch.autograd.grad(mu.sum(), v)
             assert torch.allclose(grad, grad.flatten()[0].expand_as(grad), atol=1e-6)  # mu is linear in v
             lam.append(abs(float(grad.flatten()[0])))
-            std.append(float(s))
+            std.append(float(s.flatten()[0]))
         assert all(abs(s - math.sqrt(v)) <= 1e-6 * (1 + math.sqrt(v)) for s, v in zip(std, var))
         weights = equalizer(kernel, sig).double()
         stochastic = [i for i in range(steps) if std[i] > 0]
@@ -95,20 +101,37 @@ def check_method(name: str) -> None:
             sde, eligible = method.sde_steps(sig), method.eligible_steps(sig)
             var = method.kernel.variances(sig)
         assert eligible.dtype == torch.bool and eligible.shape == (steps,)
-        assert not (eligible & ~sde).any(), "a trained step must be sampled with the kernel"
-        assert all(var[i] > 0 for i in eligible.nonzero().flatten().tolist()), "a trained step must be stochastic"
+        if method.needs_logprob:  # a likelihood-free family trains on re-noised samples, not on transitions
+            assert not (eligible & ~sde).any(), "a trained step must be sampled with the kernel"
+            assert all(var[i] > 0 for i in eligible.nonzero().flatten().tolist()), "a trained step must be stochastic"
         if not eligible.any():
             continue
+        try:  # a method may refuse a schedule (one line, before any work); then it is not run on it
+            method.check_run(sig, RunShape(updates=100, group_size=4, shared_noise=method.config.shared_noise))
+        except UserError:
+            continue
+        for u in (0, 1, 7, 60):  # a window schedule: this update's steps are static SDE steps, reproducibly
+            active = method.update_steps(sig, u, torch.Generator().manual_seed(u))
+            if active is None:
+                continue
+            assert torch.equal(active, method.update_steps(sig, u, torch.Generator().manual_seed(u)))
+            assert active.dtype == torch.bool and active.shape == (steps,) and not (active & ~sde).any()
+            if (active & eligible).any():
+                picked = method.train_steps(sig, 5, torch.Generator().manual_seed(3), active=active)
+                assert (active & eligible)[picked].all()
         picked = method.train_steps(sig, 5, torch.Generator().manual_seed(3))
         again = method.train_steps(sig, 5, torch.Generator().manual_seed(3))
         assert picked.shape[0] == 5 and picked.dtype == torch.long and torch.equal(picked, again)
         assert eligible[picked].all() and (picked[:, 1:] > picked[:, :-1]).all()
     sig = sigmas(10, 3.0)
     assert method.eligible_steps(sig).any(), f"{name} trains no step of the default schedule"
-    # a transition's log-prob is finite float32 per sample, whatever the input dtype
+    assert set(method.describe()) == {"kernel", "steps", "loss", "source"} and method.describe()["source"]
+    if not method.needs_logprob:
+        return
+    # a transition's log-prob is finite float32 per sample, whatever the input dtype (the training path)
     x, v = torch.randn(4, 3, 2, 4, 4).bfloat16(), torch.randn(4, 3, 2, 4, 4).bfloat16()
     i = int(method.eligible_steps(sig).nonzero()[0])
-    mu, std = method.kernel.step(x, v, sig, i)
+    mu, std = transition(StepTable.build(method, sig), torch.full((4,), i), x, v)
     lp = log_prob(mu + std * torch.randn(mu.shape), mu, std, method.config.logprob)
     assert lp.shape == (4,) and lp.dtype == torch.float32 and torch.isfinite(lp).all()
 

@@ -336,3 +336,25 @@ def test_proportional_weight_stays_inside_its_range_and_moves():
     for seed in range(4):
         assert on_a_bound(tail("proportional", seed)) == 0
         assert max(tail("proportional", seed)) / min(tail("proportional", seed)) > 1.5  # and it moves
+
+
+def test_a_kl_variant_reads_its_section_only_when_built():
+    """Built from its own section (make_kl), a variant holds the values it needs: changing the options it was
+    built from afterwards changes nothing at loss time (no run-config namespace is read there)."""
+    from types import SimpleNamespace
+
+    from grpo_bench.core.trust_region import KLInputs, make_kl
+
+    g = torch.Generator().manual_seed(0)
+    mu = torch.randn(3, 2, 2, 2, 2, generator=g)
+    inp = KLInputs(mu=mu, logp=torch.randn(3, generator=g), logp_old=torch.randn(3, generator=g),
+                   mu_old=torch.randn(mu.shape, generator=g), mu_ref={"moving": torch.randn(mu.shape, generator=g)},
+                   var=torch.rand(3, generator=g) + 0.1)
+    opts = SimpleNamespace(beta_pos=1.0, beta_vel=0.1, stepwise_estimator="analytic", stepwise_ref="rollout",
+                           anchor_every=5)
+    variant = make_kl(opts, kind="dual", params={})
+    before = variant(inp)["kl"].clone()
+    for held in (opts, variant.cfg, variant.velocity.cfg):  # what it was built from, and the copy it keeps
+        held.beta_pos, held.beta_vel, held.stepwise_estimator = 9.0, 9.0, "sample"
+    torch.testing.assert_close(variant(inp)["kl"], before)
+    assert not hasattr(variant, "options") and variant.beta_pos == 1.0 and variant.velocity.estimator == "analytic"

@@ -9,6 +9,15 @@ Per trajectory j and trained step i:
 ``step_terms`` evaluates one trained step for a chunk of b samples (each sample may sit at a
 different step i, as with DanceGRPO's random step subsets) with one batched forward; the trainer
 sums chunks × steps and divides by the number of (j, i) pairs (gradient accumulation).
+
+Two declared hooks let a method change the loss without a branch here (docs/design.md §3a):
+
+* an **objective** (``OBJECTIVES``, ``register_objective``) maps the per-step ratio inputs
+  (``RatioInputs``: log-probs, advantages, the step's means, std and lambda) to (L_ij, rho_ij): the
+  clipped surrogate above (``clipped``, every shipped method before 0.5), a normalised ratio, a mask;
+* a **loss family** (``LOSS_FAMILIES``, ``register_loss_family``) replaces ``step_terms`` as a whole:
+  ``policy_gradient`` (the above) or one that needs no log-prob (a flow-matching loss on re-noised
+  samples). A family returns the same ``StepTerms``.
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ from grpo_bench.core.rollout import Rollout, StepTable, transition
 from grpo_bench.core.sampling import guided_velocity, index_cond
 from grpo_bench.core.sde import log_prob
 from grpo_bench.core.trust_region import KLInputs, KLVariant
+from grpo_bench.registry import Registry
 
 
 def clipped_policy_loss(
@@ -38,10 +48,55 @@ def clipped_policy_loss(
 
 
 @dataclass
+class RatioInputs:
+    """What a per-step objective may use for b samples, each at one trained step."""
+
+    logp: Tensor  # [b] the policy's log-prob of x_next (with grad)
+    logp_old: Tensor  # [b] the rollout's
+    adv: Tensor  # [b] advantages
+    weight: Tensor  # [b] the equalizer S_i (ones when off)
+    clip_range: float
+    mu: Tensor  # [b, C, F, H, W] the policy's mean (with grad)
+    mu_old: Tensor  # [b, C, F, H, W] the rollout's mean
+    std: Tensor  # [b] the step's std (float32)
+    lam: Tensor  # [b] |d mu / d v| of the step (|b_i| of the table)
+    table_std: Tensor  # [T] every step's std (0 at ODE steps): for weights normalised over the schedule
+
+
+Objective = Callable[[RatioInputs, Any], "tuple[Tensor, Tensor]"]
+OBJECTIVES: Registry[Objective] = Registry("policy objective")
+LOSS_FAMILIES: Registry[Callable[..., StepTerms]] = Registry("loss family")
+
+
+def register_objective(name: str):
+    """Function decorator: ``@register_objective("kl_mask")`` on ``f(inp: RatioInputs, params) -> (L[b], rho[b])``;
+    ``params`` are the method's own (``method.*``)."""
+    return OBJECTIVES.register(name)
+
+
+def register_loss_family(name: str, needs_logprob: bool = True):
+    """Function decorator: ``@register_loss_family("nft")`` on ``f(ctx, ro, adv, rows, steps) -> StepTerms``;
+    ``needs_logprob=False`` marks a family whose trained steps need not be stochastic."""
+
+    def decorator(fn):
+        fn.needs_logprob = needs_logprob
+        return LOSS_FAMILIES.register(name)(fn)
+
+    return decorator
+
+
+@register_objective("clipped")
+def clipped_objective(inp: RatioInputs, params: Any = None) -> tuple[Tensor, Tensor]:
+    """The PPO clipped surrogate S_i * max(-A rho, -A clip(rho, 1-eps, 1+eps))."""
+    return clipped_policy_loss(inp.logp, inp.logp_old, inp.adv, inp.weight, inp.clip_range)
+
+
+@dataclass
 class StepTerms:
     policy: Tensor  # [b] S_i * clipped objective (with grad)
     kl: dict[str, Tensor]  # 'kl' (the penalty) and named parts, each [b] (with grad)
     ratio: Tensor  # [b]
+    forward_rows: int = 0  # rows the model evaluated for these terms (grad and no-grad forwards)
 
 
 @dataclass
@@ -58,10 +113,33 @@ class LossContext:
     live_anchors: Mapping[str, Callable[..., Tensor]] = field(default_factory=dict)
     """Anchor name -> velocity with the anchor's parameters, for anchors that change within an
     update (``Anchors.live_names``): their mean is evaluated here, at loss time, under no_grad."""
+    objective: str = "clipped"
+    """The method's registered per-step objective (``OBJECTIVES``)."""
+    family: str = "policy_gradient"
+    """The method's registered loss family (``LOSS_FAMILIES``)."""
+    method_params: Any = None
+    """The method's own parameters (``method.*``), passed to its objective and family."""
+    method_anchors: tuple[str, ...] = ()
+    """Live anchors the method's family reads itself (left out of the KL inputs)."""
+
+    def hooks(self) -> tuple[Objective, Callable[..., StepTerms]]:
+        """(objective, family) resolved once per context."""
+        cached = self.__dict__.get("_hooks")
+        if cached is None:
+            cached = (OBJECTIVES.get(self.objective), LOSS_FAMILIES.get(self.family))
+            self.__dict__["_hooks"] = cached
+        return cached
 
 
 def step_terms(ctx: LossContext, ro: Rollout, adv: Tensor, rows: Tensor, steps: Tensor) -> StepTerms:
-    """Loss terms of b samples `rows`: Long[b], each at its trained step `steps`: Long[b]."""
+    """Loss terms of b samples `rows`: Long[b], each at its trained step `steps`: Long[b] (the method's
+    loss family; ``policy_gradient`` by default)."""
+    return ctx.hooks()[1](ctx, ro, adv, rows, steps)
+
+
+@register_loss_family("policy_gradient")
+def policy_gradient_terms(ctx: LossContext, ro: Rollout, adv: Tensor, rows: Tensor, steps: Tensor) -> StepTerms:
+    """The GRPO terms: the objective on rho = exp(logp - logp_old) at the stored transition, and the KL."""
     slot = ro.slot[steps.cpu()].to(ro.x.device)  # [b] position of each sample's step in the rollout store
     x, x_next = ro.x[rows, slot], ro.x_next[rows, slot]  # [b, C, F, H, W]
     cond = index_cond(ro.cond, rows)
@@ -70,15 +148,22 @@ def step_terms(ctx: LossContext, ro: Rollout, adv: Tensor, rows: Tensor, steps: 
     mu, std = transition(ctx.table, steps, x, v)  # same function as the rollout: rho == 1 at first
     logp = log_prob(x_next, mu, std, ctx.logprob)  # [b]
     logp_old = ro.logp_old[rows, slot]  # [b]
-    policy, ratio = clipped_policy_loss(logp, logp_old, adv[rows], ctx.weight[steps], ctx.clip_range)
+    mu_old = ro.mu_old[rows, slot]
+    objective = ctx.hooks()[0]
+    policy, ratio = objective(RatioInputs(logp, logp_old, adv[rows], ctx.weight[steps], ctx.clip_range, mu, mu_old,
+                                          std.flatten(), ctx.table.b[steps].abs(), ctx.table.std), ctx.method_params)
     mu_ref = {a: ref[rows, slot] for a, ref in ro.mu_ref.items()}  # stored by the rollout
     with torch.no_grad():
         for a, velocity in ctx.live_anchors.items():
+            if a in ctx.method_anchors:
+                continue
             v_ref = guided_velocity(velocity, x, ctx.table.sigma[steps], cond, null, ctx.guidance)
             mu_ref[a] = transition(ctx.table, steps, x, v_ref)[0]  # [b, C, F, H, W]
-    kl = ctx.kl(KLInputs(mu=mu, logp=logp, logp_old=logp_old, mu_old=ro.mu_old[rows, slot], mu_ref=mu_ref,
+    kl = ctx.kl(KLInputs(mu=mu, logp=logp, logp_old=logp_old, mu_old=mu_old, mu_ref=mu_ref,
                          var=std.flatten() ** 2))
-    return StepTerms(policy, kl, ratio.detach())
+    factor = 2 if ctx.guidance != 1.0 else 1
+    live = sum(a not in ctx.method_anchors for a in ctx.live_anchors)
+    return StepTerms(policy, kl, ratio.detach(), forward_rows=factor * len(rows) * (1 + live))
 
 
 def per_step_grad_norms(

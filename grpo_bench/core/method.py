@@ -1,8 +1,18 @@
-"""The method protocol: what distinguishes DanceGRPO, FlowGRPO, CPS and SAGE-GRPO.
+"""The method protocol: what distinguishes one GRPO variant from another (docs/design.md §3a).
 
-A method is a registered class with a typed, frozen ``MethodConfig`` of defaults and one rule:
-which steps of a rollout are trained. Everything else (rollouts, loss, trust regions, the
-optimizer) is shared core. Method files live in ``methods/`` (installed as grpo_bench.methods).
+A method is a registered class with a typed, frozen ``MethodConfig`` of defaults, its own parameters
+(``Params``, set as ``method.<key>``) and a few declared hooks; everything else (rollouts, loss, trust
+regions, the optimizer) is shared core, and core never names a method:
+
+    sde_steps / eligible_steps   which steps are stochastic, which may be trained (static)
+    update_steps(sigmas, u, g)   the steps that are SDE *and* trained at update u (a window schedule); None: static
+    share_prefix                 the group's rollouts share the ODE prefix before the first SDE step (branching)
+    objective                    the registered per-step ratio objective (core/loss.py OBJECTIVES: clip, mask, ...)
+    loss_family                  the registered loss family (core/loss.py LOSS_FAMILIES); one may need no log-prob
+    anchor_policies()            anchors the method's loss needs besides the KL variant's (e.g. an EMA old policy)
+    check_run(sigmas, run)       bad input before any work: a window with no trained step, a group it cannot fill
+
+Method files live in ``methods/`` (installed as grpo_bench.methods).
 """
 
 from __future__ import annotations
@@ -11,7 +21,7 @@ import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import torch
 from torch import Tensor
@@ -19,7 +29,16 @@ from torch import Tensor
 from grpo_bench import params as plugin_params
 from grpo_bench.core.sde import LOGPROB_FORMS, Kernel, make_kernel, stochastic_steps
 from grpo_bench.errors import UserError
+from grpo_bench.params import NoParams, PluginParams
 from grpo_bench.registry import Registry
+
+
+class RunShape(NamedTuple):
+    """What a method's ``check_run`` may see of a run: its length and how a batch is grouped."""
+
+    updates: int
+    group_size: int
+    shared_noise: bool
 
 
 @dataclass(frozen=True)
@@ -74,6 +93,19 @@ class Method:
     name: ClassVar[str]
     defaults: ClassVar[MethodConfig]
     paper: ClassVar[str] = ""
+    source: ClassVar[str] = ""
+    """Where its formulas were read: the official repository and files, or "paper" when no code was read."""
+    Params: ClassVar[type[PluginParams]] = NoParams
+    """The method's own parameters (``method.<key>=value``), read as ``self.params.<key>``."""
+    objective: ClassVar[str] = "clipped"
+    """Registered per-step ratio objective (core/loss.py ``OBJECTIVES``)."""
+    loss_family: ClassVar[str] = "policy_gradient"
+    """Registered loss family (core/loss.py ``LOSS_FAMILIES``)."""
+    share_prefix: ClassVar[bool] = False
+    """With shared group noise, the G rollouts of a prompt share the ODE prefix before the first SDE step:
+    the rollout computes it once per group (the same values, G times fewer forwards there)."""
+    step_rule: ClassVar[str] = ""
+    """One line for ``grpo-bench methods``: which steps are SDE and trained."""
 
     def __init__(self, **overrides: Any) -> None:
         fields = {f.name for f in dataclasses.fields(MethodConfig)}
@@ -88,6 +120,51 @@ class Method:
         LOGPROB_FORMS.get(self.config.logprob, where=f"method {self.name!r}: logprob: ")
         self.kernel: Kernel = make_kernel(self.config.kernel, self.config.noise_level, self.config.score_term,
                                           plugin_params.component(self.config.params, "kernel"))
+        self.params = plugin_params.parse(self.Params, plugin_params.component(self.config.params, "method"),
+                                          "method", f"method {self.name!r}")
+        from grpo_bench.core.loss import LOSS_FAMILIES, OBJECTIVES  # a hook core does not hold: one line, now
+
+        OBJECTIVES.get(self.objective, where=f"method {self.name!r}: objective: ")
+        LOSS_FAMILIES.get(self.loss_family, where=f"method {self.name!r}: loss_family: ")
+
+    # --- declared hooks (defaults: a static rule, the clipped objective, nothing else) --------
+    @property
+    def needs_logprob(self) -> bool:
+        """False for a likelihood-free loss family: its trained steps need not be stochastic."""
+        from grpo_bench.core.loss import LOSS_FAMILIES
+
+        return bool(getattr(LOSS_FAMILIES.get(self.loss_family, where=f"method {self.name!r}: loss_family: "),
+                            "needs_logprob", True))
+
+    def update_steps(self, sigmas: Tensor, update: int, generator: torch.Generator | None = None) -> Tensor | None:
+        """Bool Tensor[T]: the steps sampled with the kernel *and* trainable at update ``update`` (a window
+        schedule, e.g. MixGRPO's sliding window); ODE elsewhere. None (default): the static ``sde_steps``."""
+        return None
+
+    def anchor_policies(self) -> dict[str, str]:
+        """Anchor name -> registered update policy the method's loss needs besides the KL variant's."""
+        return {}
+
+    def anchor_params(self) -> dict[str, Any]:
+        """Parameters (without prefix) of the method's own anchor policies."""
+        return {}
+
+    def check_run(self, sigmas: Tensor, run: RunShape) -> None:
+        """Refuse (UserError) a run this method cannot train, before any work: by default, a window schedule
+        that leaves some update without a trained step, or prefix sharing without a group to share it."""
+        eligible = self.eligible_steps(sigmas)
+        probe = {0, run.updates - 1, *range(min(run.updates, 4 * len(sigmas)))}
+        for u in sorted(probe):
+            active = self.update_steps(sigmas, u, torch.Generator().manual_seed(u))
+            if active is not None and not (active & eligible).any():
+                raise UserError(f"method {self.name!r}: its window schedule leaves no trained step at update {u} "
+                                f"(steps={len(sigmas) - 1}); widen the window or use more steps")
+
+    def describe(self) -> dict[str, str]:
+        """What ``grpo-bench methods`` prints: kernel, trained-step rule, loss family, source."""
+        family = self.loss_family if self.objective == "clipped" else f"{self.loss_family} ({self.objective})"
+        return {"kernel": self.config.kernel, "steps": self.step_rule or _default_rule(self.config),
+                "loss": family, "source": self.source or self.paper}
 
     # --- which steps are stochastic, which are trained ------------------------------------
     def sde_steps(self, sigmas: Tensor) -> Tensor:
@@ -106,9 +183,14 @@ class Method:
         mask[-1] = False
         return mask
 
-    def train_steps(self, sigmas: Tensor, batch: int, generator: torch.Generator | None = None) -> Tensor:
-        """Long Tensor[batch, K]: per sample, the indices of the steps trained this update."""
-        eligible = self.eligible_steps(sigmas).nonzero().flatten()
+    def train_steps(self, sigmas: Tensor, batch: int, generator: torch.Generator | None = None,
+                    active: Tensor | None = None) -> Tensor:
+        """Long Tensor[batch, K]: per sample, the indices of the steps trained this update; ``active``
+        (Bool[T], from ``update_steps``) restricts them to this update's window."""
+        mask = self.eligible_steps(sigmas)
+        if active is not None:
+            mask = mask & active
+        eligible = mask.nonzero().flatten()
         if eligible.numel() == 0:
             raise UserError(f"method {self.name!r}: no trainable (stochastic) step in this schedule")
         k = max(1, round(self.config.train_fraction * eligible.numel()))
@@ -118,6 +200,14 @@ class Method:
             return eligible.expand(batch, k).clone()
         order = torch.rand(batch, eligible.numel(), generator=generator).argsort(dim=1)[:, :k]
         return eligible[order].sort(dim=1).values
+
+def _default_rule(cfg: MethodConfig) -> str:
+    if cfg.window is not None:
+        return f"steps {cfg.window[0]}..{cfg.window[0] + cfg.window[1] - 1} (window)"
+    if cfg.train_fraction < 1:
+        return f"random {cfg.train_fraction:.0%} of 0..T-2"
+    return "stochastic steps 0..T-2"
+
 
 METHODS: Registry[type[Method]] = Registry("method")
 

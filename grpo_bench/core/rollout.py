@@ -55,6 +55,9 @@ class Rollout:
     mu_old: Tensor  # [B, S, C, F, H, W]
     mu_ref: dict[str, Tensor]  # anchor -> [B, S, C, F, H, W] (NaN where the row does not train the step)
     videos: Tensor  # [B, 3, F, H, W] decoded final samples
+    final: Tensor | None = None  # [B, C, F, H, W] the final latents x_T (what a likelihood-free loss re-noises)
+    noise: Tensor | None = None  # [B, S, C, F, H, W] fresh N(0, I) per stored step (``fresh_noise``), else None
+    forward_rows: int = 0  # rows the rollout's velocity calls evaluated (guidance doubling and anchors included)
 
 
 def initial_noise(shape: tuple[int, ...], prompts: int, group: int, shared: bool, gen: torch.Generator) -> Tensor:
@@ -80,11 +83,17 @@ def rollout(
     sde_gen: torch.Generator,
     anchors: dict[str, VelocityFn] | None = None,
     train_steps: Tensor | None = None,
+    share_group: int = 0,
+    fresh_noise: bool = False,
 ) -> Rollout:
     """Sample one trajectory per row (prompt text, group-major) from x0: Tensor[B, C, F, H, W].
 
     train_steps: Long[B, K], the steps each row trains this update (mu_ref is computed for those
-    (row, step) pairs only); None computes mu_ref for every row at every stored step."""
+    (row, step) pairs only); None computes mu_ref for every row at every stored step.
+    share_group: G > 1 when the G rows of each group start from the same noise and share the ODE prefix
+    before the table's first SDE step (a method's ``share_prefix``): that prefix runs once per group and
+    branches at the first SDE step. fresh_noise: also draw N(0, I) per (row, stored step) from ``sde_gen``
+    after the trajectory (a likelihood-free loss's forward-process noise)."""
     anchors = anchors or {}
     batch = len(rows)
     cond = model.encode_prompts(rows)
@@ -106,19 +115,38 @@ def rollout(
             keep["logp"].append(log_prob(x_next, mu, std, logprob))
             keep["mu"].append(mu)
 
-    x = integrate(model.velocity, table, x0, cond, null, guidance, sde_gen, on_step=store)
+    factor = 2 if guidance != 1.0 else 1
+    first_sde = int(table.sde.nonzero()[0]) if bool(table.sde.any()) else steps_total
+    prefix = first_sde if share_group > 1 and bool((stored >= first_sde).all()) else 0
+    if prefix:
+        groups = x0.reshape(batch // share_group, share_group, *x0.shape[1:])
+        if not torch.equal(groups, groups[:, :1].expand_as(groups)):
+            raise ValueError("share_group: the rows of a group must start from the same noise")
+        lead = torch.arange(0, batch, share_group, device=x0.device)
+        x_mid = integrate(model.velocity, table, x0[lead], index_cond(cond, lead),
+                          None if null is None else index_cond(null, lead), guidance, sde_gen, stop=prefix)
+        x = integrate(model.velocity, table, x_mid.repeat_interleave(share_group, 0), cond, null, guidance, sde_gen,
+                      on_step=store, start=prefix)
+    else:
+        x = integrate(model.velocity, table, x0, cond, null, guidance, sde_gen, on_step=store)
+    forward_rows = factor * (prefix * (batch // max(share_group, 1)) + (steps_total - prefix) * batch)
+    noise = None
+    if fresh_noise:
+        device = "cpu" if sde_gen is None else sde_gen.device
+        noise = torch.randn((batch, stored.numel(), *x.shape[1:]), generator=sde_gen, device=device).to(x.device)
 
     def stack(key: str) -> Tensor:
         return torch.stack(keep[key], dim=1)  # [B, S, ...]
 
     xs, mu_old = stack("x"), stack("mu")
     needs_ref[:, slot < 0] = False  # only stored steps are trained
+    forward_rows += factor * int(needs_ref.sum()) * len(anchors)
     return Rollout(
         prompts=rows, cond=cond, stored=stored, slot=slot,
         x=xs, x_next=stack("x_next"), logp_old=stack("logp"), mu_old=mu_old,
         mu_ref={a: _anchor_means(v, table, xs, mu_old, slot, needs_ref, cond, null, guidance)
                 for a, v in anchors.items()},
-        videos=model.decode(x).float(),
+        videos=model.decode(x).float(), final=x, noise=noise, forward_rows=forward_rows,
     )
 
 

@@ -74,9 +74,14 @@ class StepTable:
     sde: Tensor  # bool [T] the steps that draw noise
 
     @classmethod
-    def build(cls, method: Any, sigmas: Tensor, device: torch.device | str = "cpu") -> StepTable:
-        """A method's policy: its kernel at its SDE steps (``method.sde_steps``), the ODE elsewhere."""
+    def build(cls, method: Any, sigmas: Tensor, device: torch.device | str = "cpu",
+              active: Tensor | None = None) -> StepTable:
+        """A method's policy: its kernel at its SDE steps (``method.sde_steps``), the ODE elsewhere; with
+        ``active`` (Bool[T], an update's window from ``method.update_steps``) only at the SDE steps inside it.
+        The rows of the steps it keeps are the same numbers either way."""
         sde = method.sde_steps(sigmas)
+        if active is not None:
+            sde = sde & active.to(sde.device)
         kernel_rows, ode_rows = method.kernel.table(sigmas), ODEKernel().table(sigmas)
         rows = [kr if s else orow for kr, orow, s in zip(kernel_rows, ode_rows, sde.tolist())]
         return cls._from_rows(rows, sigmas, sde, device)
@@ -114,15 +119,17 @@ def transition(table: StepTable, steps: Tensor, x: Tensor, v: Tensor) -> tuple[T
 # --- the sampler --------------------------------------------------------------------------------
 @torch.no_grad()
 def integrate(velocity: VelocityFn, table: StepTable, x0: Tensor, cond: Any, null: Any, guidance: float,
-              noise: torch.Generator | None, on_step: StepHook | None = None) -> Tensor:
-    """x after every step of ``table`` from x0: Tensor[b, ...] at sigma = 1 (float32).
+              noise: torch.Generator | None, on_step: StepHook | None = None, start: int = 0,
+              stop: int | None = None) -> Tensor:
+    """x after steps ``start``..``stop``-1 of ``table`` (default: all) from x0: Tensor[b, ...] at
+    sigma_start (float32; sigma = 1 for start 0).
 
     Step i: v from ``guided_velocity``, (mu, std) from ``transition``, x_{i+1} = mu + std * eps at the
     table's SDE steps (eps from ``noise``, on its device; the default generator on the CPU when None),
     mu elsewhere; ``on_step`` sees every step's (i, x_i, x_{i+1}, mu, std)."""
     x = x0.float()
     b = x.shape[0]
-    for i in range(table.a.numel()):
+    for i in range(start, table.a.numel() if stop is None else stop):
         step = torch.full((b,), i, dtype=torch.long, device=x.device)
         v = guided_velocity(velocity, x, table.sigma[step], cond, null, guidance)
         mu, std = transition(table, step, x, v)

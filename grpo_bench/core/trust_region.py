@@ -86,7 +86,7 @@ class KLVariant(ABC):
     Params: type[PluginParams] = NoParams
 
     def __init__(self, cfg: Any) -> None:
-        self.cfg = cfg
+        self.cfg = cfg  # the section it was built from: read while building (anchors), never at loss time
         given = plugin_params.component(plugin_params.of_config(cfg), "kl")
         self.params = plugin_params.parse(self.Params, given, "kl", f"KL variant {self.name!r}")
 
@@ -128,11 +128,12 @@ class StepwiseKL(KLVariant):
         super().__init__(cfg)
         if getattr(cfg, "stepwise_ref", "rollout") == "previous":
             self.anchors = {"previous": "previous"}
+        self.estimator = str(getattr(cfg, "stepwise_estimator", "sample"))
 
     def __call__(self, inp: KLInputs) -> dict[str, Tensor]:
         if "previous" in self.anchors:
             return {KL: analytic_kl(inp.mu, inp.mu_ref["previous"], inp.var)}
-        if self.cfg.stepwise_estimator == "analytic":
+        if self.estimator == "analytic":
             return {KL: analytic_kl(inp.mu, inp.mu_old, inp.var)}
         return {KL: inp.logp_old - inp.logp}
 
@@ -157,10 +158,11 @@ class DualKL(KLVariant):
         super().__init__(cfg)
         self.position, self.velocity = MovingKL(cfg), StepwiseKL(cfg)
         self.anchors = {**self.position.anchors, **self.velocity.anchors}
+        self.beta_pos, self.beta_vel = cfg.beta_pos, cfg.beta_vel
 
     def __call__(self, inp: KLInputs) -> dict[str, Tensor]:
         pos, vel = self.position(inp)[KL], self.velocity(inp)[KL]
-        return {KL: self.cfg.beta_pos * pos + self.cfg.beta_vel * vel, KL_MOVING: pos, KL_STEPWISE: vel}
+        return {KL: self.beta_pos * pos + self.beta_vel * vel, KL_MOVING: pos, KL_STEPWISE: vel}
 
 
 def make_kl(options: Any, kind: str | None = None, params: dict[str, Any] | None = None) -> KLVariant:

@@ -46,6 +46,16 @@ def print_methods(console: Console) -> None:
             f"{c.clip_range:g}", c.kl, "on" if c.equalizer else "off",
         )
     console.print(table)
+    rules = Table(title="Methods: trained-step rule, loss family, own parameters and where the formulas were read "
+                        "(docs/adding_a_method.md, docs/design.md §3a)")
+    for col in ("method", "kernel", "trained-step rule", "loss family (objective)", "parameters", "source"):
+        rules.add_column(col, no_wrap=col == "method", overflow="fold")
+    for name in METHODS.names():
+        m = make_method(name)
+        d = m.describe()
+        rules.add_row(name, d["kernel"], escape(d["steps"]), escape(d["loss"]), _params(type(m).Params, "method"),
+                      escape(d["source"]))
+    console.print(rules)
     kernels = Table(title="Step kernels")
     kernels.add_column("kernel")
     kernels.add_column("noise std")

@@ -85,11 +85,18 @@ def default_kernels(noise_level: float | None = None) -> list[tuple[str, Kernel]
     role, the scale of the diffusion coefficient)."""
     if noise_level is not None and not (math.isfinite(noise_level) and noise_level >= 0):
         raise UserError(f"--noise-level must be a finite number >= 0, got {noise_level!r}")
-    rows = [("ode", make_kernel("ode"))]
+    rows: dict[tuple, tuple[str, Kernel, bool]] = {}
     for name in METHODS.names():
         method = make_method(name) if noise_level is None else make_method(name, noise_level=noise_level)
-        rows.append((f"{method.config.kernel} ({name}, {method.config.noise_level:g})", method.kernel))
-    return rows
+        if method.config.kernel == "ode":  # a likelihood-free method samples the base ODE: its row is below
+            continue
+        key = (method.config.kernel, method.config.noise_level,
+               tuple(sorted(method.kernel.params.model_dump().items())))
+        owner = type(method).__module__ == type(method.kernel).__module__  # the method whose file defines the kernel
+        if key not in rows or (owner and not rows[key][2]):  # one row per distinct kernel, named by its owner
+            rows[key] = (f"{method.config.kernel} ({name}, {method.config.noise_level:g})", method.kernel, owner)
+    ordered = sorted(rows.values(), key=lambda r: r[0].split(" (")[1])  # by method name, as before
+    return [("ode", make_kernel("ode")), *((label, kernel) for label, kernel, _ in ordered)]
 
 
 def analyse(steps: int = 10, shift: float = 3.0, data_std: float = 0.5,

@@ -17,11 +17,27 @@ from typing import Any
 from grpo_bench.registry import LazyRegistry
 
 REWARDS: LazyRegistry = LazyRegistry("reward", "grpo_bench.rewards")
+GROUND_TRUTH: dict[str, str] = {}
+"""Prompt set -> the registered reward whose ``ground_truth`` evaluation reports as the oracle columns."""
 
 
-def register(name: str) -> Callable[[Any], Any]:
-    """Decorator registering a reward factory under ``name``."""
+def register(name: str, ground_truth_for: str | None = None) -> Callable[[Any], Any]:
+    """Decorator registering a reward factory under ``name``; ``ground_truth_for``: the prompt set whose exact
+    scores it gives (its ``ground_truth(videos, prompts)``), reported beside the training reward."""
+    if ground_truth_for is not None:
+        GROUND_TRUTH[ground_truth_for] = name
     return REWARDS.register(name)
+
+
+def ground_truth(prompt_set: str) -> Any:
+    """The ground-truth scorer declared for ``prompt_set`` (UserError naming the sets that have one)."""
+    from grpo_bench.errors import UserError
+
+    REWARDS.names()  # imports every reward module, so each declaration is made
+    if prompt_set not in GROUND_TRUTH:
+        raise UserError(f"no reward declares ground truth for prompt set {prompt_set!r}; "
+                        f"declared for: {', '.join(sorted(GROUND_TRUTH)) or 'none'}")
+    return REWARDS.get(GROUND_TRUTH[prompt_set])()
 
 
 def load(name: str, **kw: Any) -> Any:

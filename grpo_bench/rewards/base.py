@@ -1,10 +1,21 @@
 """The reward protocol and the composite reward (docs/design.md §5).
 
 A reward is called as ``reward(videos, prompts) -> {"vq": Tensor[B], "mq": Tensor[B], "ta": Tensor[B]}``
-(videos Tensor[B, 3, F, H, W] in [-1, 1]); it runs under no_grad and never trains.
+(videos Tensor[B, 3, F, H, W] in [-1, 1]); it runs under no_grad and never trains. Besides the call it
+declares (``RewardDeclaration``, read once by ``declaration``):
+
+    dimensions    the score names it returns (default VQ, MQ, TA)
+    settings      its own setting -> weights table (single-score rewards); None: the VQ/MQ/TA settings
+    video_shape   (C, F, H, W) it scores; None: any
+    ground_truth  optional ``ground_truth(videos, prompts)``: exact scores for evaluation; a reward that has
+                  one registers as a prompt set's ground truth (``register(name, ground_truth_for="world")``)
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -23,11 +34,35 @@ def setting_weights(setting: str) -> dict[str, float]:
     return SETTINGS[setting]
 
 
+DEFAULT_DIMENSIONS = ("vq", "mq", "ta")
+
+
+@dataclass(frozen=True)
+class RewardDeclaration:
+    """What a reward declares besides its call (the module docstring)."""
+
+    dimensions: tuple[str, ...]
+    settings: Mapping[str, Mapping[str, float]] | None
+    video_shape: tuple[int, ...] | None
+    has_ground_truth: bool
+
+
+def declaration(reward: Any) -> RewardDeclaration:
+    """The reward's declaration, its defaults filled in: the one place the optional parts are read."""
+    dims, settings, shape = (getattr(reward, k, None) for k in ("dimensions", "settings", "video_shape"))
+    return RewardDeclaration(
+        dimensions=tuple(dims or DEFAULT_DIMENSIONS),
+        settings=settings or None,
+        video_shape=None if shape is None else tuple(shape),
+        has_ground_truth=callable(getattr(reward, "ground_truth", None)),
+    )
+
+
 def reward_weights(reward: object, setting: str) -> dict[str, float]:
     """The weights of ``setting`` for this reward: its own ``settings`` table when it has one
     (single-score rewards such as CLIPScore and PickScore weight their one score 1 in A and B),
     else the VQ/MQ/TA settings above."""
-    own = getattr(reward, "settings", None)
+    own = declaration(reward).settings
     if own:
         if setting not in own:
             raise unknown("setting", setting, own)

@@ -12,7 +12,7 @@ from grpo_bench.rewards import register
 from grpo_bench.world.oracle import oracle
 
 
-@register("world_oracle")
+@register("world_oracle", ground_truth_for="world")
 class WorldOracleReward:
     """{"vq", "mq", "ta"} from ``grpo_bench.world.oracle`` under no_grad."""
 

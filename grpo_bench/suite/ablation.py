@@ -10,11 +10,25 @@ from grpo_bench.suite.expand import show_value
 from grpo_bench.suite.spec import Suite
 
 
+def kernel_owners() -> dict[str, str]:
+    """Kernel name -> the method whose file defines the kernel (FlowGRPO for ``flow``, not the other methods
+    that reuse it); a kernel no method file defines (``ode``) has no owner."""
+    from grpo_bench.core.method import METHODS
+    from grpo_bench.core.sde import KERNELS
+
+    owners: dict[str, str] = {}
+    for m in METHODS.names():
+        kernel = METHODS.get(m).defaults.kernel
+        if KERNELS.get(kernel).__module__ == METHODS.get(m).__module__:
+            owners.setdefault(kernel, m)
+    return owners
+
+
 def _sde_methods(names: list[str]) -> list[str]:
-    """--sde accepts method names or kernel names (the method whose kernel it is)."""
+    """--sde accepts method names or kernel names (the method whose file defines the kernel)."""
     from grpo_bench.core.method import METHODS
 
-    by_kernel = {METHODS.get(m).defaults.kernel: m for m in METHODS.names()}
+    by_kernel = kernel_owners()
     out = []
     for name in names:
         if name in METHODS:
@@ -54,7 +68,7 @@ def ablation(base: Suite, kl: list[str] | None, equalizer: list[bool] | None, sd
     if sde:
         grid["method"] = _sde_methods(sde)
         kernels = [METHODS.get(m).defaults.kernel for m in grid["method"]]
-        parts.append("sde-" + _listed(grid["method"], METHODS.names(), kernels))
+        parts.append("sde-" + _listed(grid["method"], list(kernel_owners().values()), kernels))
     if kl:
         for name in kl:
             KL_VARIANTS.get(name, where="--kl: ")

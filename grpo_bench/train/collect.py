@@ -95,15 +95,24 @@ def collect(policy: RolloutPolicy, reward: Any, method: Method, prompts: list[st
     order = torch.randperm(len(prompts), generator=generator(seed, "prompts", u))
     rows = [prompts[int(k)] for k in order[:P] for _ in range(G)]  # [P*G] group-major
     x0 = initial_noise(tuple(policy.latent_shape), P, G, method.config.shared_noise, generator(seed, "noise", u, dev))
-    steps = method.train_steps(policy.sigmas, P * G, generator(seed, "steps", u))  # Long[P*G, K]
+    # A window schedule (method.update_steps) makes this update's SDE and trained steps a subset of the
+    # static ones: the rollout samples the ODE outside it and stores only the steps inside it.
+    active = method.update_steps(policy.sigmas, u, generator(seed, "window", u))
+    table, stored = policy.table, policy.stored
+    if active is not None:
+        table = StepTable.build(method, policy.sigmas, dev, active=active)
+        stored = stored[active[stored]]
+    steps = method.train_steps(policy.sigmas, P * G, generator(seed, "steps", u), active=active)  # Long[P*G, K]
     mine = shard.rows  # data parallel: this process's rows of the global batch (all of it on one process)
     anchors = policy.anchors
+    share = G if (method.share_prefix and method.config.shared_noise and mine.start % G == 0
+                  and (mine.stop - mine.start) % G == 0) else 0
     with policy.autocast():
-        ro = rollout(policy.sampler, policy.table, rows[mine], x0[mine], guidance=spec.guidance,
-                     stored=policy.stored, logprob=method.config.logprob,
+        ro = rollout(policy.sampler, table, rows[mine], x0[mine], guidance=spec.guidance,
+                     stored=stored, logprob=method.config.logprob,
                      sde_gen=generator(distributed.rank_seed(seed, shard.acc.process_index), "sde", u, dev),
                      anchors={a: chunked(anchors.velocity(a), spec.micro_batch) for a in anchors.stored_names},
-                     train_steps=steps[mine])
+                     train_steps=steps[mine], share_group=share, fresh_noise=not method.needs_logprob)
     t1 = m.clock(dev)
     with torch.no_grad():
         local = {k: v.detach().float().cpu() for k, v in reward(ro.videos, ro.prompts).items()}

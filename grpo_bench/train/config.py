@@ -216,8 +216,21 @@ def validate(cfg: RunConfig, where: str = "") -> None:
     # The method accepts its overrides (ranges of noise level, clip, window …), the plug-ins their parameters.
     try:
         _plugin_params(cfg)
+        _check_method_run(cfg)
     except UserError as exc:
         raise UserError(f"{where}{exc}") from None
+
+
+def _check_method_run(cfg: RunConfig) -> None:
+    """The method's own refusals (core/method.py ``check_run``): a window schedule that leaves an update
+    without a trained step, a branching rule that cannot fill its group."""
+    from grpo_bench.core import schedule
+    from grpo_bench.core.method import RunShape, make_method
+
+    method = make_method(cfg.method, **cfg.method_overrides())
+    method.check_run(schedule.sigmas(cfg.steps, cfg.shift),
+                     RunShape(updates=cfg.updates, group_size=cfg.group_size,
+                              shared_noise=bool(method.config.shared_noise)))
 
 
 def _plugin_params(cfg: RunConfig) -> dict[str, Any]:
@@ -235,9 +248,11 @@ def _plugin_params(cfg: RunConfig) -> dict[str, Any]:
     variant = KL_VARIANTS.get(kl)
     applies = {f"kl.{k}" for k in variant.Params.model_fields}
     applies |= {f"anchor.{k}" for p in variant.anchors.values() for k in ANCHOR_POLICIES.get(p).Params.model_fields}
-    params = {k: v for k, v in method.defaults.params.items() if k.startswith("kernel.") or k in applies}
+    params = {k: v for k, v in method.defaults.params.items()
+              if k.startswith(("kernel.", "method.")) or k in applies}
     params.update(cfg.params)
     out = plugin_params.dump(method.kernel.params, "kernel")
+    out.update(plugin_params.dump(method.params, "method"))  # a method's own parameters (none for most)
     out.update(resolved_params(dataclasses.replace(cfg, kl=kl, params=params)))
     return out
 

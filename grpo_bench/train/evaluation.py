@@ -18,11 +18,8 @@ from torch import Tensor
 from grpo_bench.core.rollout import generator
 from grpo_bench.core.sampling import sample
 from grpo_bench.core.sde import make_kernel
-from grpo_bench.rewards.base import composite, reward_weights
+from grpo_bench.rewards.base import composite, declaration, reward_weights
 from grpo_bench.train import metrics as m
-
-EXACT_ORACLE = "world_oracle"
-"""The registered reward whose ``ground_truth`` gives the eval's oracle columns."""
 
 
 @dataclass
@@ -64,12 +61,13 @@ def gather_rows(local: Tensor, acc: Any, counts: list[int]) -> Tensor:
     return torch.cat([every[r, :c] for r, c in enumerate(counts)])
 
 
-def exact_oracle() -> Any:
-    """The exact scorer behind ``eval_oracle``, reached through the reward registry like any scorer (only
-    the embedded world has one; config validation requires world eval prompts for it)."""
-    from grpo_bench.rewards import REWARDS
+def exact_oracle(prompt_set: str = "world") -> Any:
+    """The exact scorer behind ``eval_oracle``: the reward that declares ground truth for the eval prompts
+    (rewards/__init__.py ``register(..., ground_truth_for=...)``; config validation requires world eval
+    prompts for it)."""
+    from grpo_bench.rewards import ground_truth
 
-    return REWARDS.get(EXACT_ORACLE)()
+    return ground_truth(prompt_set)
 
 
 def diversity(videos: Tensor, group_size: int) -> Tensor:
@@ -119,7 +117,7 @@ def evaluate(model: Any, reward: Any, sigmas: Tensor, cfg: Any, device: torch.de
         # No oracle for real models: their oracle columns are NaN (the report leaves them blank).
         blank = dict.fromkeys(("vq", "mq", "ta", "correct", "manifold"), nan)
         truth = exact_oracle().ground_truth(videos, rows) if cfg.eval_oracle and rows else blank
-        judged = judged or {d: nan for d in getattr(reward, "dimensions", ("vq", "mq", "ta"))}
+        judged = judged or {d: nan for d in declaration(reward).dimensions}
         judge = composite(judged, reward_weights(reward, cfg.setting)).cpu()
         div = diversity(videos, n) if n >= 2 and rows else torch.full((len(rows) // max(n, 1),), float("nan"))
     per_prompt = [c // n for c in counts]

@@ -33,7 +33,7 @@ import yaml
 from grpo_bench import interrupt, safe_yaml
 from grpo_bench.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text
 from grpo_bench.core import schedule
-from grpo_bench.core.anchors import Anchors
+from grpo_bench.core.anchors import Anchors, make_anchor_policy
 from grpo_bench.core.kl_weight import make_kl_weight
 from grpo_bench.core.loss import LossContext
 from grpo_bench.core.method import make_method
@@ -133,9 +133,13 @@ class Trainer:
             raise UserError(f"method {cfg.method!r}: no trainable (stochastic) step with steps={cfg.steps}")
         weight = self._equalizer_weights(cfg)
         self.kl = make_kl(section(cfg, TrustRegion), kind=cfg.kl, params=cfg.params)  # built from its own section
+        own = {a: make_anchor_policy(p, cfg, self.method.anchor_params())
+               for a, p in self.method.anchor_policies().items()}  # anchors the method's loss reads itself
         self.ctx = LossContext(model, self.table, weight.to(self.device), self.kl, self.method.config.clip_range,
-                               self.method.config.logprob, cfg.guidance)
-        self.anchors = Anchors(self.kl.anchor_policies(), model, module)
+                               self.method.config.logprob, cfg.guidance, objective=self.method.objective,
+                               family=self.method.loss_family, method_params=self.method.params,
+                               method_anchors=tuple(own))
+        self.anchors = Anchors({**self.kl.anchor_policies(), **own}, model, module)
         self.ctx.live_anchors = {a: chunked(self.anchors.velocity(a), cfg.micro_batch) for a in self.anchors.live_names}
         # what changes between updates (checkpoint.save / load): optimizer and module, anchors, KL weight, counters
         self.state = TrainState(self.stepper, self.anchors, make_kl_weight(section(cfg, KLWeighting)))

@@ -124,7 +124,9 @@ def check_weight_paths(cfg: Any, where: str = "") -> None:
 def check_video_shape(cfg: Any, model: Any, reward: Any) -> None:
     """The reward scores videos of the shape the model makes (a reward that declares ``video_shape``);
     UserError with the keys to change, before a single video is sampled."""
-    want = getattr(reward, "video_shape", None)
+    from grpo_bench.rewards.base import declaration
+
+    want = declaration(reward).video_shape
     have = tuple(model.video_shape)
     if want is None or tuple(want) == have:
         return

@@ -1,0 +1,73 @@
+"""Flow-GRPO-Fast (Liu et al., 2025): ODE sampling but for a short random window of SDE steps, only those trained."""
+
+import torch
+
+from grpo_bench.api import Field, Method, MethodConfig, PluginParams, RunShape, UserError, register_method
+
+
+def window_bounds(params, steps: int) -> tuple[int, int]:
+    """(lowest start, highest start) of the window on a T-step schedule: [range_start, range_end - size]; the
+    default end T // 2 (the official configs) grows to the window on schedules too short for it."""
+    end = params.window_range_end if params.window_range_end is not None else max(steps // 2, params.window_size)
+    return params.window_range_start, end - params.window_size
+
+
+@register_method("flow_grpo_fast")
+class FlowGRPOFast(Method):
+    """Flow-GRPO-Fast.
+
+    Kernel ``flow`` inside a window of ``method.window_size`` consecutive steps, the ODE elsewhere. The
+    window's start is drawn uniformly, once per update and for the whole batch, from
+    [window_range_start, window_range_end - window_size] (default end T//2, the official configs'
+    ``(0, num_steps // 2)``); every step of the window is stored and trained, no other. With shared group
+    noise the group's ODE prefix before the window is computed once per group.
+    """
+
+    paper = "Flow-GRPO: Training Flow Matching Models via Online RL (Liu et al., 2025), Flow-GRPO-Fast"
+    source = "yifan123/flow_grpo: scripts/train_sd3_fast.py, diffusers_patch/*_pipeline_with_logprob_fast.py"
+    step_rule = "SDE window of method.window_size (2) steps, start random per update in [0, T//2 - size]; all trained"
+    share_prefix = True
+
+    class Params(PluginParams):
+        window_size: int = Field(2, ge=1)
+        """Steps in the SDE window (official configs: 2 or 3)."""
+        window_range_start: int = Field(0, ge=0)
+        """Lowest window start."""
+        window_range_end: int | None = Field(None, ge=1)
+        """The window ends at or before this step; None: T // 2 (the official configs), at least window_size."""
+
+    defaults = MethodConfig(
+        kernel="flow",
+        noise_level=0.7,
+        logprob="gaussian",
+        shared_noise=False,  # same_latent = False in the official fast configs (pickscore_flux_fast, qwenimage)
+        clip_range=1e-5,  # config.train.clip_range = 1e-5 in the official fast configs
+        kl="none",  # config.train.beta = 0 there
+        equalizer=False,
+    )
+
+    def update_steps(self, sigmas, update, generator=None):
+        steps = len(sigmas) - 1
+        lo, hi = window_bounds(self.params, steps)
+        if hi < lo:
+            raise UserError(f"method {self.name!r}: method.window_size={self.params.window_size} does not fit in "
+                            f"the window range of a {steps}-step schedule")
+        start = int(torch.randint(lo, hi + 1, (1,), generator=generator))
+        mask = torch.zeros(steps, dtype=torch.bool)
+        mask[start : start + self.params.window_size] = True
+        return mask
+
+    def check_run(self, sigmas, run: RunShape) -> None:
+        steps = len(sigmas) - 1
+        lo, hi = window_bounds(self.params, steps)
+        end = hi + self.params.window_size
+        if hi < lo or end > steps:
+            raise UserError(f"method {self.name!r}: method.window_size={self.params.window_size} does not fit in the "
+                            f"window range [{lo}, {end}) of a {steps}-step schedule; allowed: window_range_start + "
+                            f"window_size <= window_range_end <= steps")
+        eligible = self.eligible_steps(sigmas)
+        for start in range(lo, hi + 1):  # every start the draw can take must leave a trained step
+            if not eligible[start : start + self.params.window_size].any():
+                last = start + self.params.window_size - 1
+                raise UserError(f"method {self.name!r}: the window at steps {start}..{last} has no trained "
+                                f"(stochastic) step with steps={steps}")

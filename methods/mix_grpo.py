@@ -1,0 +1,55 @@
+"""MixGRPO (Li et al., 2025): SDE and training only inside a window that slides over the schedule as training goes."""
+
+import torch
+
+from grpo_bench.api import Field, Method, MethodConfig, PluginParams, register_method
+
+
+@register_method("mix_grpo")
+class MixGRPO(Method):
+    """MixGRPO.
+
+    Kernel ``dance`` (its DanceGRPO base) inside a window of ``method.window_size`` consecutive steps, the
+    ODE outside. The window starts at step 0 and moves ``method.window_stride`` steps later every
+    ``method.iters_per_window`` updates; steps run up to T - 3 (the official ``max_timesteps =
+    sampling_steps - 2`` with ``range(cur, min(cur + size, max_timesteps))``), and the start rolls back to 0
+    when the window would be empty. Every window step is trained. With shared group noise the ODE prefix
+    before the window is computed once per group.
+    """
+
+    paper = "MixGRPO: Unlocking Flow-based GRPO Efficiency with Mixed ODE-SDE (Li et al., 2025)"
+    source = ("Tencent-Hunyuan/MixGRPO: fastvideo/utils/grpo_states.py, fastvideo/train_grpo_flux.py, "
+              "scripts/finetune/finetune_flux_grpo_MixGRPO.sh")
+    step_rule = "SDE window of method.window_size (4) steps sliding 1 step every 25 updates over 0..T-3; all trained"
+    share_prefix = True
+
+    class Params(PluginParams):
+        window_size: int = Field(4, ge=1)
+        """Steps in the window (the official script's group_size = 4)."""
+        iters_per_window: int = Field(25, ge=1)
+        """Updates before the window moves (iters_per_group = 25)."""
+        window_stride: int = Field(1, ge=1)
+        """Steps the window moves (prog_overlap_step = 1)."""
+
+    defaults = MethodConfig(
+        kernel="dance",
+        noise_level=0.7,  # eta = 0.7
+        logprob="gaussian",
+        shared_noise=True,  # its DanceGRPO base: one initial noise per group
+        clip_range=1e-4,
+        kl="none",
+        equalizer=False,
+    )
+
+    def window_start(self, steps: int, update: int) -> int:
+        """The window's first step at ``update`` (rolls back to 0 before the window would be empty)."""
+        last = steps - 2  # exclusive end of the trained range (max_timesteps)
+        positions = max(1, -(-last // self.params.window_stride))  # starts 0, s, 2s, ... below `last`
+        return (update // self.params.iters_per_window) % positions * self.params.window_stride
+
+    def update_steps(self, sigmas, update, generator=None):
+        steps = len(sigmas) - 1
+        start = self.window_start(steps, update)
+        mask = torch.zeros(steps, dtype=torch.bool)
+        mask[start : min(start + self.params.window_size, steps - 2)] = True
+        return mask
