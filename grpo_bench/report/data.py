@@ -13,6 +13,7 @@ import pandas as pd
 from grpo_bench.rewards.base import SETTINGS
 from grpo_bench.suite.results import COLUMNS, add_grid_columns, grid_keys
 from grpo_bench.suite.strips import BASE_STRIP, strip_pixels
+from grpo_bench.train import compute, metrics
 
 KEYS = ["cell", "group", "setting", "seed"]
 ORACLE = {"vq": "oracle_vq", "mq": "oracle_mq", "ta": "oracle_ta"}
@@ -206,3 +207,50 @@ def strips(df: pd.DataFrame, base: bool = False) -> dict[tuple[str, str], list[t
 def suite_info(df: pd.DataFrame) -> dict[str, Any]:
     rows = df[df["kind"] == "suite"]
     return json.loads(rows["text"].iloc[0]) if len(rows) else {}
+
+
+COMPUTE_COLUMNS = (*metrics.COMPUTE_COUNTS, metrics.COMPUTE_TRAINING)
+
+
+def compute_curves(df: pd.DataFrame) -> pd.DataFrame:
+    """The run totals of model passes (grpo_bench/train/compute.py) of every finished or running cell at each
+    point ``update`` = 0, 1, ..., n (the policy after that many updates; 0: nothing computed yet), keyed like
+    ``eval_curves``: one row per (cell, update) with every ``metrics.COMPUTE_COUNTS`` kind, compute_training,
+    compute_seconds (NaN where not logged) and ``derived``: False where the cell logged its counts, True where
+    it was stored before the counters existed and the counts are the closed form of its stored config
+    (``compute.expected``, the formula the counter is tested against). A cell whose config no longer builds
+    gets NaN counts (derived True)."""
+    rows = df[df["kind"] == "update"]
+    infos = _cell_infos(df)
+    out: list[dict[str, Any]] = []
+    for cell, part in rows.groupby("cell", sort=False):
+        first = part.iloc[0]
+        key = {"cell": cell, "group": first["group"], "setting": first["setting"], "seed": first["seed"],
+               "method": first["method"]}
+        wide = part.pivot_table(index="update", columns="metric", values="value", aggfunc="last")
+        logged = [c for c in COMPUTE_COLUMNS if c in wide]
+        out.append({**key, "update": 0, **dict.fromkeys(COMPUTE_COLUMNS, 0),
+                    metrics.COMPUTE_SECONDS: 0.0, "derived": not logged})
+        if logged:
+            for u, line in wide.iterrows():
+                out.append({**key, "update": int(u) + 1, **{c: _number(line.get(c)) for c in COMPUTE_COLUMNS},
+                            metrics.COMPUTE_SECONDS: _number(line.get(metrics.COMPUTE_SECONDS)), "derived": False})
+            continue
+        cfg = _stored_config(infos.get(cell, {}).get("config"))
+        for u in wide.index:
+            counts = compute.expected(cfg, int(u) + 1) if cfg is not None else {}
+            out.append({**key, "update": int(u) + 1, **{c: float(counts.get(c, math.nan)) for c in COMPUTE_COLUMNS},
+                        metrics.COMPUTE_SECONDS: math.nan, "derived": True})
+    columns = [*KEYS, "method", "update", *COMPUTE_COLUMNS, metrics.COMPUTE_SECONDS, "derived"]
+    return pd.DataFrame(out, columns=columns)
+
+
+def _stored_config(data: Any) -> Any:
+    """The RunConfig of a cell's stored config, or None where it no longer builds (a removed method...)."""
+    from grpo_bench.errors import UserError
+    from grpo_bench.train.config import from_dict
+
+    try:
+        return from_dict(dict(data or {}))
+    except (UserError, TypeError, ValueError):
+        return None
