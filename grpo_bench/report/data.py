@@ -218,30 +218,37 @@ def compute_curves(df: pd.DataFrame) -> pd.DataFrame:
     ``eval_curves``: one row per (cell, update) with every ``metrics.COMPUTE_COUNTS`` kind, compute_training,
     compute_seconds (NaN where not logged) and ``derived``: False where the cell logged its counts, True where
     it was stored before the counters existed and the counts are the closed form of its stored config
-    (``compute.expected``, the formula the counter is tested against). A cell whose config no longer builds
-    gets NaN counts (derived True)."""
+    (``compute.expected_curve``, the formula the counter is tested against). A cell whose config no longer
+    builds gets NaN counts (derived True)."""
+    columns = [*KEYS, "method", "update", *COMPUTE_COLUMNS, metrics.COMPUTE_SECONDS, "derived"]
     rows = df[df["kind"] == "update"]
+    if rows.empty:
+        return pd.DataFrame(columns=columns)
+    first = rows.drop_duplicates("cell").set_index("cell")
+    logged = rows[rows["metric"].isin([*COMPUTE_COLUMNS, metrics.COMPUTE_SECONDS])]
+    wide = (logged.pivot_table(index=["cell", "update"], columns="metric", values="value", aggfunc="last")
+            if len(logged) else pd.DataFrame())
+    counted = set(wide.index.get_level_values("cell")) if len(wide) else set()
+    n_updates = rows.groupby("cell", sort=False)["update"].max()
     infos = _cell_infos(df)
     out: list[dict[str, Any]] = []
-    for cell, part in rows.groupby("cell", sort=False):
-        first = part.iloc[0]
-        key = {"cell": cell, "group": first["group"], "setting": first["setting"], "seed": first["seed"],
-               "method": first["method"]}
-        wide = part.pivot_table(index="update", columns="metric", values="value", aggfunc="last")
-        logged = [c for c in COMPUTE_COLUMNS if c in wide]
-        out.append({**key, "update": 0, **dict.fromkeys(COMPUTE_COLUMNS, 0),
-                    metrics.COMPUTE_SECONDS: 0.0, "derived": not logged})
-        if logged:
-            for u, line in wide.iterrows():
+    for cell, top in n_updates.items():
+        f = first.loc[cell]
+        key = {"cell": cell, "group": f["group"], "setting": f["setting"], "seed": f["seed"], "method": f["method"]}
+        n = int(top) + 1
+        if cell in counted:
+            part = wide.loc[cell]
+            out.append({**key, "update": 0, **dict.fromkeys(COMPUTE_COLUMNS, 0.0),
+                        metrics.COMPUTE_SECONDS: 0.0, "derived": False})
+            for u, line in part.iterrows():
                 out.append({**key, "update": int(u) + 1, **{c: _number(line.get(c)) for c in COMPUTE_COLUMNS},
                             metrics.COMPUTE_SECONDS: _number(line.get(metrics.COMPUTE_SECONDS)), "derived": False})
             continue
         cfg = _stored_config(infos.get(cell, {}).get("config"))
-        for u in wide.index:
-            counts = compute.expected(cfg, int(u) + 1) if cfg is not None else {}
-            out.append({**key, "update": int(u) + 1, **{c: float(counts.get(c, math.nan)) for c in COMPUTE_COLUMNS},
-                        metrics.COMPUTE_SECONDS: math.nan, "derived": True})
-    columns = [*KEYS, "method", "update", *COMPUTE_COLUMNS, metrics.COMPUTE_SECONDS, "derived"]
+        curve = compute.expected_curve(cfg, n) if cfg is not None else [{}] * (n + 1)
+        for u, counts in enumerate(curve):
+            out.append({**key, "update": u, **{c: float(counts.get(c, math.nan)) for c in COMPUTE_COLUMNS},
+                        metrics.COMPUTE_SECONDS: 0.0 if u == 0 else math.nan, "derived": True})
     return pd.DataFrame(out, columns=columns)
 
 

@@ -143,14 +143,21 @@ def expected(cfg: Any, updates: int) -> dict[str, int]:
     the evaluations the run makes up to there: before update u when u % eval_every == 0, except before the
     last, and after the last), ``compute_training`` included. The update-0 evaluation is counted even where
     a suite shares it (trainer.py ``base_evaluation``: a cell that reads it is charged what it cost)."""
-    one = per_update(cfg)
-    last = cfg.updates - 1
-    done = range(updates)
-    diag = sum(1 for u in done if cfg.diag_every and u % cfg.diag_every == 0)
-    evals = sum(1 for u in done if u % cfg.eval_every == 0 and u != last)
-    evals += updates - 1 == last
-    out = {k: one[k] * (diag if k in (m.COMPUTE_DIAG_FORWARD, m.COMPUTE_DIAG_BACKWARD) else updates)
-           for k in m.COMPUTE_COUNTS}
-    out[m.COMPUTE_EVAL] = one[m.COMPUTE_EVAL] * evals
-    out[m.COMPUTE_TRAINING] = sum(out[k] for k in m.TRAINING_COUNTS)
+    return expected_curve(cfg, updates)[-1]
+
+
+def expected_curve(cfg: Any, updates: int) -> list[dict[str, int]]:
+    """``expected(cfg, n)`` for n = 0, 1, ..., ``updates`` (0: nothing computed yet), in one pass."""
+    one, last = per_update(cfg), cfg.updates - 1
+    total = dict.fromkeys(m.COMPUTE_COUNTS, 0)
+    out = [{**total, m.COMPUTE_TRAINING: 0}]
+    for u in range(updates):
+        diag = bool(cfg.diag_every) and u % cfg.diag_every == 0
+        evals = (u % cfg.eval_every == 0 and u != last) + (u == last)  # before update u; after the last
+        for k in m.COMPUTE_COUNTS:
+            if k in (m.COMPUTE_DIAG_FORWARD, m.COMPUTE_DIAG_BACKWARD):
+                total[k] += one[k] * diag
+            else:
+                total[k] += one[k] * (evals if k == m.COMPUTE_EVAL else 1)
+        out.append({**total, m.COMPUTE_TRAINING: sum(total[k] for k in m.TRAINING_COUNTS)})
     return out
