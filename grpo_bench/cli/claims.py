@@ -21,7 +21,8 @@ def claims_command(reports_dir: Path, out: Path | None, console: Console) -> int
     from grpo_bench.report.claims import write_ledger
 
     path, verdicts = write_ledger(reports_dir, target)
-    counts = {k: sum(v.verdict == k for v in verdicts) for k in ("supported", "contradicted", "undecided")}
+    kinds = ("supported", "contradicted", "undecided", "not tested")
+    counts = {k: sum(v.verdict == k for v in verdicts) for k in kinds}
     console.print(f"claims: {path} ({', '.join(f'{n} {k}' for k, n in counts.items())} of {len(verdicts)})",
                   markup=False, highlight=False)
     return 0

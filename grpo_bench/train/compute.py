@@ -107,17 +107,30 @@ class Counted:
 
 
 # --- the closed form -------------------------------------------------------------------------------
+HOOKS = ("update_steps", "anchor_policies", "share_prefix", "loss_family", "objective")
+"""Method hooks that can change how many passes an update makes (a window that moves, a group's shared ODE
+prefix, the method's own anchors, another loss): the closed form covers only methods that keep the base
+class's, so a method that declares one is counted by its cells, never given a formula it does not follow."""
+
+
+class ClosedFormUnknown(ValueError):
+    """The config's method changes the pass counts through a hook the closed form does not model."""
+
+
 def per_update(cfg: Any) -> dict[str, int]:
     """The sample-step passes of one update of ``cfg`` (a RunConfig; diag counts those of a diagnostic
-    update) and of one evaluation (``compute_eval``)."""
+    update) and of one evaluation (``compute_eval``); ClosedFormUnknown for a method with its own ``HOOKS``."""
     from grpo_bench.core import schedule
-    from grpo_bench.core.method import make_method
+    from grpo_bench.core.method import Method, make_method
     from grpo_bench.core.trust_region import make_kl
     from grpo_bench.train.config import TrustRegion, section
     from grpo_bench.train.prompts import load_prompt_set
 
     mult = 1 if cfg.guidance == 1.0 else 2  # a guided call runs the doubled batch
     method = make_method(cfg.method, **cfg.method_overrides())
+    own = [h for h in HOOKS if getattr(type(method), h, None) != getattr(Method, h, None)]
+    if own:
+        raise ClosedFormUnknown(f"method {cfg.method!r} declares {', '.join(own)}: its passes are counted, not derived")
     sigmas = schedule.sigmas(cfg.steps, cfg.shift)
     stored = int(method.eligible_steps(sigmas).sum())  # S: the steps a rollout keeps (and diagnostics measure)
     trained = int(method.train_steps(sigmas, 1, torch.Generator().manual_seed(0)).shape[1])  # K per sample

@@ -7,10 +7,11 @@ from dataclasses import dataclass
 
 from grpo_bench.report.claims.human_study import WinRates
 from grpo_bench.report.claims.learning import Beats, Moves
+from grpo_bench.report.claims.speed import Faster
 from grpo_bench.report.claims.spread import Spread
 from grpo_bench.report.claims.table1 import Samplers
 
-Check = Beats | Moves | Spread | Samplers | WinRates
+Check = Beats | Moves | Spread | Samplers | WinRates | Faster
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,9 @@ class Claim:
     suite: str
     """Report folder under REPORTS_DIR that holds the evidence ('samplers': Table 1's files)."""
     checks: tuple[Check, ...]
+    runs: str = ""
+    """The suite file that makes ``suite``'s cells: while they are absent the claim renders *not tested*,
+    naming it (claims whose suite shipped with the paper's reports leave it empty)."""
 
 
 CLAIMS: tuple[Claim, ...] = (
@@ -46,5 +50,18 @@ CLAIMS: tuple[Claim, ...] = (
            Moves(row={"kl": "none"}, metric="Oracle", direction=-1))),
     Claim("user_study", "User study: raters prefer SAGE-GRPO over each baseline", "main_table",
           (WinRates(target="sage_grpo"),)),
+    # Speed claims of the field's papers, each at equal quality on training compute (sample-step passes:
+    # docs/statistics.md "Compute"), per setting and reward track of the field suite.
+    Claim("mixgrpo_speed", "MixGRPO: DanceGRPO's quality in about half of DanceGRPO's training time", "field",
+          (Faster(row={"method": "mix_grpo"}, versus={"method": "dance_grpo"}, fraction=0.5,
+                  runs="suites/field.yaml", split=("setting", "reward")),), runs="suites/field.yaml"),
+    Claim("flow_grpo_fast_speed", "Flow-GRPO-Fast: FlowGRPO's reward training 1–2 steps instead of 10, at less "
+          "compute", "field",
+          (Faster(row={"method": "flow_grpo_fast"}, versus={"method": "flow_grpo"}, fraction=1.0,
+                  runs="suites/field.yaml", split=("setting", "reward")),), runs="suites/field.yaml"),
+    Claim("diffusion_nft_speed", "DiffusionNFT: FlowGRPO's quality with several times (here: 3×) less training "
+          "compute", "field",
+          (Faster(row={"method": "diffusion_nft"}, versus={"method": "flow_grpo"}, fraction=1 / 3,
+                  runs="suites/field.yaml", split=("setting", "reward")),), runs="suites/field.yaml"),
 )
 """The ledger's rows, in the paper's order."""

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 import numpy as np
 
 SUPPORTED, CONTRADICTED, UNDECIDED = "supported", "contradicted", "undecided"
+NOT_TESTED = "not tested"
+"""The rows a check needs are not in the stored results (their suite has not run): nothing is compared."""
 
 
 @dataclass

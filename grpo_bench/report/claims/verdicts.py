@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grpo_bench.report.claims.catalogue import Check, Claim
-from grpo_bench.report.claims.finding import CONTRADICTED, SUPPORTED, UNDECIDED, Finding
+from grpo_bench.report.claims.finding import CONTRADICTED, NOT_TESTED, SUPPORTED, UNDECIDED, Finding
 from grpo_bench.report.claims.human_study import WinRates
 from grpo_bench.report.claims.suite import Suite
 from grpo_bench.report.claims.table1 import Samplers
@@ -25,9 +25,12 @@ class Verdict:
 
 
 def combine(verdicts: Sequence[str], quantifier: str = "every") -> str:
-    """every: supported if all are, contradicted if one is; some: supported if one is, contradicted if all are."""
+    """every: supported if all are, contradicted if one is; some: supported if one is, contradicted if all are.
+    Short of a contradiction, anything not tested leaves the whole not tested."""
     if not verdicts:
         return UNDECIDED
+    if NOT_TESTED in verdicts and CONTRADICTED not in verdicts:
+        return NOT_TESTED
     if quantifier == "some":
         if SUPPORTED in verdicts:
             return SUPPORTED
@@ -54,8 +57,12 @@ def evaluate(claim: Claim, root: Path, cache: dict[str, Suite | Exception] | Non
                 Finding(claim.suite, UNDECIDED, f"{folder} not found")]
         else:
             suite = _load(root, claim.suite, cache)
-            findings = ([Finding(claim.suite, UNDECIDED, f"not measured: {suite}")] if isinstance(suite, Exception)
-                        else check.findings(suite))
+            if isinstance(suite, Exception) and claim.runs:  # its suite has not run yet: say which would
+                findings = [Finding(claim.suite, NOT_TESTED, f"not tested: {suite}", math.nan,
+                                    f"`grpo-bench run {claim.runs}`")]
+            else:
+                findings = ([Finding(claim.suite, UNDECIDED, f"not measured: {suite}")]
+                            if isinstance(suite, Exception) else check.findings(suite))
         checks.append((check, combine([f.verdict for f in findings], check.quantifier), findings))
     verdict = combine([v for _, v, _ in checks])
     # the row shows the check that decides: a contradicting one, else an undecided one, else the weakest
@@ -64,7 +71,10 @@ def evaluate(claim: Claim, root: Path, cache: dict[str, Suite | Exception] | Non
     many = len(deciding[2])
     effect = f"{shown.label}: {shown.effect}" + (f" (deciding comparison of {many})" if many > 1 else "")
     needed = "–"
-    if verdict == UNDECIDED:
+    if verdict == NOT_TESTED:
+        needed = next((f.need_text() for _, v, fs in checks for f in fs if f.verdict == NOT_TESTED and f.needed),
+                      f"`grpo-bench run {claim.runs}`" if claim.runs else "its suite's cells")
+    elif verdict == UNDECIDED:
         needs = [_needed(fs, check.quantifier) for check, v, fs in checks if v == UNDECIDED]
         texts = [n for n in needs if isinstance(n, str)]
         counts = [n for n in needs if isinstance(n, Finding)]
