@@ -73,10 +73,11 @@ def matched(df: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     ends = ev.groupby("cell").tail(1).set_index("cell")
     ends = ends[ends["update"] > 0]
-    out = []
+    out, order = [], data.group_order(df)
     for setting, part in ends.groupby("setting", sort=False):
-        budget = float(part.groupby("group")[COMPUTE].min().min())
-        cheapest = part.groupby("group")[COMPUTE].min().idxmin()
+        finish = part.groupby("group")[COMPUTE].min()
+        budget = float(finish.min())
+        cheapest = next(g for g in order if g in finish.index and finish[g] == budget)  # ties: the first row
         for cell, end in part.iterrows():
             value, how = at_compute(ev[ev["cell"] == cell], budget)
             out.append({"setting": setting, "group": end["group"], "method": end["method"], "seed": end["seed"],
