@@ -169,3 +169,20 @@ def test_results_view_derives_compute_for_cells_stored_without_counters(tmp_path
     assert counted[cols].reset_index(drop=True).equals(derived[cols].reset_index(drop=True))
     assert list(counted["update"]) == [0, 1, 2, 3]  # before any update, then after each
     assert counted[metrics.COMPUTE_TRAINING].iloc[0] == 0
+
+
+def test_a_method_with_its_own_pass_hooks_has_no_closed_form(monkeypatch):
+    """A method that changes the passes through a hook (here: a group's shared ODE prefix) is counted, never
+    given the formula of the static methods."""
+    from grpo_bench.core import method as core_method
+
+    real = core_method.make_method
+
+    def branching(name, **kw):
+        m = real(name, **kw)
+        m.__class__ = type("Branching", (type(m),), {"share_prefix": True})
+        return m
+
+    monkeypatch.setattr(core_method, "make_method", branching)
+    with pytest.raises(compute.ClosedFormUnknown, match="share_prefix"):
+        compute.per_update(resolve(tiny()))
