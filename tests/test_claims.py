@@ -165,9 +165,9 @@ def test_samplers_and_win_rate_checks_read_their_stored_files(tmp_path):
     assert evaluate(study, tmp_path).verdict == SUPPORTED
 
 
-def test_a_missing_suite_leaves_its_claims_undecided(tmp_path):
+def test_a_missing_suite_leaves_its_claims_not_tested(tmp_path):
     v = evaluate(CLAIMS[0], tmp_path)
-    assert v.verdict == UNDECIDED and "not found" in v.effect
+    assert v.verdict == NOT_TESTED and "not found" in v.effect
 
 
 def test_the_registry_is_declarative_data():
@@ -189,9 +189,9 @@ def test_claims_command_end_to_end_on_copies_of_stored_reports(tmp_path):
     assert len(table) == 10
     _, verdicts = ledger(reports)
     by_key = {v.claim.key: v for v in verdicts}
-    # main_table and ablate_equalizer were not copied: their claims are undecided, not guessed
-    assert by_key["table2_B"].verdict == UNDECIDED and "not found" in by_key["table2_B"].effect
-    assert by_key["equalizer"].verdict == UNDECIDED
+    # main_table and ablate_equalizer were not copied: their claims are not tested, not guessed
+    assert by_key["table2_B"].verdict == NOT_TESTED and "not found" in by_key["table2_B"].effect
+    assert by_key["equalizer"].verdict == NOT_TESTED
     # the stored ablate_kl is read (its verdict rests on its comparisons, whatever a re-run made them), and
     # the rendered table says what the ledger computed, row by row
     dual = by_key["dual_kl"]

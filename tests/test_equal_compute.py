@@ -82,8 +82,9 @@ def test_matched_compute_is_where_the_cheapest_row_ends(tmp_path):
 
 
 def _claim(fraction: float, row: str = "mix_grpo", suite: str = "field") -> Claim:
-    check = Faster(row={"method": row}, versus={"method": "dance_grpo"}, fraction=fraction, runs="suites/field.yaml")
-    return Claim("k", "mix is faster", suite, (check,), runs="suites/field.yaml")
+    check = Faster(row={"method": row}, versus={"method": "dance_grpo"}, fraction=fraction,
+                   tested_by="suites/field.yaml")
+    return Claim("k", "mix is faster", suite, (check,), tested_by="suites/field.yaml")
 
 
 def _write(tmp_path: Path, rows: dict) -> Path:
@@ -116,7 +117,7 @@ def test_the_speed_claims_are_not_tested_until_the_field_suite_is_stored():
         pytest.skip("the field suite is stored: its claims are decided on it")
     for claim in speed:
         v = evaluate(claim, ROOT / "reports")
-        assert v.verdict == NOT_TESTED and v.needed == "`grpo-bench run suites/field.yaml`"
+        assert v.verdict == NOT_TESTED and v.needed == "a run of `suites/field.yaml`"
 
 
 def test_stored_reports_get_derived_compute():

@@ -19,7 +19,7 @@ Nothing is trained or sampled again. A check yields one *finding* per comparison
     WinRates  a human study's win rates (raters and prompts resampled): the interval above or below 0.5
     Faster    a speed claim at equal quality: one row's learning at a fraction of another's training compute
               (report/equal_compute.py) non-inferior to the other's at its end; *not tested* while the
-              suite that makes those rows (the claim's ``runs``) has not stored them
+              suite that makes those rows (``tested_by``) has not stored them
 
 A check holds for ``every`` or for ``some`` of its findings; a claim is supported when all its checks are,
 contradicted when one is, undecided otherwise. Intervals and tests are the report's own

@@ -23,9 +23,8 @@ class Claim:
     suite: str
     """Report folder under REPORTS_DIR that holds the evidence ('samplers': Table 1's files)."""
     checks: tuple[Check, ...]
-    runs: str = ""
-    """The suite file that makes ``suite``'s cells: while they are absent the claim renders *not tested*,
-    naming it (claims whose suite shipped with the paper's reports leave it empty)."""
+    tested_by: str = ""
+    """The suite file whose run tests the claim as stated (named when the stored results lack its rows)."""
 
 
 CLAIMS: tuple[Claim, ...] = (
@@ -54,14 +53,14 @@ CLAIMS: tuple[Claim, ...] = (
     # docs/statistics.md "Compute"), per setting and reward track of the field suite.
     Claim("mixgrpo_speed", "MixGRPO: DanceGRPO's quality in about half of DanceGRPO's training time", "field",
           (Faster(row={"method": "mix_grpo"}, versus={"method": "dance_grpo"}, fraction=0.5,
-                  runs="suites/field.yaml", split=("setting", "reward")),), runs="suites/field.yaml"),
+                  tested_by="suites/field.yaml", split=("setting", "reward")),), tested_by="suites/field.yaml"),
     Claim("flow_grpo_fast_speed", "Flow-GRPO-Fast: FlowGRPO's reward training 1–2 steps instead of 10, at less "
           "compute", "field",
           (Faster(row={"method": "flow_grpo_fast"}, versus={"method": "flow_grpo"}, fraction=1.0,
-                  runs="suites/field.yaml", split=("setting", "reward")),), runs="suites/field.yaml"),
+                  tested_by="suites/field.yaml", split=("setting", "reward")),), tested_by="suites/field.yaml"),
     Claim("diffusion_nft_speed", "DiffusionNFT: FlowGRPO's quality with several times (here: 3×) less training "
           "compute", "field",
           (Faster(row={"method": "diffusion_nft"}, versus={"method": "flow_grpo"}, fraction=1 / 3,
-                  runs="suites/field.yaml", split=("setting", "reward")),), runs="suites/field.yaml"),
+                  tested_by="suites/field.yaml", split=("setting", "reward")),), tested_by="suites/field.yaml"),
 )
 """The ledger's rows, in the paper's order."""

@@ -10,7 +10,9 @@ import numpy as np
 
 SUPPORTED, CONTRADICTED, UNDECIDED = "supported", "contradicted", "undecided"
 NOT_TESTED = "not tested"
-"""The rows a check needs are not in the stored results (their suite has not run): nothing is compared."""
+"""The configuration the claim names is not among the stored results: no other row stands in for it."""
+DEPENDS = "depends on the reference"
+"""Two references the claim may be read against disagree (Table 1: the ODE's own variance, the data's)."""
 
 
 @dataclass

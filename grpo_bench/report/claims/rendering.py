@@ -8,7 +8,7 @@ from pathlib import Path
 
 from grpo_bench.report import data
 from grpo_bench.report.claims.catalogue import CLAIMS, Claim
-from grpo_bench.report.claims.finding import CONTRADICTED, NOT_TESTED, SUPPORTED, UNDECIDED
+from grpo_bench.report.claims.finding import CONTRADICTED, SUPPORTED, UNDECIDED
 from grpo_bench.report.claims.suite import Suite
 from grpo_bench.report.claims.table1 import Samplers
 from grpo_bench.report.claims.verdicts import Verdict, evaluate
@@ -22,12 +22,12 @@ def ledger(root: Path, claims: Sequence[Claim] = CLAIMS) -> tuple[str, list[Verd
              f"**{v.verdict}**", v.needed] for i, v in enumerate(verdicts, 1)]
     from grpo_bench.report.tables import markdown
 
-    tally = {k: sum(v.verdict == k for v in verdicts) for k in (SUPPORTED, CONTRADICTED, UNDECIDED, NOT_TESTED)}
+    tally = {k: sum(v.verdict == k for v in verdicts) for k in (SUPPORTED, CONTRADICTED, UNDECIDED)}
     lines = [
         "# The paper's claims, tested on the stored reports", "",
         "Rendered by `grpo-bench claims " + root.name + "` from the stored results alone (nothing re-run): "
-        f"{tally[SUPPORTED]} supported, {tally[CONTRADICTED]} contradicted, {tally[UNDECIDED]} undecided"
-        + (f", {tally[NOT_TESTED]} not tested" if tally[NOT_TESTED] else "") + f" of {len(verdicts)}.", "",
+        f"{tally[SUPPORTED]} supported, {tally[CONTRADICTED]} contradicted, {tally[UNDECIDED]} undecided of "
+        f"{len(verdicts)}.", "",
         markdown(["#", "Claim", "Suite", "Test", "Measured (95% interval over seeds)", "Verdict", "Would need"],
                  rows, "lllllll"),
         "How to read: learning = held-out eval after the last update minus at update 0 (Table 2); a paired "
@@ -39,12 +39,7 @@ def ledger(root: Path, claims: Sequence[Claim] = CLAIMS) -> tuple[str, list[Verd
         "comparisons, for the comparison that needs most. The measured column shows the comparison that decides "
         "the verdict (the weakest in the claimed direction). Table 1 is an exact computation (no interval). The "
         "gradient spread is max / min over sampler steps of the mean measured per-step gradient norm; its "
-        "interval is the geometric mean's over seeds. A speed claim is tested at equal quality on training "
-        "compute (sample-step passes, docs/statistics.md): the faster row's learning read at the stated fraction "
-        "of the slower row's compute to finish (interpolated between eval points where it falls between them) "
-        "against the slower row's learning at its end, non-inferior within the minimum effect (one-sided 95% "
-        "bound); *not tested* = its suite's cells are not stored, and *Would need* names the suite that makes "
-        "them. Definitions: `grpo_bench/report/claims/`.", "",
+        "interval is the geometric mean's over seeds. Definitions: `grpo_bench/report/claims/`.", "",
         "## Sources", "", *_sources(root, claims, cache), "",
         "## Every comparison", "",
     ]

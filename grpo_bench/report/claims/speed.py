@@ -8,7 +8,7 @@ supported when the one-sided 95% lower bound of the mean difference lies above �
 no worse than B by the margin), contradicted when the upper bound lies below −margin (it is worse by more),
 undecided otherwise, with the seeds for 80% power. The finding also states A's and B's compute to finish, so
 the ratio the paper quotes is read off beside the test. Rows that are absent leave the check *not tested*,
-naming the suite that would make them: never another row in their place.
+naming the suite that would make them (``tested_by``): never another row in their place.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ class Faster:
     row: Where
     versus: Where
     fraction: float
-    runs: str
+    tested_by: str
     """The suite file whose cells this check reads (named when they are absent)."""
     metric: str = "Oracle"
     within: Where = field(default_factory=dict)
@@ -45,8 +45,9 @@ class Faster:
     @property
     def what(self) -> str:
         scope = [*([where_text(self.within)] if self.within else []), *(f"per {k}" for k in self.split)]
-        return (f"{where_text(self.row)} at {self.fraction:g} × the training compute of {where_text(self.versus)} "
-                f"vs {where_text(self.versus)} at its end" + (f" ({', '.join(scope)})" if scope else "")
+        rival = where_text(self.versus)
+        return (f"{where_text(self.row)} at {_fraction(self.fraction)} the training compute of {rival} "
+                f"vs {rival} at its end" + (f" ({', '.join(scope)})" if scope else "")
                 + f": paired {self.metric} learning, non-inferior")
 
     def findings(self, suite: Suite) -> list[Finding]:
@@ -82,7 +83,7 @@ class Faster:
         return out or [self.not_tested(f"no rows in `{suite.name}`")]
 
     def not_tested(self, why: str) -> Finding:
-        return Finding(why, NOT_TESTED, f"not tested: {why}", math.nan, f"`grpo-bench run {self.runs}`")
+        return Finding(why, NOT_TESTED, f"not tested: {why}", math.nan, f"a run of `{self.tested_by}`")
 
     def _decide(self, label: str, d: np.ndarray, margin: float, ratio: str, budget: float) -> Finding:
         n = len(d)
@@ -98,3 +99,11 @@ class Faster:
         if mean + half < -margin:
             return Finding(label, CONTRADICTED, effect, strength)
         return Finding(label, UNDECIDED, effect, strength, seeds_needed(margin, sd) if sd > 0 else None)
+
+
+def _fraction(f: float) -> str:
+    """'1/3 of', '0.5 ×' ... as the claim reads."""
+    inverse = 1 / f
+    if f < 1 and abs(inverse - round(inverse)) < 1e-9:
+        return f"1/{round(inverse)} of"
+    return f"{f:g} ×"

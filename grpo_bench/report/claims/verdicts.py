@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grpo_bench.report.claims.catalogue import Check, Claim
-from grpo_bench.report.claims.finding import CONTRADICTED, NOT_TESTED, SUPPORTED, UNDECIDED, Finding
+from grpo_bench.report.claims.finding import CONTRADICTED, DEPENDS, NOT_TESTED, SUPPORTED, UNDECIDED, Finding
 from grpo_bench.report.claims.human_study import WinRates
 from grpo_bench.report.claims.suite import Suite
 from grpo_bench.report.claims.table1 import Samplers
@@ -26,18 +26,23 @@ class Verdict:
 
 def combine(verdicts: Sequence[str], quantifier: str = "every") -> str:
     """every: supported if all are, contradicted if one is; some: supported if one is, contradicted if all are.
-    Short of a contradiction, anything not tested leaves the whole not tested."""
+    Otherwise: not tested where a named configuration is absent, then depends on the reference, then undecided."""
     if not verdicts:
         return UNDECIDED
-    if NOT_TESTED in verdicts and CONTRADICTED not in verdicts:
-        return NOT_TESTED
     if quantifier == "some":
         if SUPPORTED in verdicts:
             return SUPPORTED
-        return CONTRADICTED if all(v == CONTRADICTED for v in verdicts) else UNDECIDED
-    if CONTRADICTED in verdicts:
-        return CONTRADICTED
-    return SUPPORTED if all(v == SUPPORTED for v in verdicts) else UNDECIDED
+        if all(v == CONTRADICTED for v in verdicts):
+            return CONTRADICTED
+    else:
+        if CONTRADICTED in verdicts:
+            return CONTRADICTED
+        if all(v == SUPPORTED for v in verdicts):
+            return SUPPORTED
+    for open_kind in (NOT_TESTED, DEPENDS):
+        if open_kind in verdicts:
+            return open_kind
+    return UNDECIDED
 
 
 def _deciding(findings: list[Finding], verdict: str) -> Finding:
@@ -54,15 +59,11 @@ def evaluate(claim: Claim, root: Path, cache: dict[str, Suite | Exception] | Non
         if isinstance(check, (Samplers, WinRates)):
             folder = root / claim.suite if isinstance(check, Samplers) else root
             findings = check.findings(folder) if folder.is_dir() else [
-                Finding(claim.suite, UNDECIDED, f"{folder} not found")]
+                Finding(claim.suite, NOT_TESTED, f"{folder} not found")]
         else:
             suite = _load(root, claim.suite, cache)
-            if isinstance(suite, Exception) and claim.runs:  # its suite has not run yet: say which would
-                findings = [Finding(claim.suite, NOT_TESTED, f"not tested: {suite}", math.nan,
-                                    f"`grpo-bench run {claim.runs}`")]
-            else:
-                findings = ([Finding(claim.suite, UNDECIDED, f"not measured: {suite}")]
-                            if isinstance(suite, Exception) else check.findings(suite))
+            findings = ([Finding(claim.suite, NOT_TESTED, f"not measured: {suite}")] if isinstance(suite, Exception)
+                        else check.findings(suite))
         checks.append((check, combine([f.verdict for f in findings], check.quantifier), findings))
     verdict = combine([v for _, v, _ in checks])
     # the row shows the check that decides: a contradicting one, else an undecided one, else the weakest
@@ -72,8 +73,7 @@ def evaluate(claim: Claim, root: Path, cache: dict[str, Suite | Exception] | Non
     effect = f"{shown.label}: {shown.effect}" + (f" (deciding comparison of {many})" if many > 1 else "")
     needed = "–"
     if verdict == NOT_TESTED:
-        needed = next((f.need_text() for _, v, fs in checks for f in fs if f.verdict == NOT_TESTED and f.needed),
-                      f"`grpo-bench run {claim.runs}`" if claim.runs else "its suite's cells")
+        needed = f"a run of `{claim.tested_by}`" if claim.tested_by else "a suite that has the named configuration"
     elif verdict == UNDECIDED:
         needs = [_needed(fs, check.quantifier) for check, v, fs in checks if v == UNDECIDED]
         texts = [n for n in needs if isinstance(n, str)]
