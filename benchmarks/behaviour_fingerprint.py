@@ -1,9 +1,10 @@
 """A behaviour fingerprint: short runs of every method on the tiny test model, hashed, to compare two commits.
 
 For each method x KL (fixed, dual): 3 updates, an eval, diagnostics and checkpoints; prints the sha256 of
-the metrics lines (timings left out) and of the checkpoint tensors (RNG states left out). A refactor that
-claims to change no behaviour must print the same lines before and after, in one process and under data
-parallelism:
+the metrics lines (timings and the compute_* counts left out: counting model passes changes no number of a
+run, and a fingerprint taken before the counters existed stays comparable) and of the checkpoint tensors
+(RNG states left out). A refactor that claims to change no behaviour must print the same lines before and
+after, in one process and under data parallelism:
 
     git stash; python benchmarks/behaviour_fingerprint.py > before.txt; git stash pop
     python benchmarks/behaviour_fingerprint.py > after.txt && diff before.txt after.txt
@@ -44,7 +45,8 @@ def fingerprint(method: str, kl: str, folder: Path) -> tuple[str, str] | None:
     if not PartialState(cpu=True).is_main_process:
         return None
     lines = [json.loads(x) for x in (folder / "metrics.jsonl").read_text().splitlines()]
-    lines = [{k: v for k, v in line.items() if not k.startswith("time_") and k != "wall_time"} for line in lines]
+    lines = [{k: v for k, v in line.items() if not k.startswith(("time_", "compute_")) and k != "wall_time"}
+             for line in lines]
     tensors = hashlib.sha256()
     for f in sorted((folder / "checkpoints").rglob("*.safetensors")):
         if not f.name.startswith("rng_"):  # a process's RNG state is not behaviour

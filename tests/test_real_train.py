@@ -74,7 +74,8 @@ def test_train_command_runs_tiny_wan(tmp_path):
 
 def test_two_processes_end_identical(tmp_path):
     """``accelerate launch --num_processes 2`` on CPU (gloo): two updates; both ranks end with the same
-    parameters; the data-parallel helpers shard, gather in rank order and average gradients."""
+    parameters; the data-parallel helpers shard, gather in rank order and average gradients; the compute counts
+    are those of one process (grpo_bench/train/compute.py)."""
     script = Path(__file__).with_name("dist_train_script.py")
     cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
            "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", str(script), str(tmp_path)]
@@ -88,6 +89,8 @@ def test_two_processes_end_identical(tmp_path):
     assert r0["gathered"] == r1["gathered"] == [10.0 * k for k in range(8)]
     assert r0["grad"] == r1["grad"] == [1.5, 1.5, 1.5]
     assert r0["rank_seed"] == 0 and r1["rank_seed"] not in (0, 1)
+    # compute: every rank logs the launch's totals (summed over its processes), the one-process closed form
+    assert r0["compute"] == r1["compute"] == r0["compute_expected"] and r0["compute"]["compute_training"] > 0
 
 
 @pytest.mark.slow

@@ -13,6 +13,7 @@ import pandas as pd
 from grpo_bench.rewards.base import SETTINGS
 from grpo_bench.suite.results import COLUMNS, add_grid_columns, grid_keys
 from grpo_bench.suite.strips import BASE_STRIP, strip_pixels
+from grpo_bench.train import compute, metrics
 
 KEYS = ["cell", "group", "setting", "seed"]
 ORACLE = {"vq": "oracle_vq", "mq": "oracle_mq", "ta": "oracle_ta"}
@@ -206,3 +207,66 @@ def strips(df: pd.DataFrame, base: bool = False) -> dict[tuple[str, str], list[t
 def suite_info(df: pd.DataFrame) -> dict[str, Any]:
     rows = df[df["kind"] == "suite"]
     return json.loads(rows["text"].iloc[0]) if len(rows) else {}
+
+
+COMPUTE_COLUMNS = (*metrics.COMPUTE_COUNTS, metrics.COMPUTE_TRAINING)
+TRAINING_TIMES = (metrics.TIME_ROLLOUT, metrics.TIME_REWARD, metrics.TIME_TRAIN)
+"""What ``compute_seconds`` sums (train/trainer.py): a stored cell's logged phase times give the same."""
+
+
+def compute_curves(df: pd.DataFrame) -> pd.DataFrame:
+    """The run totals of model passes (grpo_bench/train/compute.py) of every finished or running cell at each
+    point ``update`` = 0, 1, ..., n (the policy after that many updates; 0: nothing computed yet), keyed like
+    ``eval_curves``: one row per (cell, update) with every ``metrics.COMPUTE_COUNTS`` kind, compute_training,
+    compute_seconds (for a stored cell: its logged time_rollout + time_reward + time_train, summed) and
+    ``derived``: False where the cell logged its counts, True where
+    it was stored before the counters existed and the counts are the closed form of its stored config
+    (``compute.expected_curve``, the formula the counter is tested against). A cell whose config no longer
+    builds, or whose method's passes have no closed form (``compute.HOOKS``), gets NaN counts (derived True)."""
+    columns = [*KEYS, "method", "update", *COMPUTE_COLUMNS, metrics.COMPUTE_SECONDS, "derived"]
+    rows = df[df["kind"] == "update"]
+    if rows.empty:
+        return pd.DataFrame(columns=columns)
+    first = rows.drop_duplicates("cell").set_index("cell")
+    phases = rows[rows["metric"].isin(TRAINING_TIMES)].groupby(["cell", "update"])["value"].sum()
+    logged = rows[rows["metric"].isin([*COMPUTE_COLUMNS, metrics.COMPUTE_SECONDS])]
+    wide = (logged.pivot_table(index=["cell", "update"], columns="metric", values="value", aggfunc="last")
+            if len(logged) else pd.DataFrame())
+    counted = set(wide.index.get_level_values("cell")) if len(wide) else set()
+    n_updates = rows.groupby("cell", sort=False)["update"].max()
+    infos = _cell_infos(df)
+    out: list[dict[str, Any]] = []
+    for cell, top in n_updates.items():
+        f = first.loc[cell]
+        key = {"cell": cell, "group": f["group"], "setting": f["setting"], "seed": f["seed"], "method": f["method"]}
+        n = int(top) + 1
+        if cell in counted:
+            part = wide.loc[cell]
+            out.append({**key, "update": 0, **dict.fromkeys(COMPUTE_COLUMNS, 0.0),
+                        metrics.COMPUTE_SECONDS: 0.0, "derived": False})
+            for u, line in part.iterrows():
+                out.append({**key, "update": int(u) + 1, **{c: _number(line.get(c)) for c in COMPUTE_COLUMNS},
+                            metrics.COMPUTE_SECONDS: _number(line.get(metrics.COMPUTE_SECONDS)), "derived": False})
+            continue
+        cfg = _stored_config(infos.get(cell, {}).get("config"))
+        try:
+            curve = compute.expected_curve(cfg, n) if cfg is not None else [{}] * (n + 1)
+        except compute.ClosedFormUnknown:
+            curve = [{}] * (n + 1)
+        mine = phases.loc[cell] if cell in phases.index.get_level_values("cell") else pd.Series(dtype=float)
+        seconds = [0.0, *mine.reindex(range(n)).cumsum().tolist()]  # the logged phase times, summed
+        for u, counts in enumerate(curve):
+            out.append({**key, "update": u, **{c: float(counts.get(c, math.nan)) for c in COMPUTE_COLUMNS},
+                        metrics.COMPUTE_SECONDS: seconds[u], "derived": True})
+    return pd.DataFrame(out, columns=columns)
+
+
+def _stored_config(data: Any) -> Any:
+    """The RunConfig of a cell's stored config, or None where it no longer builds (a removed method...)."""
+    from grpo_bench.errors import UserError
+    from grpo_bench.train.config import from_dict
+
+    try:
+        return from_dict(dict(data or {}))
+    except (UserError, TypeError, ValueError):
+        return None

@@ -76,8 +76,8 @@ def _header(df: pd.DataFrame, info: dict) -> str:
     return "\n".join(lines)
 
 
-ALWAYS_TABLES = ("power", "liveness", "cells")
-ALWAYS_FIGURES = ("hacking",)
+ALWAYS_TABLES = ("equal_compute", "power", "liveness", "cells")
+ALWAYS_FIGURES = ("hacking", "oracle_vs_compute")
 
 
 def _tuned_note(df: pd.DataFrame, folders: list[Path]) -> list[str]:
@@ -118,8 +118,9 @@ def render_report(run_dir: str | Path, spec: ReportSpec | dict | None = None, ou
     out.mkdir(parents=True, exist_ok=True)
     ctx = Context(df=df, out=out, spec=spec)
     sections: list[Section] = []
-    # Every report says how much its seeds can tell (power), lists every cell, and shows judge against
-    # oracle where both were evaluated; a suite's spec orders them, older stored specs get them too.
+    # Every report says what its rows learned at equal compute, how much its seeds can tell (power), lists
+    # every cell, and shows judge against oracle where both were evaluated; a suite's spec orders them, older
+    # stored specs get them too.
     for name in dict.fromkeys([*spec.get("tables", []), *ALWAYS_TABLES]):
         sections += TABLES.get(name, where="report.tables: ")(ctx)
     for name in dict.fromkeys([*spec.get("figures", []), *ALWAYS_FIGURES]):

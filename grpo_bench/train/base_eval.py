@@ -54,10 +54,22 @@ def load(runs: Path, k: str) -> tuple[dict[str, float], list[dict[str, Any]], to
         return None
 
 
-def save(runs: Path, k: str, metrics: dict[str, float], rows: list[dict[str, Any]], videos: torch.Tensor) -> None:
-    """Tensors first, the JSON last: a reader that finds the JSON finds both."""
+def cost(runs: Path, k: str) -> int | None:
+    """The evaluation forwards the stored eval under ``k`` cost (compute.py), or None (absent, or stored before
+    it was recorded: the reader computes its own, identical, eval and stores it with its cost)."""
+    try:
+        value = json.loads((runs / FOLDER / f"{k}.json").read_text()).get("compute_eval")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def save(runs: Path, k: str, metrics: dict[str, float], rows: list[dict[str, Any]], videos: torch.Tensor,
+         cost: int | None = None) -> None:
+    """Tensors first, the JSON last: a reader that finds the JSON finds both. ``cost``: its eval forwards."""
     folder = runs / FOLDER
     folder.mkdir(parents=True, exist_ok=True)
     atomic_write(folder / f"{k}.safetensors",
                  lambda tmp: save_file({"videos": videos.detach().cpu().contiguous()}, str(tmp)))
-    atomic_write_json(folder / f"{k}.json", {"metrics": metrics, "rows": rows})
+    extra = {} if cost is None else {"compute_eval": int(cost)}
+    atomic_write_json(folder / f"{k}.json", {"metrics": metrics, "rows": rows, **extra})

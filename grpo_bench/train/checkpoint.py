@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import random
 import re
@@ -224,6 +225,7 @@ def save(state: TrainState, acc: Any, out_dir: Path, update: int, keep: int = 2)
         opt_t: dict[str, torch.Tensor] = {}
         record = {
             "format": FORMAT, "update": update, "counters": state.counters.state_dict(),
+            "compute": state.compute.state_dict(),
             "kl_weight": flatten(state.kl_weight.state_dict(), {}),
             "anchors": flatten(anchors, anchor_t),
             "optimizer": flatten(optimizer, opt_t) if optimizer is not None else None,
@@ -265,6 +267,7 @@ def load(state: TrainState, acc: Any, folder: Path) -> None:
                      if record["optimizer"] is not None else None)
         kl_weight = unflatten(record["kl_weight"], {})
         counters = record["counters"]
+        compute = _compute_record(record.get("compute", {}))  # absent before the counters (compute.py)
         rng = None
         if (folder / f"rng_{rank}.json").is_file():  # resumed on more processes than saved: fresh RNG
             rng = unflatten(json.loads((folder / f"rng_{rank}.json").read_text()),
@@ -283,6 +286,7 @@ def load(state: TrainState, acc: Any, folder: Path) -> None:
                 acc.load_state(str(folder / "engine"))
         state.kl_weight.load_state_dict(kl_weight)
         state.counters.load_state_dict(counters)
+        state.compute.load_state_dict(compute)
         if rng is not None:
             set_rng_state(rng)
     except CorruptCheckpoint:
@@ -310,3 +314,12 @@ def resume(state: TrainState, acc: Any, out_dir: Path) -> Path | None:
 
 def clear(out_dir: Path) -> None:
     shutil.rmtree(Path(out_dir) / CHECKPOINTS, ignore_errors=True)
+
+
+def _compute_record(record: Any) -> dict[str, float]:
+    """The compute totals of a state.json: a mapping of finite numbers (anything else is a corrupt folder)."""
+    ok = isinstance(record, dict) and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in record.values())
+    if not ok:
+        raise CorruptCheckpoint(f"compute: not a mapping of finite numbers: {record!r}")
+    return record

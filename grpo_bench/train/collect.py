@@ -26,6 +26,7 @@ from grpo_bench.core.rollout import Rollout, StepTable, generator, initial_noise
 from grpo_bench.rewards.base import composite, reward_weights
 from grpo_bench.train import distributed
 from grpo_bench.train import metrics as m
+from grpo_bench.train.compute import Compute
 from grpo_bench.train.microbatch import chunked
 
 
@@ -88,8 +89,9 @@ class RolloutBatch:
 
 
 def collect(policy: RolloutPolicy, reward: Any, method: Method, prompts: list[str], seed: int, u: int,
-            spec: GroupSpec, shard: Shard) -> RolloutBatch:
-    """Sample, score and rank update u's P × G trajectories (this process's contiguous share of rows)."""
+            spec: GroupSpec, shard: Shard, compute: Compute | None = None) -> RolloutBatch:
+    """Sample, score and rank update u's P × G trajectories (this process's contiguous share of rows);
+    ``compute`` counts the rollout's and the stored anchors' forwards (compute.py)."""
     P, G, dev = spec.prompts_per_update, spec.group_size, policy.device
     t0 = time.perf_counter()
     order = torch.randperm(len(prompts), generator=generator(seed, "prompts", u))
@@ -104,14 +106,15 @@ def collect(policy: RolloutPolicy, reward: Any, method: Method, prompts: list[st
         stored = stored[active[stored]]
     steps = method.train_steps(policy.sigmas, P * G, generator(seed, "steps", u), active=active)  # Long[P*G, K]
     mine = shard.rows  # data parallel: this process's rows of the global batch (all of it on one process)
-    anchors = policy.anchors
+    anchors, compute = policy.anchors, compute or Compute()
     share = G if (method.share_prefix and method.config.shared_noise and mine.start % G == 0
                   and (mine.stop - mine.start) % G == 0) else 0
     with policy.autocast():
-        ro = rollout(policy.sampler, table, rows[mine], x0[mine], guidance=spec.guidance,
-                     stored=stored, logprob=method.config.logprob,
+        ro = rollout(compute.view(policy.sampler, m.COMPUTE_ROLLOUT), table, rows[mine], x0[mine],
+                     guidance=spec.guidance, stored=stored, logprob=method.config.logprob,
                      sde_gen=generator(distributed.rank_seed(seed, shard.acc.process_index), "sde", u, dev),
-                     anchors={a: chunked(anchors.velocity(a), spec.micro_batch) for a in anchors.stored_names},
+                     anchors={a: compute.velocity(chunked(anchors.velocity(a), spec.micro_batch), m.COMPUTE_REFERENCE)
+                              for a in anchors.stored_names},
                      train_steps=steps[mine], share_group=share, fresh_noise=not method.needs_logprob)
     t1 = m.clock(dev)
     with torch.no_grad():

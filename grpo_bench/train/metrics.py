@@ -59,10 +59,27 @@ def eval_reward_part(part: str) -> str:
     return f"{EVAL_REWARD}_{part}"
 
 
+# compute (train/compute.py; docs/statistics.md "Compute"): run totals after each update, in sample-step
+# passes: one model call on one sample at one sampler step (a classifier-free-guidance call counts its two
+# halves), a backward through such a call its own unit. Summed over the processes of a launch.
+COMPUTE_PREFIX = "compute_"
+COMPUTE_ROLLOUT = "compute_rollout"  # rollout forwards (every sampler step of every trajectory)
+COMPUTE_REFERENCE = "compute_reference"  # KL anchors' forwards (stored by the rollout, or live at loss time)
+COMPUTE_TRAIN_FORWARD = "compute_train_forward"  # the loss's forwards (with grad)
+COMPUTE_TRAIN_BACKWARD = "compute_train_backward"  # their backwards
+COMPUTE_DIAG_FORWARD = "compute_diag_forward"  # diagnostic per-step gradient norms (diag_every), anchors included
+COMPUTE_DIAG_BACKWARD = "compute_diag_backward"
+COMPUTE_EVAL = "compute_eval"  # evaluation forwards (ODE sampling of the held-out prompts)
+COMPUTE_TRAINING = "compute_training"  # what training costs, the equal-compute axis: rollout + reference + train
+COMPUTE_COUNTS = (COMPUTE_ROLLOUT, COMPUTE_REFERENCE, COMPUTE_TRAIN_FORWARD, COMPUTE_TRAIN_BACKWARD,
+                  COMPUTE_DIAG_FORWARD, COMPUTE_DIAG_BACKWARD, COMPUTE_EVAL)
+TRAINING_COUNTS = (COMPUTE_ROLLOUT, COMPUTE_REFERENCE, COMPUTE_TRAIN_FORWARD, COMPUTE_TRAIN_BACKWARD)
+COMPUTE_SECONDS = "compute_seconds"  # run total of time_rollout + time_reward + time_train (this process)
+
 # wall-clock seconds per phase (not reproducible: tests leave them out)
 TIME_ROLLOUT, TIME_REWARD, TIME_TRAIN = "time_rollout", "time_reward", "time_train"
 TIME_DIAG, TIME_EVAL = "time_diag", "time_eval"
-TIMES = (TIME_ROLLOUT, TIME_REWARD, TIME_TRAIN, TIME_DIAG, TIME_EVAL)
+TIMES = (TIME_ROLLOUT, TIME_REWARD, TIME_TRAIN, TIME_DIAG, TIME_EVAL, COMPUTE_SECONDS)
 
 
 def clock(device: torch.device) -> float:

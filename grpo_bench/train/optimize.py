@@ -24,6 +24,7 @@ import torch
 from grpo_bench.core.loss import LossContext, per_step_grad_norms, step_terms
 from grpo_bench.train import metrics as m
 from grpo_bench.train.collect import RolloutBatch
+from grpo_bench.train.compute import Compute
 from grpo_bench.train.state import TrainState
 
 
@@ -86,11 +87,14 @@ class OptimizeStats:
 
 def measure_step_grad_norms(batch: RolloutBatch, loss: LossContext, params: list[torch.Tensor], steps: int,
                             micro_batch: int, autocast: Callable[[], Any], device: torch.device,
-                            due: bool = True) -> StepGradNorms:
-    """Per-step gradient norms of the policy loss over ``steps`` steps, when ``due`` (a diagnostic update)."""
+                            due: bool = True, compute: Compute | None = None) -> StepGradNorms:
+    """Per-step gradient norms of the policy loss over ``steps`` steps, when ``due`` (a diagnostic update);
+    ``compute`` counts their forwards and backwards as diagnostic passes (compute.py)."""
     start = time.perf_counter()
     per_step = None
     if due:
+        if compute is not None:
+            loss = compute.loss_context(loss, m.COMPUTE_DIAG_FORWARD, m.COMPUTE_DIAG_BACKWARD, m.COMPUTE_DIAG_FORWARD)
         with autocast():
             per_step = per_step_grad_norms(loss, batch.rollout, batch.advantages, params, steps,
                                            micro_batch=micro_batch)
@@ -107,6 +111,8 @@ def optimize(batch: RolloutBatch, loss_ctx: LossContext, state: TrainState, pass
     start, device = time.perf_counter(), batch.advantages.device
     stepper, anchors, kl_weight, counters = state.stepper, state.anchors, state.kl_weight, state.counters
     ro, adv, steps = batch.rollout, batch.advantages, batch.train_steps.to(device)
+    loss_ctx = state.compute.loss_context(loss_ctx, m.COMPUTE_TRAIN_FORWARD, m.COMPUTE_TRAIN_BACKWARD,
+                                          m.COMPUTE_REFERENCE)  # the passes counted (compute.py)
     B, K = steps.shape
     per_step_kl = passes.kl_schedule_unit == "optimizer_step"
     sums: dict[str, float] = defaultdict(float)

@@ -1,8 +1,8 @@
 """What a run carries from one update to the next, and what a checkpoint saves and loads (checkpoint.py).
 
 The phases (collect.py, optimize.py) take what they use as arguments; the state they change between updates
-lives here: the trainable module with its optimizer (the stepper), the KL anchors, the KL weight and the
-counters. Nothing else of a run changes after it is built.
+lives here: the trainable module with its optimizer (the stepper), the KL anchors, the KL weight, the
+counters and the compute counter (compute.py). Nothing else of a run changes after it is built.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any
 from grpo_bench.core.anchors import Anchors
 from grpo_bench.core.kl_weight import AdaptiveKLWeight, ConstantKLWeight
 from grpo_bench.errors import UserError
+from grpo_bench.train.compute import Compute
 
 
 class CorruptCheckpoint(UserError):
@@ -46,3 +47,4 @@ class TrainState:
     anchors: Anchors  # the KL anchors' snapshots
     kl_weight: ConstantKLWeight | AdaptiveKLWeight
     counters: Counters = field(default_factory=Counters)
+    compute: Compute = field(default_factory=Compute)  # model passes so far (compute.py), run totals

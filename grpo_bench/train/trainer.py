@@ -168,10 +168,14 @@ class Trainer:
         """One GRPO iteration; returns its metrics line (without the eval part)."""
         cfg = self.cfg
         # rollouts of update u's prompts, rewards, group advantages
-        batch = collect(self.policy, self.reward, self.method, self.train_prompts, cfg.seed, u, self.groups, self.shard)
+        compute = self.state.compute  # counts every model pass where it is made (compute.py)
+        batch = collect(self.policy, self.reward, self.method, self.train_prompts, cfg.seed, u, self.groups, self.shard,
+                        compute)
         diag = measure_step_grad_norms(batch, self.ctx, self.params, cfg.steps, cfg.micro_batch, self.autocast,
-                                       self.device, due=bool(cfg.diag_every) and u % cfg.diag_every == 0)
+                                       self.device, due=bool(cfg.diag_every) and u % cfg.diag_every == 0,
+                                       compute=compute)
         stats = optimize(batch, self.ctx, self.state, self.passes, self.acc, self.probe)  # the optimizer steps
+        compute.seconds += batch.time_rollout + batch.time_reward + stats.time_train
         return {
             m.UPDATE: u, **batch.metrics(), **diag.metrics(), **stats.metrics(),
             m.TIME_ROLLOUT: batch.time_rollout, m.TIME_REWARD: batch.time_reward,
@@ -181,7 +185,8 @@ class Trainer:
     def evaluate(self) -> EvalResult:
         """The current policy on the eval prompts (ODE, fixed noise)."""
         t = time.perf_counter()
-        metrics, rows, videos = evaluate(self.sampler, self.reward, self.sigmas, self.cfg, self.device, self.autocast,
+        sampler = self.state.compute.view(self.sampler, m.COMPUTE_EVAL)  # its forwards counted (compute.py)
+        metrics, rows, videos = evaluate(sampler, self.reward, self.sigmas, self.cfg, self.device, self.autocast,
                                           acc=self.acc, even_only=self.sharded)
         return EvalResult(metrics, rows, videos, time_eval=time.perf_counter() - t)
 
@@ -192,11 +197,14 @@ class Trainer:
             return self.evaluate()
         t, runs = time.perf_counter(), self.out_dir.parent
         k = base_eval.key(self.cfg, torch.get_num_threads())
-        stored = base_eval.load(runs, k)
-        if stored is not None:
+        stored, cost = base_eval.load(runs, k), base_eval.cost(runs, k)
+        if stored is not None and cost is not None:
+            self.state.compute.add(m.COMPUTE_EVAL, cost)  # charged what it cost the cell that computed it
             return EvalResult(*stored, time_eval=time.perf_counter() - t)
+        counted = self.state.compute.local[m.COMPUTE_EVAL]
         result = self.evaluate()
-        base_eval.save(runs, k, result.metrics, result.videos_rows, result.videos)
+        base_eval.save(runs, k, result.metrics, result.videos_rows, result.videos,
+                       cost=self.state.compute.local[m.COMPUTE_EVAL] - counted)
         return result
 
     def base_rows(self) -> list[dict[str, Any]]:
@@ -231,6 +239,7 @@ class Trainer:
             if last:  # the final policy
                 final_eval = self.evaluate()
                 line.update(final_eval.line(at=u + 1))
+            line.update(self.state.compute.totals(self.acc))  # run totals of model passes (every rank calls it)
             self.state.counters.update = u + 1
             self.state.counters.wall_time = start_wall + time.perf_counter() - t_attempt
             if main:
@@ -250,6 +259,7 @@ class Trainer:
         rows, videos = final_eval.videos_rows, final_eval.videos
         # the exported policy of a sharded run: every rank all-gathers, before the process group ends
         gathered = export.gather_trainable(self.module) if self.sharded else None
+        totals = self.state.compute.totals(self.acc)  # a collective: before the process group ends
         self.acc.end_training()
         last_line = lines[-1] if lines else {}
         last_eval = next((r for r in reversed(lines) if m.EVAL_AT in r), {})
@@ -257,7 +267,8 @@ class Trainer:
             "metrics": {k: v for k, v in last_line.items() if not k.startswith(m.EVAL_PREFIX)},
             "eval": {k: v for k, v in last_eval.items() if k.startswith(m.EVAL_PREFIX)},
             "updates": self.state.counters.update, "optimizer_steps": self.state.counters.optimizer_steps,
-            "wall_time": self.state.counters.wall_time, "cell_id": cell_id(cfg), "precision": self.precision,
+            "wall_time": self.state.counters.wall_time, "compute": totals,
+            "cell_id": cell_id(cfg), "precision": self.precision,
             "threads": torch.get_num_threads(), "eval_videos": rows, "base_eval_videos": self.base_rows(),
             "provenance": export.provenance(),
         }

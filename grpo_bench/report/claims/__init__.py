@@ -17,6 +17,9 @@ Nothing is trained or sampled again. A check yields one *finding* per comparison
               geometric mean's 95% t-interval (over seeds, on the log) below or above a bound
     Samplers  Table 1's exact Gaussian computation: no sampling error, so a strict comparison decides
     WinRates  a human study's win rates (raters and prompts resampled): the interval above or below 0.5
+    Faster    a speed claim at equal quality: one row's learning at a fraction of another's training compute
+              (report/equal_compute.py) non-inferior to the other's at its end; *not tested* while the
+              suite that makes those rows (``tested_by``) has not stored them
 
 A check holds for ``every`` or for ``some`` of its findings; a claim is supported when all its checks are,
 contradicted when one is, undecided otherwise. Intervals and tests are the report's own
@@ -29,6 +32,7 @@ Modules, in reading order:
     learning.py     Beats, Moves (paired learning, Holm-adjusted t-tests)
     spread.py       Spread (per-step gradient norms)
     table1.py       Samplers (Table 1, exact)
+    speed.py        Faster (speed claims, on training compute)
     human_study.py  WinRates (a human study's Table 3)
     catalogue.py    Claim and CLAIMS
     verdicts.py     combine, evaluate, Verdict
@@ -36,16 +40,18 @@ Modules, in reading order:
 """
 
 from grpo_bench.report.claims.catalogue import CLAIMS, Check, Claim
-from grpo_bench.report.claims.finding import CONTRADICTED, SUPPORTED, UNDECIDED, Finding
+from grpo_bench.report.claims.finding import CONTRADICTED, NOT_TESTED, SUPPORTED, UNDECIDED, Finding
 from grpo_bench.report.claims.human_study import WinRates
 from grpo_bench.report.claims.learning import Beats, Moves
 from grpo_bench.report.claims.rendering import ledger, write_ledger
+from grpo_bench.report.claims.speed import Faster
 from grpo_bench.report.claims.spread import Spread
 from grpo_bench.report.claims.suite import Suite
 from grpo_bench.report.claims.table1 import Samplers
 from grpo_bench.report.claims.verdicts import Verdict, combine, evaluate
 
 __all__ = [
-    "CLAIMS", "CONTRADICTED", "SUPPORTED", "UNDECIDED", "Beats", "Check", "Claim", "Finding", "Moves", "Samplers",
+    "CLAIMS", "CONTRADICTED", "NOT_TESTED", "SUPPORTED", "UNDECIDED", "Beats", "Check", "Claim", "Faster", "Finding",
+    "Moves", "Samplers",
     "Spread", "Suite", "Verdict", "WinRates", "combine", "evaluate", "ledger", "write_ledger",
 ]

@@ -7,10 +7,11 @@ from dataclasses import dataclass
 
 from grpo_bench.report.claims.human_study import WinRates
 from grpo_bench.report.claims.learning import Beats, Moves
+from grpo_bench.report.claims.speed import Faster
 from grpo_bench.report.claims.spread import Spread
 from grpo_bench.report.claims.table1 import Samplers
 
-Check = Beats | Moves | Spread | Samplers | WinRates
+Check = Beats | Moves | Spread | Samplers | WinRates | Faster
 
 
 @dataclass(frozen=True)
@@ -58,5 +59,18 @@ CLAIMS: tuple[Claim, ...] = (
            Moves(row={"kl": "none"}, metric="Oracle", direction=-1)), tested_by="suites/ablate_kl.yaml"),
     Claim("user_study", "User study: raters prefer SAGE-GRPO over each baseline", "main_table",
           (WinRates(target="sage_grpo"),), tested_by="grpo-bench study export runs/main_table"),
+    # Speed claims of the field's papers, each at equal quality on training compute (sample-step passes:
+    # docs/statistics.md "Compute"), per setting and reward track of the field suite.
+    Claim("mixgrpo_speed", "MixGRPO: DanceGRPO's quality in about half of DanceGRPO's training time", "field",
+          (Faster(row={"method": "mix_grpo"}, versus={"method": "dance_grpo"}, fraction=0.5,
+                  tested_by="suites/field.yaml", split=("setting", "reward")),), tested_by="suites/field.yaml"),
+    Claim("flow_grpo_fast_speed", "Flow-GRPO-Fast: FlowGRPO's reward training 1–2 steps instead of 10, at less "
+          "compute", "field",
+          (Faster(row={"method": "flow_grpo_fast"}, versus={"method": "flow_grpo"}, fraction=1.0,
+                  tested_by="suites/field.yaml", split=("setting", "reward")),), tested_by="suites/field.yaml"),
+    Claim("diffusion_nft_speed", "DiffusionNFT: FlowGRPO's quality with several times (here: 3×) less training "
+          "compute", "field",
+          (Faster(row={"method": "diffusion_nft"}, versus={"method": "flow_grpo"}, fraction=1 / 3,
+                  tested_by="suites/field.yaml", split=("setting", "reward")),), tested_by="suites/field.yaml"),
 )
 """The ledger's rows, in the paper's order."""

@@ -1,0 +1,176 @@
+"""What a run computes, in model passes (docs/statistics.md "Compute", docs/design.md §7): counted where the
+calls are made, and the closed form of the same counts from a run config.
+
+The unit is the **sample-step pass**: one call of the generator's velocity network on one sample at one sampler
+step. A classifier-free-guidance call runs its unconditional and conditional halves as one doubled batch
+(core/sampling.py ``guided_velocity``), so it counts 2; a backward through a call counts as many units of its
+own kind as the call had rows. Text encoding (cached once per run), decoding and reward scoring are not model
+passes of the generator; their seconds are in ``time_reward`` and ``compute_seconds``.
+
+``Compute`` is the counter a run carries in its ``TrainState`` (checkpointed with it). The phases receive it
+and count the calls they make through counted views (``velocity``, ``view``): rollout, reference (KL anchor),
+training, diagnostic and evaluation forwards, and the backwards of the training and diagnostic ones (a hook
+on the call's output fires when autograd passes back through it: counted where the backward happens). The
+counts are those of this process; ``totals`` sums them over the processes of a launch.
+
+``expected`` is the closed form of the same run totals from a config (P, G, T, trained steps per sample,
+stored steps, inner_epochs, guidance, the KL's anchors, eval and diag cadence). The trainer never uses it;
+results of cells stored before the counters existed get their compute from it (``report/data.py``
+``compute_curves``, marked ``derived``) and a test holds it against the counter. ``minibatches``,
+``micro_batch`` and ``step_every`` move how the passes are grouped into optimizer steps and calls, never
+how many there are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from grpo_bench.core.loss import LossContext
+from grpo_bench.train import metrics as m
+
+VelocityFn = Callable[[Tensor, Tensor, Any], Tensor]
+
+
+class Compute:
+    """Sample-step passes by kind (``metrics.COMPUTE_COUNTS``) of this process since the run (or its resume)
+    began, on top of the run totals a checkpoint restored; and the seconds of the training phases."""
+
+    def __init__(self) -> None:
+        self.local = dict.fromkeys(m.COMPUTE_COUNTS, 0)
+        self.restored = dict.fromkeys(m.COMPUTE_COUNTS, 0)
+        self.seconds = 0.0
+        self.last: dict[str, int] = dict(self.restored)
+
+    def add(self, kind: str, rows: int) -> None:
+        self.local[kind] += int(rows)
+
+    def velocity(self, fn: VelocityFn, kind: str, backward: str | None = None) -> VelocityFn:
+        """``fn`` counted: each call adds its rows to ``kind``; when its output carries a gradient, the
+        backward through it adds the same rows to ``backward`` (the hook returns nothing: the gradient is
+        unchanged)."""
+
+        def call(x: Tensor, sigma: Tensor, cond: Any) -> Tensor:
+            out = fn(x, sigma, cond)
+            rows = int(x.shape[0])
+            self.add(kind, rows)
+            if backward is not None and out.requires_grad:
+                out.register_hook(lambda _grad: self.add(backward, rows))
+            return out
+
+        return call
+
+    def view(self, model: Any, kind: str, backward: str | None = None) -> Counted:
+        """``model`` (any generator, or its micro-batched view) with a counted ``velocity``."""
+        return Counted(model, self.velocity(model.velocity, kind, backward))
+
+    def loss_context(self, ctx: LossContext, forward: str, backward: str, reference: str) -> LossContext:
+        """The loss context with its model and live anchors counted (training or diagnostic passes)."""
+        return replace(ctx, model=self.view(ctx.model, forward, backward),
+                       live_anchors={a: self.velocity(v, reference) for a, v in ctx.live_anchors.items()})
+
+    def totals(self, acc: Any = None) -> dict[str, int]:
+        """Run totals by kind over every process (a collective under a launch: every rank calls it),
+        ``compute_training`` and ``compute_seconds`` (this process's) included."""
+        local = [self.local[k] for k in m.COMPUTE_COUNTS]
+        if acc is not None and acc.num_processes > 1:
+            local = acc.reduce(torch.tensor(local, device=acc.device, dtype=torch.float64), "sum").tolist()
+        self.last = {k: self.restored[k] + int(round(v)) for k, v in zip(m.COMPUTE_COUNTS, local)}
+        return {**self.last, m.COMPUTE_TRAINING: sum(self.last[k] for k in m.TRAINING_COUNTS),
+                m.COMPUTE_SECONDS: self.seconds}
+
+    # --- checkpoints: the run totals of the last ``totals`` call (every process's), and the seconds -----
+    def state_dict(self) -> dict[str, float]:
+        return {**self.last, m.COMPUTE_SECONDS: self.seconds}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Totals a checkpoint saved; a checkpoint from before the counters restores zeros (and says so in the
+        caller's docs: its compute then counts from the resume on)."""
+        self.restored = {k: int(state.get(k, 0)) for k in m.COMPUTE_COUNTS}
+        self.local = dict.fromkeys(m.COMPUTE_COUNTS, 0)
+        self.last = dict(self.restored)
+        self.seconds = float(state.get(m.COMPUTE_SECONDS, 0.0))
+
+
+class Counted:
+    """A generator whose ``velocity`` is counted; everything else is the generator's."""
+
+    def __init__(self, model: Any, velocity: VelocityFn) -> None:
+        self.model, self.velocity = model, velocity
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.model, name)
+
+
+# --- the closed form -------------------------------------------------------------------------------
+HOOKS = ("update_steps", "anchor_policies", "share_prefix", "loss_family", "objective")
+"""Method hooks that can change how many passes an update makes (a window that moves, a group's shared ODE
+prefix, the method's own anchors, another loss): the closed form covers only methods that keep the base
+class's, so a method that declares one is counted by its cells, never given a formula it does not follow."""
+
+
+class ClosedFormUnknown(ValueError):
+    """The config's method changes the pass counts through a hook the closed form does not model."""
+
+
+def per_update(cfg: Any) -> dict[str, int]:
+    """The sample-step passes of one update of ``cfg`` (a RunConfig; diag counts those of a diagnostic
+    update) and of one evaluation (``compute_eval``); ClosedFormUnknown for a method with its own ``HOOKS``."""
+    from grpo_bench.core import schedule
+    from grpo_bench.core.method import Method, make_method
+    from grpo_bench.core.trust_region import make_kl
+    from grpo_bench.train.config import TrustRegion, section
+    from grpo_bench.train.prompts import load_prompt_set
+
+    mult = 1 if cfg.guidance == 1.0 else 2  # a guided call runs the doubled batch
+    method = make_method(cfg.method, **cfg.method_overrides())
+    own = [h for h in HOOKS if getattr(type(method), h, None) != getattr(Method, h, None)]
+    if own:
+        raise ClosedFormUnknown(f"method {cfg.method!r} declares {', '.join(own)}: its passes are counted, not derived")
+    sigmas = schedule.sigmas(cfg.steps, cfg.shift)
+    stored = int(method.eligible_steps(sigmas).sum())  # S: the steps a rollout keeps (and diagnostics measure)
+    trained = int(method.train_steps(sigmas, 1, torch.Generator().manual_seed(0)).shape[1])  # K per sample
+    policies = make_kl(section(cfg, TrustRegion), kind=cfg.kl, params=cfg.params).anchor_policies()
+    live = sum(1 for p in policies.values() if p.live)  # evaluated at loss time, every training pass
+    fixed = len(policies) - live  # stored by the rollout, once per trained (sample, step) pair
+    rows = cfg.prompts_per_update * cfg.group_size * mult  # B model rows of one call over the batch
+    pairs = rows * trained  # trained (sample, step) pairs, in model rows
+    eval_rows = len(load_prompt_set(cfg.prompts).eval) * cfg.eval_samples * mult
+    return {
+        m.COMPUTE_ROLLOUT: rows * cfg.steps,
+        m.COMPUTE_REFERENCE: pairs * (fixed + cfg.inner_epochs * live),
+        m.COMPUTE_TRAIN_FORWARD: pairs * cfg.inner_epochs,
+        m.COMPUTE_TRAIN_BACKWARD: pairs * cfg.inner_epochs,
+        m.COMPUTE_DIAG_FORWARD: rows * stored * (1 + live),
+        m.COMPUTE_DIAG_BACKWARD: rows * stored,
+        m.COMPUTE_EVAL: eval_rows * cfg.steps,
+    }
+
+
+def expected(cfg: Any, updates: int) -> dict[str, int]:
+    """The run totals logged on the metrics line of update ``updates - 1`` (after ``updates`` updates, with
+    the evaluations the run makes up to there: before update u when u % eval_every == 0, except before the
+    last, and after the last), ``compute_training`` included. The update-0 evaluation is counted even where
+    a suite shares it (trainer.py ``base_evaluation``: a cell that reads it is charged what it cost)."""
+    return expected_curve(cfg, updates)[-1]
+
+
+def expected_curve(cfg: Any, updates: int) -> list[dict[str, int]]:
+    """``expected(cfg, n)`` for n = 0, 1, ..., ``updates`` (0: nothing computed yet), in one pass."""
+    one, last = per_update(cfg), cfg.updates - 1
+    total = dict.fromkeys(m.COMPUTE_COUNTS, 0)
+    out = [{**total, m.COMPUTE_TRAINING: 0}]
+    for u in range(updates):
+        diag = bool(cfg.diag_every) and u % cfg.diag_every == 0
+        evals = (u % cfg.eval_every == 0 and u != last) + (u == last)  # before update u; after the last
+        for k in m.COMPUTE_COUNTS:
+            if k in (m.COMPUTE_DIAG_FORWARD, m.COMPUTE_DIAG_BACKWARD):
+                total[k] += one[k] * diag
+            else:
+                total[k] += one[k] * (evals if k == m.COMPUTE_EVAL else 1)
+        out.append({**total, m.COMPUTE_TRAINING: sum(total[k] for k in m.TRAINING_COUNTS)})
+    return out

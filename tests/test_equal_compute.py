@@ -1,0 +1,132 @@
+"""Learning at equal compute (grpo_bench/report/equal_compute.py) and the speed claims (claims/speed.py) on
+synthetic results with known answers; the stored reports, which predate the counters, get derived compute."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from grpo_bench.report import equal_compute
+from grpo_bench.report.claims import CLAIMS, CONTRADICTED, NOT_TESTED, SUPPORTED, Claim, Faster, evaluate
+from grpo_bench.report.parts import FIGURES, TABLES, Context
+from grpo_bench.suite.results import COLUMNS
+from grpo_bench.suite.run_folder import RESULTS
+
+ROOT = Path(__file__).resolve().parents[1]
+SEEDS = [0, 1, 2, 3]
+EVALS = (0, 5, 10)  # eval points (updates); compute is logged on every update line
+
+
+def _results(rows: dict[str, dict]) -> pd.DataFrame:
+    """group -> {method, per_update: training passes of one update, learning: {eval point: per-seed learning}}.
+
+    Setting A weighs the oracle dimensions 1 : 1 : 1, so each dimension carries a third of the learning."""
+    out = [{"suite": "synthetic", "kind": "suite", "text": json.dumps({"name": "synthetic", "report": {}})}]
+    for group, spec in rows.items():
+        cfg = {"setting": "A", "reward": "world_judge", "method": spec["method"]}
+        for i, seed in enumerate(SEEDS):
+            cell = f"{group}-{seed}"
+            base = {"suite": "synthetic", "cell": cell, "group": group, "setting": "A", "seed": seed,
+                    "method": spec["method"], "kl": "none", "equalizer": False}
+            out.append({**base, "kind": "cell", "metric": "wall_time", "value": 1.0,
+                        "text": json.dumps({"labels": {}, "config": {**cfg, "seed": seed}, "status": "done"})})
+            for u in range(10):
+                out.append({**base, "kind": "update", "update": u, "metric": "compute_training",
+                            "value": float(spec["per_update"] * (u + 1))})
+            for point in EVALS:
+                learned = 0.0 if point == 0 else spec["learning"][point][i]
+                line = min(point, 9)  # the final eval (after update 10) sits on update 9's line
+                for dim in ("vq", "mq", "ta"):
+                    out.append({**base, "kind": "update", "update": line, "metric": f"eval_oracle_{dim}",
+                                "value": 0.5 + learned / 3})
+                out.append({**base, "kind": "update", "update": line, "metric": "eval_at", "value": float(point)})
+    frame = pd.DataFrame(out, columns=list(COLUMNS))
+    return frame.astype({k: v for k, v in COLUMNS.items() if v != "object"})
+
+
+NOISE = np.array([0.01, -0.01, 0.005, -0.005])
+ROWS = {
+    "cheap": {"method": "mix_grpo", "per_update": 100, "learning": {5: 0.1 + NOISE, 10: 0.2 + NOISE}},
+    "dear": {"method": "dance_grpo", "per_update": 200, "learning": {5: 0.1 + NOISE, 10: 0.3 + NOISE}},
+}
+
+
+def test_at_compute_measured_or_interpolated():
+    points = pd.DataFrame({"compute_training": [0.0, 500.0, 1000.0], "learning": [0.0, 0.1, 0.3],
+                           "update": [0, 5, 10]})
+    assert equal_compute.at_compute(points, 500.0) == (0.1, "update 5 (measured)")
+    value, how = equal_compute.at_compute(points, 600.0)
+    assert value == pytest.approx(0.1 + 0.2 * 0.2) and "interpolated, 20% of the way" in how
+    assert math.isnan(equal_compute.at_compute(points, 1001.0)[0])
+
+
+def test_matched_compute_is_where_the_cheapest_row_ends(tmp_path):
+    mt = equal_compute.matched(_results(ROWS))
+    assert set(mt["matched_compute"]) == {1000.0}  # cheap: 10 updates x 100
+    cheap, dear = mt[mt["group"] == "cheap"], mt[mt["group"] == "dear"]
+    np.testing.assert_allclose(cheap["learning_matched"], 0.2 + NOISE)  # its own end, measured
+    np.testing.assert_allclose(dear["learning_matched"], 0.1 + NOISE)  # dear's update 5 = 1000 passes
+    assert set(dear["how"]) == {"update 5 (measured)"} and set(dear["final_compute"]) == {2000.0}
+    sections = TABLES.get("equal_compute")(Context(_results(ROWS), tmp_path, {}))
+    body = sections[0].body
+    assert "| A | dear | 4 | 2,000 | 2.00× |" in body and "-0.100 ±" in body  # dear − cheap at 1000, paired
+    csv = pd.read_csv(tmp_path / "tables" / "equal_compute.csv")
+    assert csv.loc[csv["group"] == "dear", "diff_vs_cheapest"].iloc[0] == pytest.approx(-0.1)
+    figure = FIGURES.get("oracle_vs_compute")(Context(_results(ROWS), tmp_path, {}))
+    assert (tmp_path / "figures" / "oracle_vs_compute.png").is_file() and "matched compute" in figure[0].how
+
+
+def _claim(fraction: float, row: str = "mix_grpo", suite: str = "field") -> Claim:
+    check = Faster(row={"method": row}, versus={"method": "dance_grpo"}, fraction=fraction,
+                   tested_by="suites/field.yaml")
+    return Claim("k", "mix is faster", suite, (check,), tested_by="suites/field.yaml")
+
+
+def _write(tmp_path: Path, rows: dict) -> Path:
+    (tmp_path / "field").mkdir()
+    _results(rows).to_parquet(tmp_path / "field" / RESULTS, index=False)
+    return tmp_path
+
+
+def test_speed_claim_at_equal_quality(tmp_path):
+    rows = {**ROWS, "cheap": {**ROWS["cheap"], "learning": {5: 0.2 + NOISE, 10: 0.3 + NOISE}}}
+    root = _write(tmp_path, rows)
+    v = evaluate(_claim(0.5), root)  # mix at 1000 passes (its end): 0.3, dance at its end: 0.3
+    assert v.verdict == SUPPORTED and "(0.50×)" in v.effect
+    v = evaluate(_claim(0.25), root)  # mix at 500 passes (update 5): 0.2, worse than 0.3 by more than 0.05
+    assert v.verdict == CONTRADICTED
+
+
+def test_speed_claim_without_its_rows_is_not_tested_never_another_row(tmp_path):
+    root = _write(tmp_path, ROWS)
+    v = evaluate(_claim(0.5, row="diffusion_nft"), root)
+    assert v.verdict == NOT_TESTED and "suites/field.yaml" in v.needed and "0 / 1 rows" in v.effect
+    v = evaluate(_claim(0.5, suite="absent"), tmp_path)
+    assert v.verdict == NOT_TESTED and "not found" in v.effect and "suites/field.yaml" in v.needed
+
+
+def test_the_speed_claims_are_not_tested_until_the_field_suite_is_stored():
+    speed = [c for c in CLAIMS if c.key.endswith("_speed")]
+    assert {c.key for c in speed} == {"mixgrpo_speed", "flow_grpo_fast_speed", "diffusion_nft_speed"}
+    if (ROOT / "reports" / "field" / RESULTS).is_file():
+        pytest.skip("the field suite is stored: its claims are decided on it")
+    for claim in speed:
+        v = evaluate(claim, ROOT / "reports")
+        assert v.verdict == NOT_TESTED and v.needed == "a run of `suites/field.yaml`"
+
+
+def test_stored_reports_get_derived_compute():
+    """reference_recipes predates the counters: every cell's compute is the closed form of its config."""
+    df = pd.read_parquet(ROOT / "reports" / "reference_recipes" / RESULTS)
+    mt = equal_compute.matched(df)
+    assert len(mt) == 24 and mt["derived"].all()
+    finish = mt.groupby("method")["final_compute"].first().to_dict()
+    # P=2, G=8, T=10, 90 updates: rollouts 16 x 10 = 160 passes an update; DanceGRPO as shipped trains 60% of
+    # its 9 eligible steps (5) per sample, no KL: 16 x 5 forwards + as many backwards
+    assert finish["dance_grpo"] == 90 * (160 + 2 * 16 * 5)
+    assert set(mt["matched_compute"]) == {finish["dance_grpo"]}
