@@ -32,8 +32,11 @@ def load_any(source: str, cfg: Any = None, **overrides: Any) -> DiffusersVideoMo
         if not isinstance(cached, str):
             raise missing_model(source, "diffusers")
         name = pipeline_class_name(str(Path(cached).parent))
+    loader = PIPELINES.get(name or "?", where=f"model {source!r}: ")
+    if cfg is None and getattr(loader, "modality", "video") == "image":
+        overrides = {"frames": 1, **overrides}
     options = AdapterOptions.from_config(cfg, **overrides) if cfg is not None else AdapterOptions(**overrides)
-    return PIPELINES.get(name or "?", where=f"model {source!r}: ")(source, options)
+    return loader(source, options)
 
 
 def pipeline_modality(source: str) -> str | None:
@@ -66,6 +69,8 @@ def register_family(model: type[DiffusersVideoModel], tiny_name: str,
     PIPELINES.register(model.pipeline_class)(load_pipeline_folder)
 
     def options(cfg: Any, kw: dict[str, Any]) -> AdapterOptions:
+        if cfg is None and model.modality == "image":
+            kw = {"frames": 1, **kw}  # a still-image model's default (a RunConfig's comes from train/config.py)
         return AdapterOptions.from_config(cfg, **kw) if cfg is not None else AdapterOptions(**kw)
 
     def tiny_factory(pretrained: bool = True, cfg: Any = None, seed: int = 0, **kw: Any) -> DiffusersVideoModel:
