@@ -148,6 +148,8 @@ def test_tune_then_table_end_to_end_on_the_fake_trainer(tmp_path):
     assert (tmp_path / "tuned_tune" / CHOSEN).is_file() and (tmp_path / "tuned" / "tuned.json").is_file()
     report = (tmp_path / "tuned_tune" / "report" / "report.md").read_text()
     assert "Tuning grid" in report and (tmp_path / "tuned_tune" / "report" / "figures" / "tuning_curves.png").is_file()
+    titles = [line for line in report.splitlines() if line.startswith("## ")]
+    assert titles and not [t for t in titles if "oracle" in t.lower() or "compute" in t.lower() or "Power" in t]
     assert {c.config.lr for c in expand(tuned)} == {3e-4}
     # the table's report says which seeds served for what
     from grpo_bench.cli.suite import execute

@@ -78,6 +78,8 @@ def _header(df: pd.DataFrame, info: dict) -> str:
 
 ALWAYS_TABLES = ("equal_compute", "power", "liveness", "cells")
 ALWAYS_FIGURES = ("hacking", "oracle_vs_compute")
+HELD_OUT_PARTS = frozenset({"equal_compute", "power", "hacking", "oracle_vs_compute"})
+"""The always-shown parts that read the held-out eval: left out where the spec says ``held_out: false``."""
 
 
 def _tuned_note(df: pd.DataFrame, folders: list[Path]) -> list[str]:
@@ -121,9 +123,10 @@ def render_report(run_dir: str | Path, spec: ReportSpec | dict | None = None, ou
     # Every report says what its rows learned at equal compute, how much its seeds can tell (power), lists
     # every cell, and shows judge against oracle where both were evaluated; a suite's spec orders them, older
     # stored specs get them too.
-    for name in dict.fromkeys([*spec.get("tables", []), *ALWAYS_TABLES]):
+    always = set() if spec.get("held_out", True) else HELD_OUT_PARTS
+    for name in dict.fromkeys([*spec.get("tables", []), *(t for t in ALWAYS_TABLES if t not in always)]):
         sections += TABLES.get(name, where="report.tables: ")(ctx)
-    for name in dict.fromkeys([*spec.get("figures", []), *ALWAYS_FIGURES]):
+    for name in dict.fromkeys([*spec.get("figures", []), *(f for f in ALWAYS_FIGURES if f not in always)]):
         sections += FIGURES.get(name, where="report.figures: ")(ctx)
     body = [_header(df, info), *_tuned_note(df, [base, out])]
     for s in sections:

@@ -16,7 +16,7 @@ from grpo_bench.suite.spec import ReportSpec
 from grpo_bench.suite.values import config_values, mapping
 from grpo_bench.train.config import FIELDS
 
-REPORT_KEYS = ("tables", "figures", "baseline", "smooth", "min_effect", "strata")
+REPORT_KEYS = ("tables", "figures", "baseline", "smooth", "min_effect", "strata", "held_out")
 
 
 def parse_report(data: Any, where: str) -> ReportSpec:
@@ -42,6 +42,10 @@ def parse_report(data: Any, where: str) -> ReportSpec:
         if not isinstance(spec["smooth"], int) or isinstance(spec["smooth"], bool) or spec["smooth"] < 1:
             raise UserError(f"{where}report.smooth must be an integer >= 1, got {spec['smooth']!r}")
         out.smooth = spec["smooth"]
+    if "held_out" in spec:
+        if not isinstance(spec["held_out"], bool):
+            raise UserError(f"{where}report.held_out must be true or false, got {spec['held_out']!r}")
+        out.held_out = spec["held_out"]
     if spec.get("min_effect") is not None:  # None: a stored spec without one
         out.min_effect = _min_effect(spec["min_effect"], where)
     if "strata" in spec:

@@ -36,6 +36,9 @@ class ReportSpec:
     min_effect: float | dict[str, float] | None = None
     """Smallest difference of interest for the power table: a number, or {column title: number,
     'default': number}; None keeps the defaults (oracle 0.05, judge 0.25)."""
+    held_out: bool = True
+    """Whether the report shows held-out eval numbers at all (off for a tuning grid: its selection never reads
+    them, and neither does its reader)."""
     strata: list[str] = field(default_factory=lambda: ["setting"])
     """Config keys that split the report into separate families (each with its own baseline row,
     bold, Holm family and power rows), e.g. [setting, reward] for a table with two reward tracks."""

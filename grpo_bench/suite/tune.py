@@ -175,7 +175,7 @@ def tuning_suite(suite: Suite) -> Suite:
     methods = tuned_methods(suite.grid, suite.union, suite.base)
     union = [{"method": [m], **tune.grid, **tune.methods.get(m, {})} for m in methods]
     report = ReportSpec(tables=["tuning"], figures=["tuning_curves", "reward_curves"], baseline={},
-                        strata=["method"])
+                        strata=["method"], held_out=False)
     return dataclasses.replace(
         suite, name=suite.name + TUNE_SUFFIX, path=f"{suite.path} (tune)", base={**suite.base, **tune.family},
         grid={}, union=union, seeds=list(tune.seeds), budget={**suite.budget, **tune.budget}, report=report,
