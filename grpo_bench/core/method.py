@@ -153,8 +153,8 @@ class Method:
         """Refuse (UserError) a run this method cannot train, before any work: by default, a window schedule
         that leaves some update without a trained step, or prefix sharing without a group to share it."""
         eligible = self.eligible_steps(sigmas)
-        probe = {0, run.updates - 1, *range(min(run.updates, 4 * len(sigmas)))}
-        for u in sorted(probe):
+        stride = max(1, run.updates // 500)  # every update of a world run; 500 spread ones of a longer run
+        for u in sorted({*range(0, run.updates, stride), run.updates - 1}):
             active = self.update_steps(sigmas, u, torch.Generator().manual_seed(u))
             if active is not None and not (active & eligible).any():
                 raise UserError(f"method {self.name!r}: its window schedule leaves no trained step at update {u} "

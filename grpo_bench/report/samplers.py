@@ -24,6 +24,7 @@ from rich.console import Console
 from rich.table import Table
 
 from grpo_bench.core.method import METHODS, make_method
+from grpo_bench.core.sampling import StepTable, transition
 from grpo_bench.core.schedule import sigmas as make_sigmas
 from grpo_bench.core.sde import Kernel, make_kernel
 from grpo_bench.errors import UserError
@@ -67,14 +68,16 @@ def analyse_kernel(kernel: Kernel, sigmas: torch.Tensor, data_std: float, label:
 def monte_carlo_variance(
     kernel: Kernel, sigmas: torch.Tensor, data_std: float, n: int = 200_000, seed: int = 0
 ) -> list[float]:
-    """Per-step sample variance of the same process, simulated (used to confirm the closed form)."""
+    """Per-step sample variance of the same process, simulated (used to confirm the closed form) with the
+    arithmetic training runs: the kernel's ``StepTable`` through ``transition`` (core/sampling.py)."""
     g = torch.Generator().manual_seed(seed)
+    table = StepTable.of_kernel(kernel, sigmas)
     x = torch.randn(n, 1, generator=g, dtype=torch.float64)
     out = [float(x.var())]
     for i in range(len(sigmas) - 1):
         v = exact_velocity_gain(float(sigmas[i]), data_std) * x
-        mu, std = kernel.step(x, v, sigmas, i)
-        x = mu.double() + float(std) * torch.randn(n, 1, generator=g, dtype=torch.float64)
+        mu, std = transition(table, torch.full((n,), i, dtype=torch.long), x, v)
+        x = mu.double() + std.double() * torch.randn(n, 1, generator=g, dtype=torch.float64)
         out.append(float(x.var()))
     return out
 
