@@ -133,8 +133,10 @@ class Trainer:
             raise UserError(f"method {cfg.method!r}: no trainable (stochastic) step with steps={cfg.steps}")
         weight = self._equalizer_weights(cfg)
         self.kl = make_kl(section(cfg, TrustRegion), kind=cfg.kl, params=cfg.params)  # built from its own section
-        self.ctx = LossContext(model, self.table, weight.to(self.device), self.kl, self.method.config.clip_range,
-                               self.method.config.logprob, cfg.guidance)
+        # The loss calls the model as the rollout does (micro_batch rows per call, the guidance halves counted):
+        # the same batch composition gives the same bf16 rounding, so the ratio at a rollout's first step is 1
+        self.ctx = LossContext(self.sampler, self.table, weight.to(self.device), self.kl,
+                               self.method.config.clip_range, self.method.config.logprob, cfg.guidance)
         self.anchors = Anchors(self.kl.anchor_policies(), model, module)
         self.ctx.live_anchors = {a: chunked(self.anchors.velocity(a), cfg.micro_batch) for a in self.anchors.live_names}
         # what changes between updates (checkpoint.save / load): optimizer and module, anchors, KL weight, counters
