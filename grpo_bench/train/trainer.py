@@ -135,10 +135,12 @@ class Trainer:
         self.kl = make_kl(section(cfg, TrustRegion), kind=cfg.kl, params=cfg.params)  # built from its own section
         own = {a: make_anchor_policy(p, cfg, self.method.anchor_params())
                for a, p in self.method.anchor_policies().items()}  # anchors the method's loss reads itself
-        self.ctx = LossContext(model, self.table, weight.to(self.device), self.kl, self.method.config.clip_range,
-                               self.method.config.logprob, cfg.guidance, objective=self.method.objective,
-                               family=self.method.loss_family, method_params=self.method.params,
-                               method_anchors=tuple(own))
+        # The loss calls the model as the rollout does (micro_batch rows per call, the guidance halves counted):
+        # the same batch composition gives the same bf16 rounding, so the ratio at a rollout's first step is 1
+        self.ctx = LossContext(self.sampler, self.table, weight.to(self.device), self.kl,
+                               self.method.config.clip_range, self.method.config.logprob, cfg.guidance,
+                               objective=self.method.objective, family=self.method.loss_family,
+                               method_params=self.method.params, method_anchors=tuple(own))
         self.anchors = Anchors({**self.kl.anchor_policies(), **own}, model, module)
         self.ctx.live_anchors = {a: chunked(self.anchors.velocity(a), cfg.micro_batch) for a in self.anchors.live_names}
         # what changes between updates (checkpoint.save / load): optimizer and module, anchors, KL weight, counters
