@@ -11,6 +11,7 @@ from grpo_bench.api import (
     PluginParams,
     Rollout,
     StepTerms,
+    UserError,
     guided_velocity,
     index_cond,
     register_anchor_policy,
@@ -119,6 +120,12 @@ class DiffusionNFT(Method):
         kl="none",
         equalizer=False,
     )
+
+    def check_run(self, sigmas, run):
+        if self.config.kl not in (None, "none"):  # a trust region it cannot act on would sit in a table as a zero
+            raise UserError(f"method {self.name!r} computes no log-probs (loss family 'nft'), so a KL trust region "
+                            f"would stay 0; got kl={self.config.kl!r}, allowed: none")
+        super().check_run(sigmas, run)
 
     def eligible_steps(self, sigmas):
         """Every step: each is a time t = sigma_i at which the final sample is re-noised."""

@@ -173,13 +173,22 @@ def tuning_suite(suite: Suite) -> Suite:
     tune = suite.tune
     assert tune is not None
     methods = tuned_methods(suite.grid, suite.union, suite.base)
-    union = [{"method": [m], **tune.grid, **tune.methods.get(m, {})} for m in methods]
+    union = [{"method": [m], **_fixed_for(suite, m), **tune.grid, **tune.methods.get(m, {})} for m in methods]
     report = ReportSpec(tables=["tuning"], figures=["tuning_curves", "reward_curves"], baseline={},
                         strata=["method"], held_out=False)
     return dataclasses.replace(
         suite, name=suite.name + TUNE_SUFFIX, path=f"{suite.path} (tune)", base={**suite.base, **tune.family},
         grid={}, union=union, seeds=list(tune.seeds), budget={**suite.budget, **tune.budget}, report=report,
         description=f"Tuning grid of {suite.name}: {tune.select.describe()}.", text="", decide=None, tune=None)
+
+
+def _fixed_for(suite: Suite, method: str) -> dict[str, list[Any]]:
+    """The one-value keys the suite's first grid holding ``method`` gives it (e.g. a method that cannot take the
+    block's KL gets ``kl: [none]`` there): its tuning cells run the configuration its table cells run."""
+    for g in suite.grids():
+        if method in g.get("method", [suite.base.get("method", "sage_grpo")]):
+            return {k: v for k, v in g.items() if len(v) == 1 and k not in ("method", "setting", "reward")}
+    return {}
 
 
 def seed_major(cells: list[Any]) -> list[Any]:
