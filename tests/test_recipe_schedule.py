@@ -92,7 +92,8 @@ def count(cfg, processes: int):
 
     batch = SimpleNamespace(rollout=None, advantages=torch.randn(B, generator=torch.Generator().manual_seed(0)),
                             train_steps=torch.arange(K).expand(B, K))
-    state = SimpleNamespace(stepper=stepper, anchors=_Anchors(), kl_weight=ConstantKLWeight(0.0), counters=Counters())
+    state = SimpleNamespace(stepper=stepper, anchors=_Anchors(), kl_weight=ConstantKLWeight(0.0), counters=Counters(),
+                            compute=SimpleNamespace(loss_context=lambda ctx, *kinds: ctx))  # no model to count
     acc = SimpleNamespace(num_processes=1)
     probe = SimpleNamespace(begin=lambda: None, touch=lambda: None, end=lambda: 1.0)
     with pytest.MonkeyPatch.context() as mp:

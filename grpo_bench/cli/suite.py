@@ -154,13 +154,12 @@ def write_index(suite: Suite, cells: list[Cell], out: Path) -> Path:
 def run_command(path: Path, jobs: int | None, backend: str, out: Path, dry_run: bool, resume: bool,
                 overrides: list[str], console: Console) -> int:
     suite = load_suite(path, parse_overrides(overrides))
-    if suite.tune is not None:  # each method at its own chosen point: the tuning grid first (it resumes)
-        from grpo_bench.cli.tuning import tuned_suite
+    return run_loaded(suite, out, jobs, backend, dry_run, resume, console)
 
-        tuned, code = tuned_suite(suite, out, jobs, backend, dry_run, resume, console)
-        if tuned is None:
-            return code
-        suite = tuned
+
+def run_loaded(suite: Suite, out: Path, jobs: int | None, backend: str, dry_run: bool, resume: bool,
+               console: Console) -> int:
+    """``run`` of a loaded suite without a tune block (a tuned suite goes through cli/tuning.py first)."""
     summary = execute(suite, out, jobs, backend, dry_run, resume, console, suite_text=suite.text or None)
     return exit_code(summary)
 

@@ -100,7 +100,7 @@ def run(
 ) -> None:
     """Run every cell of a suite (resumable, parallel), aggregate results.parquet and render the report."""
     from grpo_bench.cli.decide import decide_command
-    from grpo_bench.cli.suite import run_command
+    from grpo_bench.cli.tuning import run_command
 
     overrides = _suite_arguments(jobs, out, device, overrides)
     command = decide_command if until_decided else run_command

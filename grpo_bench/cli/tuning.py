@@ -94,3 +94,19 @@ def tune_command(path: Path, jobs: int | None, backend: str, out: Path, dry_run:
                         "[3.0e-5, 1.0e-4, 3.0e-4, 1.0e-3]}, seeds: [100, 101, 102], family: {setting: A}}")
     _, code = _run_tuning(suite, out, jobs, backend, dry_run, resume, console)
     return code
+
+
+def run_command(path: Path, jobs: int | None, backend: str, out: Path, dry_run: bool, resume: bool,
+                overrides: list[str], console: Console) -> int:
+    """``grpo-bench run``: a tuned suite's tuning grid first (it resumes), then its table at the chosen points."""
+    from grpo_bench.cli.suite import run_loaded
+    from grpo_bench.suite.parse import load_suite
+    from grpo_bench.train.config import parse_overrides
+
+    suite = load_suite(path, parse_overrides(overrides))
+    if suite.tune is not None:
+        tuned, code = tuned_suite(suite, out, jobs, backend, dry_run, resume, console)
+        if tuned is None:
+            return code
+        suite = tuned
+    return run_loaded(suite, out, jobs, backend, dry_run, resume, console)

@@ -141,7 +141,7 @@ def parse_suite(data: Any, path: str = "<suite>", overrides: dict[str, Any] | No
 
         updates = {**base, **budget, **overrides}.get("updates", RunConfig.updates)
         tune = parse_tune(data["tune"], where, seeds=seeds, grid=grid, union=union, base={**base, **overrides},
-                          updates=updates)
+                          updates=updates, budget_keys=BUDGET_CONFIG_KEYS)
     return Suite(name, path, base, grid, union, seeds, budget, resources, report, description, overrides,
                  decide=decide, tune=tune)
 

@@ -8,14 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
 from grpo_bench.train.config import RunConfig
-
-if TYPE_CHECKING:
-    from grpo_bench.suite.tune import TuneSpec
 
 LABEL_FIRST = ("method", "kl")
 """Keys always shown in a cell's row label, in this order (their resolved values)."""
@@ -60,6 +57,41 @@ class DecideSpec:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class SelectRule:
+    """A tuning grid's selection rule (suite/tune.py). Per method: the grid point with the highest mean over
+    tuning seeds of (mean ``metric`` over the last
+    ``window`` updates) − (``metric`` at update 0); ties go to the first point in grid order."""
+
+    metric: str = "reward"
+    window: int = 10
+
+    def describe(self) -> str:
+        return (f"max over the grid of the tuning-seed mean of (mean training {self.metric} over the last "
+                f"{self.window} updates − the same run's {self.metric} at update 0)")
+
+
+@dataclass(frozen=True)
+class TuneSpec:
+    family: dict[str, Any]
+    grid: dict[str, list[Any]]
+    methods: dict[str, dict[str, list[Any]]]
+    seeds: list[int]
+    budget: dict[str, Any] = field(default_factory=dict)
+    select: SelectRule = SelectRule()
+
+    def keys(self) -> list[str]:
+        """Every tuned key, shared grid first."""
+        out = list(self.grid)
+        for g in self.methods.values():
+            out += [k for k in g if k not in out]
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"family": self.family, "grid": self.grid, "methods": self.methods, "seeds": self.seeds,
+                "budget": self.budget, "select": dataclasses.asdict(self.select)}
 
 
 @dataclass

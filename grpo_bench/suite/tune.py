@@ -21,11 +21,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass, field
 from typing import Any
 
 from grpo_bench.errors import UserError, unknown
-from grpo_bench.suite.spec import ReportSpec, Suite
+from grpo_bench.suite.spec import ReportSpec, SelectRule, Suite, TuneSpec
 from grpo_bench.suite.values import config_values, grid_values, mapping
 
 TUNE_KEYS = ("family", "grid", "methods", "seeds", "budget", "select")
@@ -39,40 +38,7 @@ TEST_SEEDS_FROM = 1000
 SELECTABLE = ("reward", "reward_vq", "reward_mq", "reward_ta")
 """Training-side metrics a selection rule may read (metrics.jsonl, the policy's own rollouts on training prompts)."""
 TUNE_SUFFIX = "_tune"
-
-
-@dataclass(frozen=True)
-class SelectRule:
-    """Per method: the grid point with the highest mean over tuning seeds of (mean ``metric`` over the last
-    ``window`` updates) − (``metric`` at update 0); ties go to the first point in grid order."""
-
-    metric: str = "reward"
-    window: int = 10
-
-    def describe(self) -> str:
-        return (f"max over the grid of the tuning-seed mean of (mean training {self.metric} over the last "
-                f"{self.window} updates − the same run's {self.metric} at update 0)")
-
-
-@dataclass(frozen=True)
-class TuneSpec:
-    family: dict[str, Any]
-    grid: dict[str, list[Any]]
-    methods: dict[str, dict[str, list[Any]]]
-    seeds: list[int]
-    budget: dict[str, Any] = field(default_factory=dict)
-    select: SelectRule = SelectRule()
-
-    def keys(self) -> list[str]:
-        """Every tuned key, shared grid first."""
-        out = list(self.grid)
-        for g in self.methods.values():
-            out += [k for k in g if k not in out]
-        return out
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"family": self.family, "grid": self.grid, "methods": self.methods, "seeds": self.seeds,
-                "budget": self.budget, "select": dataclasses.asdict(self.select)}
+__all__ = ["SelectRule", "TuneSpec", "parse_tune", "seed_major", "tuned_methods", "tuning_suite", "with_chosen"]
 
 
 def _seeds(value: Any, where: str) -> list[int]:
@@ -115,10 +81,10 @@ def tuned_methods(grid: dict[str, list[Any]], union: list[dict[str, list[Any]]],
 
 
 def parse_tune(data: Any, where: str, *, seeds: list[int], grid: dict[str, list[Any]],
-               union: list[dict[str, list[Any]]], base: dict[str, Any], updates: int) -> TuneSpec:
-    """A suite's ``tune`` block, checked against the suite: equal budgets, training-side rule, disjoint seeds."""
-    from grpo_bench.suite.parse import BUDGET_CONFIG_KEYS
-
+               union: list[dict[str, list[Any]]], base: dict[str, Any], updates: int,
+               budget_keys: tuple[str, ...]) -> TuneSpec:
+    """A suite's ``tune`` block, checked against the suite: equal budgets, training-side rule, disjoint seeds;
+    ``budget_keys``: the keys a suite's budget may set (parse.py)."""
     spec = mapping(data, where, "tune")
     for key in spec:
         if key not in TUNE_KEYS:
@@ -156,7 +122,7 @@ def parse_tune(data: Any, where: str, *, seeds: list[int], grid: dict[str, list[
     if early:
         raise UserError(f"{where}seeds {early} lie below {TEST_SEEDS_FROM}: a tuned suite's test seeds start at "
                         f"{TEST_SEEDS_FROM} (0..99 development, {TUNE_SEEDS.start}..{TUNE_SEEDS.stop - 1} tuning)")
-    budget = config_values(spec.get("budget", {}), where, "tune.budget", allowed=BUDGET_CONFIG_KEYS)
+    budget = config_values(spec.get("budget", {}), where, "tune.budget", allowed=budget_keys)
     if "updates" in budget:
         raise UserError(f"{where}tune.budget.updates: tuning cells run the suite's own {updates} updates "
                         "(a point tuned on another budget is not the point the table runs)")
