@@ -129,8 +129,15 @@ def fresh_accelerate_state():
     AcceleratorState._reset_state(reset_partial_state=True)
 
 
-@pytest.mark.parametrize("key", sorted(REAL_CELLS, key=str), ids=lambda k: f"{k[0]}-{'lora' if k[1] else 'full'}-"
-                                                                         f"{k[2]}-{k[3]}")
+def _real_params() -> list:
+    """Full fine-tuning of tiny-hunyuan15 (~37 s a cell here) is opt-in (-m slow): its LoRA cells hold the same
+    suite numbers in the default run."""
+    keys = sorted(REAL_CELLS, key=str)
+    return [pytest.param(k, marks=pytest.mark.slow) if k[0] == "hunyuan15" and not k[1] else k for k in keys]
+
+
+@pytest.mark.parametrize("key", _real_params(), ids=lambda k: f"{k[0]}-{'lora' if k[1] else 'full'}-"
+                                                              f"{k[2]}-{k[3]}")
 def test_real_model_suites_trust_regions_are_live_on_the_tiny_presets(tmp_path, key, fresh_accelerate_state):
     cfg = dict(REAL_CELLS[key])
     family = cfg.pop("family")
