@@ -103,15 +103,11 @@ def look_line(look: int, record: dict[str, Any], seeds: list[int], comparisons: 
 def decide_command(path: Path, jobs: int | None, backend: str, out: Path, dry_run: bool, resume: bool,
                    overrides: list[str], console: Console) -> int:
     """``grpo-bench run SUITE --until-decided`` (the arguments of ``run``); a tuned suite is tuned first."""
-    suite = load_suite(path, parse_overrides(overrides))
-    if suite.tune is not None:
-        from grpo_bench.cli.tuning import tuned_suite
+    from grpo_bench.cli.tuning import tuned_suite
 
-        tuned, code = tuned_suite(suite, out, jobs, backend, dry_run, resume, console)
-        if tuned is None:
-            return code
-        suite = tuned
-    return run_until_decided(suite, out, jobs, backend, dry_run, resume, console)
+    suite, code = tuned_suite(load_suite(path, parse_overrides(overrides)), out, jobs, backend, dry_run, resume,
+                              console)
+    return code if suite is None else run_until_decided(suite, out, jobs, backend, dry_run, resume, console)
 
 
 def run_until_decided(suite: Suite, out: Path, jobs: int | None, backend: str, dry_run: bool, resume: bool,

@@ -66,8 +66,10 @@ def _print_chosen(chosen: dict, console: Console) -> None:
 
 def tuned_suite(suite: Suite, out: Path, jobs: int | None, backend: str, dry_run: bool, resume: bool,
                 console: Console, trainer: str = TRAINER) -> tuple[Suite | None, int]:
-    """The suite with each method at its chosen point (tuning first, resumably); (None, exit code) when the
-    tuning grid is not finished (interrupted, a failed cell) or on a dry run."""
+    """The suite with each method at its chosen point (tuning first, resumably), a suite without a tune block as
+    it is; (None, exit code) when the tuning grid is not finished (interrupted, a failed cell) or on a dry run."""
+    if suite.tune is None:
+        return suite, 0
     from grpo_bench.atomic import atomic_write_json
     from grpo_bench.suite.selection import chosen_points
     from grpo_bench.suite.tune import with_chosen
@@ -103,10 +105,6 @@ def run_command(path: Path, jobs: int | None, backend: str, out: Path, dry_run: 
     from grpo_bench.suite.parse import load_suite
     from grpo_bench.train.config import parse_overrides
 
-    suite = load_suite(path, parse_overrides(overrides))
-    if suite.tune is not None:
-        tuned, code = tuned_suite(suite, out, jobs, backend, dry_run, resume, console)
-        if tuned is None:
-            return code
-        suite = tuned
-    return run_loaded(suite, out, jobs, backend, dry_run, resume, console)
+    suite, code = tuned_suite(load_suite(path, parse_overrides(overrides)), out, jobs, backend, dry_run, resume,
+                              console)
+    return code if suite is None else run_loaded(suite, out, jobs, backend, dry_run, resume, console)

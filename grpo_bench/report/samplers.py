@@ -91,7 +91,7 @@ def default_kernels(noise_level: float | None = None) -> list[tuple[str, Kernel]
     rows: dict[tuple, tuple[str, Kernel, bool]] = {}
     for name in METHODS.names():
         method = make_method(name) if noise_level is None else make_method(name, noise_level=noise_level)
-        if method.config.kernel == "ode":  # a likelihood-free method samples the base ODE: its row is below
+        if not method.needs_logprob:  # a likelihood-free method samples the base ODE: its row is below
             continue
         key = (method.config.kernel, method.config.noise_level,
                tuple(sorted(method.kernel.params.model_dump().items())))
