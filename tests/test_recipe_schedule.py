@@ -180,7 +180,8 @@ def test_the_schedule_is_checked_for_the_processes_of_a_launch():
 
 @pytest.mark.filterwarnings("ignore")
 def test_two_micro_batch_sizes_give_the_same_update(tmp_path):
-    """micro_batch is an execution field: the same update to rounding (world model, minibatch schedule)."""
+    """micro_batch is an execution field: the same update to fp32 rounding (world model, minibatch schedule; bf16
+    autocast rounds differently per batch shape, about 1% of the update, so this compares in fp32)."""
     from grpo_bench.train.trainer import Trainer
 
     params, start = {}, None
@@ -188,7 +189,7 @@ def test_two_micro_batch_sizes_give_the_same_update(tmp_path):
         cfg = resolve(from_dict(dict(method="sage_grpo", updates=1, prompts_per_update=1, group_size=4,
                                      max_train_steps=2, reward="world_oracle", eval_samples=1, diag_every=0,
                                      checkpoint_every=100, save_videos=False, device="cpu", threads=1,
-                                     minibatches=2, micro_batch=mb, lr=1e-3)))
+                                     minibatches=2, micro_batch=mb, lr=1e-3, mixed_precision="no")))
         t = Trainer(cfg, tmp_path / f"mb{mb}")
         start = [p.detach().clone() for p in t.params]
         t.update(0)
