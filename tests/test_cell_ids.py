@@ -24,12 +24,13 @@ SUITES = sorted(p.stem for p in (ROOT / "suites").glob("*.yaml"))
 # fields only). Regenerated for a suite only when its content, a default it uses or the shipped world weights
 # it loads changed on purpose. "<suite>@0.1" / "@0.2" / "@0.3" keep the ids of stored reports measured then.
 GOLDEN = json.loads((ROOT / "tests" / "golden" / "suite_cell_ids.json").read_text())
-STORED_WITH: dict[str, str] = {"main_table": "main_table@0.4", "ablate_equalizer": "ablate_equalizer@0.4",
+STORED_WITH: dict[str, str] = {"main_table_0.4": "main_table@0.4", "ablate_equalizer": "ablate_equalizer@0.4",
                                "main_table_tune": "main_table"}
-"""Stored reports whose cells carry an older release's ids ({report: "<suite>@<release>"}): the 0.4 main table
-(development seeds 0-8, one lr for all; main_table is now tuned, on test seeds 1000+) and the 0.4 equalizer
-ablation (CPS ran the mismatched Gaussian proxy, now a labelled ablation value); the stored part of the tuned main
-table's tuning grid carries the ids its golden entry lists (a tuned suite's golden ids are its tuning cells)."""
+"""Stored reports whose cells carry another suite's or an older release's ids ({report: "<suite>@<release>"}):
+the 0.4 main table (development seeds 0-8, one lr for all; main_table is now tuned, on test seeds 1000+) and the
+0.4 equalizer ablation (CPS ran the mismatched Gaussian proxy, now a labelled ablation value); the tuned main
+table's tuning grid carries the ids its golden entry lists (a tuned suite's golden ids are its tuning cells). A
+stored tuned table (its ``tuned.json`` beside the results) is checked against the suite expanded at that choice."""
 
 
 def shipped_cells(path: Path) -> list:
@@ -48,9 +49,20 @@ def test_shipped_suites_keep_their_cell_ids(suite):
 @pytest.mark.parametrize("report", sorted(p.name for p in (ROOT / "reports").iterdir()
                                           if (p / "results.parquet").is_file()))
 def test_stored_reports_cells_are_the_golden_cells(report):
-    """The rendered reports' results carry the ids the runner gave their cells: the suite's (or a release's)."""
+    """The rendered reports' results carry the ids the runner gave their cells: the suite's (or a release's); a
+    tuned table's are the suite's own cells at the chosen points it stored, expanded here again."""
     cells = set(pd.read_parquet(ROOT / "reports" / report / "results.parquet")["cell"]) - {""}
-    assert cells and cells <= set(GOLDEN[STORED_WITH.get(report, report)])
+    chosen_file = ROOT / "reports" / report / "tuned.json"
+    if chosen_file.is_file():
+        from grpo_bench.suite.selection import chosen_points
+        from grpo_bench.suite.tune import with_chosen
+
+        tuned = with_chosen(load_suite(ROOT / "suites" / f"{report}.yaml"),
+                            chosen_points(json.loads(chosen_file.read_text())))
+        expected = {c.id for c in expand(tuned)}
+    else:
+        expected = set(GOLDEN[STORED_WITH.get(report, report)])
+    assert cells and cells <= expected
 
 
 def _another_value(name: str, value: typing.Any) -> typing.Any:

@@ -150,6 +150,7 @@ def test_tune_then_table_end_to_end_on_the_fake_trainer(tmp_path):
     assert "Tuning grid" in report and (tmp_path / "tuned_tune" / "report" / "figures" / "tuning_curves.png").is_file()
     titles = [line for line in report.splitlines() if line.startswith("## ")]
     assert titles and not [t for t in titles if "oracle" in t.lower() or "compute" in t.lower() or "Power" in t]
+    assert "grid's edge" not in report  # 3e-4 lies inside the grid
     assert {c.config.lr for c in expand(tuned)} == {3e-4}
     # the table's report says which seeds served for what
     from grpo_bench.cli.suite import execute
@@ -184,3 +185,13 @@ def test_restore_seeds_a_run_folder_so_a_stopped_grid_resumes_without_rerunning(
     pd.testing.assert_frame_equal(mine, theirs)
     with pytest.raises(UserError, match="no finished cells"):
         restore_cells(tmp_path / "first" / grid.name, tmp_path / "third", only={"nothing"})
+
+
+def test_a_choice_on_the_grids_edge_is_named_and_an_interior_one_is_not():
+    """The first tuned main table chose 3e-5, then the grid's lowest lr, for every method: the report must say so."""
+    from grpo_bench.report.tuning import edge_choices
+
+    learning = pd.DataFrame([{"method": m, "lr": lr, "learning": 0.0} for m in ("cps", "sage_grpo") for lr in LRS])
+    picked = {"cps": {"lr": LRS[0]}, "sage_grpo": {"lr": LRS[1]}}
+    assert edge_choices(learning, ["lr"], picked) == ["cps (lr=3e-05, the lowest of the grid)"]
+    assert edge_choices(learning, ["lr"], {"cps": {"lr": LRS[-1]}}) == ["cps (lr=0.001, the highest of the grid)"]

@@ -43,6 +43,21 @@ def _point_label(row: pd.Series, keys: list[str]) -> str:
     return " ".join(f"{k}={row[k]:g}" if isinstance(row[k], float) else f"{k}={row[k]}" for k in keys)
 
 
+def edge_choices(learning: pd.DataFrame, keys: list[str], picked: dict[str, dict]) -> list[str]:
+    """'method (key=value, lowest|highest of the grid)' for every chosen numeric value on its grid's edge: there
+    the grid does not bracket the method's optimum, and the honest next step is a wider grid, not the table."""
+    found = []
+    for method, point in sorted(picked.items()):
+        for key, value in point.items():
+            grid = learning.loc[learning["method"] == method, key] if key in learning else pd.Series(dtype=float)
+            if len(grid.unique()) < 2 or not pd.api.types.is_numeric_dtype(grid):
+                continue
+            side = "lowest" if value == grid.min() else "highest" if value == grid.max() else None
+            if side:
+                found.append(f"{method} ({key}={value:g}, the {side} of the grid)")
+    return found
+
+
 @TABLES.register("tuning")
 def tuning_table(ctx: Context) -> list[Section]:
     title = "Tuning grid: training-side learning per method and grid point"
@@ -60,6 +75,10 @@ def tuning_table(ctx: Context) -> list[Section]:
         lines.append(f"| {method} | {_point_label(part.iloc[0], keys)} | {shown} | {n} | {mark} |")
     how = (f"Selection rule (fixed before the run): {rule.describe()}. Training prompts only; the held-out eval "
            "is not read." + ("" if chosen else " No chosen.json yet: the grid is not complete."))
+    edges = edge_choices(learning, keys, picked)
+    if edges:
+        lines += ["", "**Chosen on the grid's edge** (the grid does not bracket the optimum; widen it before the "
+                  "table is read as tuned): " + "; ".join(edges) + "."]
     return [Section(title, how, "\n".join(lines) + "\n")]
 
 
