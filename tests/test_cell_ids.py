@@ -24,7 +24,7 @@ SUITES = sorted(p.stem for p in (ROOT / "suites").glob("*.yaml"))
 # fields only). Regenerated for a suite only when its content, a default it uses or the shipped world weights
 # it loads changed on purpose. "<suite>@0.1" / "@0.2" / "@0.3" keep the ids of stored reports measured then.
 GOLDEN = json.loads((ROOT / "tests" / "golden" / "suite_cell_ids.json").read_text())
-STORED_WITH: dict[str, str] = {"main_table_0.4": "main_table@0.4", "ablate_equalizer": "ablate_equalizer@0.4",
+STORED_WITH: dict[str, str] = {"main_table_0.4": "main_table@0.4",
                                "main_table_tune": "main_table"}
 """Stored reports whose cells carry another suite's or an older release's ids ({report: "<suite>@<release>"}):
 the 0.4 main table (development seeds 0-8, one lr for all; main_table is now tuned, on test seeds 1000+) and the
