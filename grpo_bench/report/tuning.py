@@ -49,8 +49,10 @@ def edge_choices(learning: pd.DataFrame, keys: list[str], picked: dict[str, dict
     found = []
     for method, point in sorted(picked.items()):
         for key, value in point.items():
-            grid = learning.loc[learning["method"] == method, key] if key in learning else pd.Series(dtype=float)
-            if len(grid.unique()) < 2 or not pd.api.types.is_numeric_dtype(grid):
+            if key not in learning:
+                continue
+            grid = learning.loc[learning["method"] == method, key]
+            if grid.nunique() < 2 or not pd.api.types.is_numeric_dtype(grid):
                 continue
             side = "lowest" if value == grid.min() else "highest" if value == grid.max() else None
             if side:
