@@ -271,6 +271,25 @@ def test_a_mismatched_equalizer_row_is_a_labelled_ablation_the_claim_does_not_re
     assert evaluate(named, root).verdict == SUPPORTED  # read only where a check names it
 
 
+def test_a_labelled_ablation_row_beside_the_named_row_leaves_the_verdict_to_the_named_row(tmp_path):
+    """The stored ablate_equalizer: CPS with the equalizer on (its own proxy) and the labelled mismatched row."""
+    on = {"equalizer": True, "logprob": "unscaled", "equalizer_proxy": "logprob"}
+    mismatched = {**on, "equalizer_proxy": "mismatched_gaussian"}
+    rows = {"cps equalizer=on": _row("cps", np.full(5, 0.5) + np.arange(5) * 0.01, config=on),
+            "cps equalizer=on equalizer_proxy=mismatched_gaussian": _row("cps", np.arange(5) * -0.01,
+                                                                       config=mismatched),
+            "cps equalizer=off": _row("cps", np.arange(5) * 0.012, config={"equalizer": False,
+                                                                           "logprob": "unscaled"})}
+    root = _write(tmp_path, "s", rows)
+    claim = Claim("k", "the equalizer helps", "s", (Beats(row={"equalizer": True}, versus=({"equalizer": False},),
+                                                          split=("method",)),))
+    v = evaluate(claim, root)
+    assert v.verdict == SUPPORTED and "labelled ablation" not in v.effect  # the named row decides, not the label
+    # without the named row the labelled one still does not stand in for it
+    del rows["cps equalizer=on"]
+    assert evaluate(claim, _write(tmp_path / "b", "s", rows)).verdict == NOT_TESTED
+
+
 def test_the_ledger_wide_holm_reading_corrects_all_tests_together():
     from grpo_bench.report.claims.rendering import ledger_wide
     from grpo_bench.report.claims.verdicts import Verdict

@@ -79,8 +79,11 @@ class Suite:
 
     def set_aside_findings(self, cells: Sequence[str], where: Where) -> list[Finding]:
         """A not-tested finding for each labelled ablation row that matches ``where`` only by leaving its key
-        out: the configuration the claim names was not run there (the check never reads that row instead)."""
-        aside = {self.group_of(c) for c in cells if matches(self.configs[c], where) and self._aside(c, where)}
+        out and whose named configuration (the same row without the label) was not run: the check never reads
+        the labelled row instead. Where the named row is stored beside it, the check reads that one, silently."""
+        named = set(self.groups(cells, where))
+        aside = {self.group_of(c) for c in cells if matches(self.configs[c], where) and self._aside(c, where)
+                 and _unlabelled(self.group_of(c)) not in named}
         return [Finding(g, NOT_TESTED, "only a labelled ablation row is stored here ("
                         + ", ".join(f"{k}={v}" for k, v in LABELLED_ABLATIONS.items()) + "); the named configuration "
                         "was not run", needed=f"a re-run of `{self.name}`")
@@ -107,6 +110,13 @@ class Suite:
         if part.empty or column not in part:
             return pd.Series(dtype=float)
         return part.set_index("seed")[column].astype(float).dropna()
+
+
+def _unlabelled(group: str) -> str:
+    """A labelled ablation row's label without its label: the row of the configuration the claim names."""
+    for key in LABELLED_ABLATIONS:
+        group = data.without_key(group, key)
+    return group
 
 
 def _fingerprints(root: Path) -> dict[str, str]:
