@@ -97,3 +97,14 @@ def test_no_op_updates_are_counted():
     assert list(found["mechanism"]) == ["weight updates"]
     assert "6 of 24 updates were no-ops: 4 changed no weight" in found["finding"].iloc[0]
     assert "2 received no gradient" in found["finding"].iloc[0]
+
+
+def test_a_clip_that_never_fired_says_how_far_the_ratio_moved_against_its_range():
+    """CPS in the tuned main table: its unscaled log-prob at lr 1e-5 moves the ratio ~4e-6, its clip range is 1e-4."""
+    small = {"kl": "fixed", "config": {"clip_range": 1e-4}, "metrics": {
+        "ratio_mean": [1.0, 1.000004, 0.999997] * 4, "clip_frac": [0.0] * UPDATES, "kl": [1e-4] * UPDATES,
+        "kl_weight": [0.01, 0.02] * 6}}
+    found = findings(_results({"cps kl=fixed": small}))
+    clip = found.loc[found["mechanism"] == "PPO clip", "finding"].iloc[0]
+    assert "within 4e-06 of 1" in clip and "25× inside the clip range 0.0001" in clip
+    assert "inert by the recipe" not in clip

@@ -73,7 +73,8 @@ def findings(df: pd.DataFrame) -> pd.DataFrame:
             add("PPO ratio", f"identically 1: {INERT}" if by_recipe else
                 "identically 1: the loss sees the rollout policy (one optimizer step per rollout)")
         if _dead(metric("clip_frac")):
-            add("PPO clip", f"never clipped a sample: {INERT}" if by_recipe else "never clipped a sample")
+            add("PPO clip", f"never clipped a sample: {INERT}" if by_recipe else
+                "never clipped a sample" + _ratio_within_clip(metric("ratio_mean"), [config[c] for c in ids]))
         kls = {str(config[c].get("kl")) for c in ids}
         if kls - {"none", "None"} and _dead(metric("kl")):
             add("KL penalty", "identically 0")
@@ -90,6 +91,18 @@ def findings(df: pd.DataFrame) -> pd.DataFrame:
                 add("adaptive KL weight", f"{len(stuck)} of {len(starts)} cells stuck at its {bound} {key} from "
                                           f"update {since} to the end")
     return pd.DataFrame(out, columns=["setting", "group", "mechanism", "finding"])
+
+
+def _ratio_within_clip(ratio: pd.Series, configs: list[dict]) -> str:
+    """Why a clip that never fired did not: how far the ratio moved against the clip range (a step too small
+    for the range, e.g. an unscaled log-prob at a small lr), when the ratio did move."""
+    moved = float((ratio - 1).abs().max()) if len(ratio) else 0.0
+    ranges = {float(c["clip_range"]) for c in configs if c.get("clip_range") is not None}
+    if moved < 1e-12 or len(ranges) != 1:
+        return ""
+    (clip,) = ranges
+    return (f" (the per-update mean PPO ratio stayed within {moved:.1g} of 1, {clip / moved:.0f}× inside the "
+            f"clip range {clip:g}: the steps moved the policy too little for the clip to act)")
 
 
 def _bound_from(df: pd.DataFrame, cell: str, value: float, bound: str = "floor") -> int | None:
