@@ -243,6 +243,34 @@ class DiffusersVideoModel(BaseVideoModel, ABC):
         finally:
             self.net.transformer.enable_adapters()
 
+    # --- sequence parallelism (models/sequence_parallel.py) ------------------------------------
+    sequence_parallel: int = 1
+    """Processes one video's tokens are split over (1: none)."""
+
+    def cp_plan(self) -> dict[str, Any] | None:
+        """The transformer's context-parallel plan when diffusers declares none (None: use diffusers')."""
+        return None
+
+    def video_tokens(self) -> int:
+        """Tokens of one video in the transformer (latent frames x height x width over the patch)."""
+        _, f, h, w = self.latent_shape
+        cfg = self.pipe.transformer.config
+        p = cfg.patch_size  # Wan: (t, h, w); HunyuanVideo 1.5: spatial, with patch_size_t
+        pt, ph, pw = tuple(p) if not isinstance(p, int) else (getattr(cfg, "patch_size_t", 1), p, p)
+        return (f // pt) * (h // ph) * (w // pw)
+
+    def enable_sequence_parallel(self, sp: int, device: torch.device) -> None:
+        """Split every transformer forward over groups of ``sp`` processes (Ulysses); a collective: every
+        rank calls it, after the process group exists and before any forward. sp = 1 changes nothing."""
+        if sp <= 1:
+            return
+        from grpo_bench.models import sequence_parallel
+
+        heads = int(self.pipe.transformer.config.num_attention_heads)
+        sequence_parallel.check_shapes(self.family, heads, self.video_tokens(), sp)
+        sequence_parallel.enable(self.pipe.transformer, sp, device, self.cp_plan())
+        self.sequence_parallel = sp
+
     # --- per-model hooks ----------------------------------------------------------------------
     @abstractmethod
     def vae_factors(self) -> tuple[int, int, int, int]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from grpo_bench.models.adapter_options import AdapterOptions
@@ -38,6 +39,9 @@ HUB_IDS = {
 class HunyuanVelocityNet(VelocityNet):
     num_semantic_tokens: int = 729
     """Rows of the (zero) image embedding for text-to-video; the pipeline's vision_num_semantic_tokens."""
+    text_padding: int = 0
+    """Masked rows appended to the Qwen2.5-VL stream so that sequence parallelism divides the text rows
+    (models/sequence_parallel.py); masked keys change no valid token and text rows are not output."""
 
     def transformer_inputs(self, x: Tensor, timestep: Tensor, cond: TextCond, dtype: torch.dtype) -> dict[str, Any]:
         b, c, f, h, w = x.shape
@@ -45,6 +49,9 @@ class HunyuanVelocityNet(VelocityNet):
         model_in = torch.cat([x, x.new_zeros(b, c, f, h, w), x.new_zeros(b, 1, f, h, w)], dim=1)
         image_embeds = x.new_zeros(b, self.num_semantic_tokens, self.transformer.config.image_embed_dim)
         t = cond
+        if self.text_padding:  # zero rows, mask 0: [B, L, D] -> [B, L + pad, D]
+            t = {**t, "prompt_embeds": F.pad(t["prompt_embeds"], (0, 0, 0, self.text_padding)),
+                 "prompt_embeds_mask": F.pad(t["prompt_embeds_mask"], (0, self.text_padding))}
         return {
             "hidden_states": model_in,
             "image_embeds": image_embeds,
@@ -72,6 +79,24 @@ class HunyuanVideo15Model(DiffusersVideoModel):
             use_key_padding_attention(pipe.transformer)
         super().__init__(pipe, options)
         self.net.num_semantic_tokens = pipe.vision_num_semantic_tokens
+
+    def cp_plan(self) -> dict[str, Any] | None:
+        """diffusers 0.42 declares no context-parallel plan for this transformer: the project's."""
+        from grpo_bench.models.sequence_parallel import hunyuan15_cp_plan
+
+        return hunyuan15_cp_plan()
+
+    def enable_sequence_parallel(self, sp: int, device: torch.device) -> None:
+        """As the base class, with the key-padding attention (the only processor whose mask Ulysses can
+        gather) and the text rows padded to a multiple of sp."""
+        if sp <= 1:
+            return
+        from grpo_bench.models.hunyuan_attention import use_key_padding_attention
+        from grpo_bench.models.sequence_parallel import text_rows_padding
+
+        use_key_padding_attention(self.pipe.transformer)  # a no-op where it is installed already
+        self.net.text_padding = text_rows_padding(self.text_tokens(), sp)
+        super().enable_sequence_parallel(sp, device)
 
     def vae_factors(self) -> tuple[int, int, int, int]:
         vae = self.pipe.vae
