@@ -167,7 +167,8 @@ def policy_gradient_terms(ctx: LossContext, ro: Rollout, adv: Tensor, rows: Tens
 
 
 def per_step_grad_norms(
-    ctx: LossContext, ro: Rollout, adv: Tensor, params: list[Tensor], steps_total: int, micro_batch: int = 0
+    ctx: LossContext, ro: Rollout, adv: Tensor, params: list[Tensor], steps_total: int, micro_batch: int = 0,
+    group: Any = None,
 ) -> list[float | None]:
     """Measured |grad L_i| for each stored step i: one backward per step over the whole batch.
 
@@ -184,7 +185,10 @@ def per_step_grad_norms(
 
     micro_batch > 0: the batch mean is accumulated over chunks of that many rows (each chunk's sum
     divided by the batch size), so one forward+backward holds at most micro_batch rows; the norm is
-    that of the same gradient."""
+    that of the same gradient.
+
+    ``group``: a sequence-parallel process group (models/sequence_parallel.py) whose processes each hold a
+    partial gradient of the same rows; the partial gradients are summed over it before the norm."""
     out: list[float | None] = [None] * steps_total
     rows = torch.arange(ro.x.shape[0], device=ro.x.device)
     sharded = sharding.is_sharded(params)
@@ -205,5 +209,9 @@ def per_step_grad_norms(
             loss = step_terms(ctx, ro, adv, chunk, torch.full_like(chunk, i)).policy.sum() / n
             grads = torch.autograd.grad(loss, params, allow_unused=True)
             total = [g if t is None else (t if g is None else t + g) for t, g in zip(total, grads)]
+        if group is not None:  # the same parameters are reached on every process of the group
+            flat = torch.cat([g.float().flatten() for g in total if g is not None])
+            torch.distributed.all_reduce(flat, group=group)
+            total = [flat]
         out[i] = sum(float(g.float().pow(2).sum()) for g in total if g is not None) ** 0.5
     return out

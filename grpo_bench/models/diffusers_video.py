@@ -246,6 +246,8 @@ class DiffusersVideoModel(BaseVideoModel, ABC):
     # --- sequence parallelism (models/sequence_parallel.py) ------------------------------------
     sequence_parallel: int = 1
     """Processes one video's tokens are split over (1: none)."""
+    sequence_parallel_group: Any = None
+    """The process group of those processes (None: none); each holds a partial gradient of the same rows."""
 
     def cp_plan(self) -> dict[str, Any] | None:
         """The transformer's context-parallel plan when diffusers declares none (None: use diffusers')."""
@@ -268,8 +270,9 @@ class DiffusersVideoModel(BaseVideoModel, ABC):
 
         heads = int(self.pipe.transformer.config.num_attention_heads)
         sequence_parallel.check_shapes(self.family, heads, self.video_tokens(), sp)
-        sequence_parallel.enable(self.pipe.transformer, sp, device, self.cp_plan())
+        config = sequence_parallel.enable(self.pipe.transformer, sp, device, self.cp_plan())
         self.sequence_parallel = sp
+        self.sequence_parallel_group = config.context_parallel_config._ulysses_mesh.get_group()
 
     # --- per-model hooks ----------------------------------------------------------------------
     @abstractmethod

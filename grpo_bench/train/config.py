@@ -292,11 +292,25 @@ def _check_model_and_reward(cfg: RunConfig, where: str) -> None:
         msg = unknown("model", name, models.names(), f"{where}config key 'model': ")
         raise UserError(f"{msg} (or a hub id org/name, or an existing folder)")
     check_modality(cfg, where)
+    if cfg.sequence_parallel > 1:
+        _check_sequence_parallel_model(cfg, where)
     if name == "world":
         trained = _shipped_world_size()
         if trained is not None and cfg.video_size != trained:
             raise UserError(f"{where}config key 'video_size' is {cfg.video_size}, but the shipped world weights "
                             f"were trained on {trained}x{trained} videos; use video_size: {trained}")
+
+
+def _check_sequence_parallel_model(cfg: RunConfig, where: str) -> None:
+    """Sequence parallelism splits a diffusers video transformer's tokens (models/sequence_parallel.py): the
+    embedded world model and still-image generators have no such path."""
+    from grpo_bench import models
+
+    kind = "the embedded world model" if cfg.model == "world" else (
+        "an image model" if models.modality(cfg.model) == "image" else None)
+    if kind is not None:
+        raise UserError(f"{where}config key 'sequence_parallel' ({cfg.sequence_parallel}) is for the diffusers video "
+                        f"transformers (Wan, HunyuanVideo 1.5); model {cfg.model!r} is {kind}: use sequence_parallel: 1")
 
 
 def resolve(cfg: RunConfig) -> RunConfig:

@@ -12,6 +12,15 @@ advantages over the whole batch and keeps its slice. After the backward passes,
 update and the parameters stay identical (the test launches two CPU processes and checks it).
 Under the ``fsdp2`` and ``deepspeed_zero2`` configs FSDP or the DeepSpeed engine reduces the
 gradients itself and ``average_gradients`` is not called (steppers.py: one class per launch).
+
+Sequence parallelism (``sequence_parallel: sp``, models/sequence_parallel.py): the W processes form W/sp
+groups of sp consecutive ranks; each group splits one video batch's tokens over its processes and is one
+data-parallel rank. ``DataParallel`` is the accelerator as the data-parallel bookkeeping sees it: rank
+``r // sp`` of ``W // sp``, so the rows, the seeds (the same noise inside a group), the gathered rewards and
+eval scores (one copy per group), the counters (summed over groups) are those of W/sp plain processes. Every
+process of a group holds a partial gradient (its tokens' share, the group's sum being the unsplit model's),
+so ``average_gradients`` sums over all W processes and divides by W/sp: summed in a group, averaged over
+groups. sp = 1 is the plain data-parallel run exactly.
 """
 
 from __future__ import annotations
@@ -164,9 +173,58 @@ def gather_scores(scores: dict[str, Tensor], acc: Any) -> dict[str, Tensor]:
     return {k: gather_rewards(v.float(), acc) for k, v in sorted(scores.items())}
 
 
+class DataParallel:
+    """The accelerator as the data-parallel bookkeeping sees it under sequence parallelism: one rank per group
+    of ``sp`` consecutive processes (``process_index`` r // sp of ``num_processes`` W // sp); ``gather`` keeps
+    one copy per group, ``reduce(..., "sum")`` counts a group once. The collectives still run on every process.
+    Everything else (``device``, ``is_main_process``, ``autocast`` ...) is the accelerator's."""
+
+    def __init__(self, acc: Any, sp: int) -> None:
+        self.acc, self.sp = acc, int(sp)
+        self.world_size = acc.num_processes  # every process: the collectives' size
+        self.num_processes = self.world_size // self.sp
+        self.process_index = acc.process_index // self.sp
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.acc, name)
+
+    def gather(self, t: Tensor) -> Tensor:
+        """Every group's ``t`` concatenated along dim 0 in group order (the first process's copy of each)."""
+        every = self.acc.gather(t)  # [W * n, ...]: the processes' blocks in rank order
+        return every.reshape(self.world_size, -1, *t.shape[1:])[:: self.sp].reshape(-1, *t.shape[1:])
+
+    def reduce(self, t: Tensor, reduction: str = "sum") -> Tensor:
+        out = self.acc.reduce(t, reduction)
+        return out / self.sp if reduction == "sum" and self.sp > 1 else out
+
+
+def data_parallel(acc: Any, sp: int = 1) -> Any:
+    """``acc`` itself for sp = 1, else its ``DataParallel`` view."""
+    return acc if int(sp) <= 1 else DataParallel(acc, sp)
+
+
+def check_sequence_parallel(sp: int, world: int, model: str, where: str = "") -> int:
+    """One-line refusals of a sequence-parallel launch, before any model is built; the data-parallel size.
+
+    sp must divide the processes; sharded launches (fsdp2, deepspeed_zero2) reduce gradients as a mean over
+    every process, which is not the sum a group's partial gradients need, so they are refused with sp > 1."""
+    if sp <= 1:
+        return world
+    from grpo_bench.models.sequence_parallel import check_degree
+
+    dp = check_degree(sp, world, where)
+    for env, name in (("ACCELERATE_USE_DEEPSPEED", "deepspeed_zero2"), ("ACCELERATE_USE_FSDP", "fsdp2")):
+        if os.environ.get(env, "false").lower() == "true":
+            raise UserError(f"{where}config key 'sequence_parallel' ({sp}) is not supported with the {name} accelerate "
+                            "config (it averages gradients over every process; a sequence-parallel group's partial "
+                            "gradients must be summed); use multi_gpu, or sequence_parallel: 1")
+    return dp
+
+
 def average_gradients(params: Iterable[torch.nn.Parameter], acc: Any) -> None:
-    """All-reduce (mean) the gradients of the trainable parameters, in one flat buffer."""
-    if acc.num_processes == 1:
+    """All-reduce the gradients of the trainable parameters, in one flat buffer: the mean over the processes,
+    or under sequence parallelism (``DataParallel``) the sum over all of them divided by the groups."""
+    if getattr(acc, "world_size", acc.num_processes) == 1:
         return
     params = [p for p in params if p.requires_grad]
     for p in params:

@@ -87,9 +87,10 @@ class OptimizeStats:
 
 def measure_step_grad_norms(batch: RolloutBatch, loss: LossContext, params: list[torch.Tensor], steps: int,
                             micro_batch: int, autocast: Callable[[], Any], device: torch.device,
-                            due: bool = True, compute: Compute | None = None) -> StepGradNorms:
+                            due: bool = True, compute: Compute | None = None, group: Any = None) -> StepGradNorms:
     """Per-step gradient norms of the policy loss over ``steps`` steps, when ``due`` (a diagnostic update);
-    ``compute`` counts their forwards and backwards as diagnostic passes (compute.py)."""
+    ``compute`` counts their forwards and backwards as diagnostic passes (compute.py); ``group``: the
+    sequence-parallel group whose partial gradients are summed (core/loss.py ``per_step_grad_norms``)."""
     start = time.perf_counter()
     per_step = None
     if due:
@@ -97,7 +98,7 @@ def measure_step_grad_norms(batch: RolloutBatch, loss: LossContext, params: list
             loss = compute.loss_context(loss, m.COMPUTE_DIAG_FORWARD, m.COMPUTE_DIAG_BACKWARD, m.COMPUTE_DIAG_FORWARD)
         with autocast():
             per_step = per_step_grad_norms(loss, batch.rollout, batch.advantages, params, steps,
-                                           micro_batch=micro_batch)
+                                           micro_batch=micro_batch, group=group)
     return StepGradNorms(per_step, m.clock(device) - start)
 
 

@@ -258,6 +258,10 @@ class System:
     the world where the hardware has bf16 units, else fp32 (train/precision.py); no, bf16, fp16."""
     threads: Annotated[NonNegative, upto(1024)] = execution(0)
     """torch intra-op threads (0 = leave as is)."""
+    sequence_parallel: Annotated[AtLeast1, upto(64)] = execution(1)
+    """Processes one video's transformer tokens are split over (Ulysses sequence parallelism through diffusers'
+    context-parallel API, Wan and HunyuanVideo 1.5 only; models/sequence_parallel.py). The processes of a
+    launch form groups of this many consecutive ranks; a group is one data-parallel rank. 1: no splitting."""
 
 
 COMPONENTS: dict[str, type] = {

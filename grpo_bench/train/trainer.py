@@ -80,7 +80,10 @@ class Trainer:
 
         from accelerate import Accelerator
 
-        recipe.check(cfg, int(os.environ.get("WORLD_SIZE", "1")))  # before any weight is loaded
+        # before any weight is loaded: sequence-parallel groups of the processes, then the data-parallel schedule
+        dp_world = distributed.check_sequence_parallel(cfg.sequence_parallel, int(os.environ.get("WORLD_SIZE", "1")),
+                                                       cfg.model)
+        recipe.check(cfg, dp_world)
         # The update-0 eval is shared between the cells of a suite folder (base_eval.py), and only when the
         # config names the whole base policy and reward (an object passed in is not part of the key).
         in_suite = (Path(out_dir).parent / "suite.yaml").is_file()
@@ -103,6 +106,8 @@ class Trainer:
         self.acc = Accelerator(**launch,
                                log_with=cfg.trackers or None, project_dir=str(self.out_dir))
         self.device = self.acc.device
+        # the data-parallel bookkeeping: one rank per sequence-parallel group (distributed.py; acc when sp = 1)
+        self.dp = distributed.data_parallel(self.acc, cfg.sequence_parallel)
         if reward is None:
             from grpo_bench import rewards
 
@@ -116,6 +121,11 @@ class Trainer:
         self.sampler = MicroBatched(model, cfg.micro_batch)  # rollout and eval: micro_batch rows per forward
         self.module = module = model.trainable_module()
         model.to(self.device)
+        if cfg.sequence_parallel > 1:  # split every transformer forward over the group (a collective)
+            if not hasattr(model, "enable_sequence_parallel"):
+                raise UserError(f"config key 'sequence_parallel' ({cfg.sequence_parallel}): model {cfg.model!r} "
+                                "has no sequence-parallel path (Wan and HunyuanVideo 1.5 have); use 1")
+            model.enable_sequence_parallel(cfg.sequence_parallel, self.device)
         # The launch's optimizer step (steppers.py): FSDP2 shards the module first, DeepSpeed wraps it
         # in its engine; every later reference to the parameters sees the final ones.
         self.stepper = steppers.make_stepper(self.acc, module, cfg)
@@ -123,7 +133,7 @@ class Trainer:
         self.params, self.autocast = self.stepper.params, self.stepper.autocast
         if (msg := landing.precision_warning(self.params, cfg.lr)) is not None:  # bf16 weights a step cannot move
             warnings.warn(msg, stacklevel=2)
-        self.probe = landing.WeightProbe(self.params, self.acc, grads_visible=not self.stepper.engine_checkpoint)
+        self.probe = landing.WeightProbe(self.params, self.dp, grads_visible=not self.stepper.engine_checkpoint)
 
         self.method = make_method(cfg.method, **cfg.method_overrides())
         self.sigmas = schedule.sigmas(cfg.steps, cfg.shift)
@@ -146,9 +156,9 @@ class Trainer:
         # what changes between updates (checkpoint.save / load): optimizer and module, anchors, KL weight, counters
         self.state = TrainState(self.stepper, self.anchors, make_kl_weight(section(cfg, KLWeighting)))
         self.train_prompts = prompt_set.train
-        rows = distributed.shard(cfg.prompts_per_update * cfg.group_size, self.acc.process_index,
-                                 self.acc.num_processes)  # checks divisibility before any sampling
-        self.shard = Shard(self.acc, rows)
+        rows = distributed.shard(cfg.prompts_per_update * cfg.group_size, self.dp.process_index,
+                                 self.dp.num_processes)  # checks divisibility before any sampling
+        self.shard = Shard(self.dp, rows)
         self.policy = RolloutPolicy(self.sampler, self.sigmas, self.table, self.stored, self.anchors,
                                     tuple(model.latent_shape), self.device, self.autocast)
         self.groups, self.passes = section(cfg, GroupSpec), section(cfg, Passes)  # the few values each phase reads
@@ -175,8 +185,8 @@ class Trainer:
                         compute)
         diag = measure_step_grad_norms(batch, self.ctx, self.params, cfg.steps, cfg.micro_batch, self.autocast,
                                        self.device, due=bool(cfg.diag_every) and u % cfg.diag_every == 0,
-                                       compute=compute)
-        stats = optimize(batch, self.ctx, self.state, self.passes, self.acc, self.probe)  # the optimizer steps
+                                       compute=compute, group=getattr(self.model, "sequence_parallel_group", None))
+        stats = optimize(batch, self.ctx, self.state, self.passes, self.dp, self.probe)  # the optimizer steps
         compute.seconds += batch.time_rollout + batch.time_reward + stats.time_train
         return {
             m.UPDATE: u, **batch.metrics(), **diag.metrics(), **stats.metrics(),
@@ -189,7 +199,7 @@ class Trainer:
         t = time.perf_counter()
         sampler = self.state.compute.view(self.sampler, m.COMPUTE_EVAL)  # its forwards counted (compute.py)
         metrics, rows, videos = evaluate(sampler, self.reward, self.sigmas, self.cfg, self.device, self.autocast,
-                                          acc=self.acc, even_only=self.sharded)
+                                          acc=self.dp, even_only=self.sharded)
         return EvalResult(metrics, rows, videos, time_eval=time.perf_counter() - t)
 
     def base_evaluation(self) -> EvalResult:
@@ -241,7 +251,7 @@ class Trainer:
             if last:  # the final policy
                 final_eval = self.evaluate()
                 line.update(final_eval.line(at=u + 1))
-            line.update(self.state.compute.totals(self.acc))  # run totals of model passes (every rank calls it)
+            line.update(self.state.compute.totals(self.dp))  # run totals of model passes (every rank calls it)
             self.state.counters.update = u + 1
             self.state.counters.wall_time = start_wall + time.perf_counter() - t_attempt
             if main:
@@ -261,7 +271,7 @@ class Trainer:
         rows, videos = final_eval.videos_rows, final_eval.videos
         # the exported policy of a sharded run: every rank all-gathers, before the process group ends
         gathered = export.gather_trainable(self.module) if self.sharded else None
-        totals = self.state.compute.totals(self.acc)  # a collective: before the process group ends
+        totals = self.state.compute.totals(self.dp)  # a collective: before the process group ends
         self.acc.end_training()
         last_line = lines[-1] if lines else {}
         last_eval = next((r for r in reversed(lines) if m.EVAL_AT in r), {})
