@@ -309,8 +309,9 @@ def _check_sequence_parallel_model(cfg: RunConfig, where: str) -> None:
     kind = "the embedded world model" if cfg.model == "world" else (
         "an image model" if models.modality(cfg.model) == "image" else None)
     if kind is not None:
-        raise UserError(f"{where}config key 'sequence_parallel' ({cfg.sequence_parallel}) is for the diffusers video "
-                        f"transformers (Wan, HunyuanVideo 1.5); model {cfg.model!r} is {kind}: use sequence_parallel: 1")
+        raise UserError(f"{where}config key 'sequence_parallel' ({cfg.sequence_parallel}) is for the diffusers "
+                        f"video transformers (Wan, HunyuanVideo 1.5); model {cfg.model!r} is {kind}: "
+                        "use sequence_parallel: 1")
 
 
 def resolve(cfg: RunConfig) -> RunConfig:

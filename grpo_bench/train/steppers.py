@@ -128,7 +128,8 @@ class Stepper:
     def step(self) -> float:
         """Average, clip, step; the total gradient norm before clipping."""
         # summed over a sequence-parallel group, averaged over the groups (distributed.py)
-        distributed.average_gradients(self.params, distributed.data_parallel(self.acc, getattr(self.cfg, "sequence_parallel", 1)))
+        dp = distributed.data_parallel(self.acc, getattr(self.cfg, "sequence_parallel", 1))
+        distributed.average_gradients(self.params, dp)
         norm = float(self.acc.clip_grad_norm_(self.params, self.cfg.max_grad_norm))
         self.optimizer.step()
         return norm
