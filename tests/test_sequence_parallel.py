@@ -180,6 +180,26 @@ def test_a_trainer_at_sp_2_on_one_process_refuses_before_loading_anything(tmp_pa
         Trainer(cfg, tmp_path / "run", model=SimpleNamespace(), reward=SimpleNamespace())
 
 
+# --- grpo-bench plan --------------------------------------------------------------------------------
+def test_the_plan_divides_activations_and_transformer_time_by_sp_and_counts_a_group_as_one_rank():
+    from test_plan import hy  # HunyuanVideo 1.5 480p x 81 frames, the paper's recipe (no weights: meta device)
+
+    from grpo_bench.train.plan import estimate
+
+    split = estimate(hy(sequence_parallel=2), processes=8)  # 4 data-parallel groups of 2
+    dp4 = estimate(hy(), processes=4)
+    assert split.sequence_parallel == 2 and split.processes == 8
+    assert split.gpu["activations"] == pytest.approx(dp4.gpu["activations"] / 2)
+    assert split.gpu["rollout_store"] == pytest.approx(dp4.gpu["rollout_store"])  # the group's rows on each
+    assert split.seconds["transformer"] == pytest.approx(dp4.seconds["transformer"] / 2)
+    assert split.gpu_peak < dp4.gpu_peak
+    assert estimate(hy(), processes=8).sequence_parallel == 1
+    with pytest.raises(UserError, match=r"must divide the number of processes \(3\)"):
+        estimate(hy(sequence_parallel=2), processes=3)
+    with pytest.raises(UserError, match="not supported with sharding 'fsdp2'"):
+        estimate(hy(sequence_parallel=2), processes=8, sharding="fsdp2")
+
+
 # --- opt-in: split on CPU processes (gloo) against the unsplit model --------------------------------
 def _run(cmd: list[str]) -> None:
     res = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=900)

@@ -18,6 +18,10 @@ plan predicts per process:
   the VAE and reward weights, and the text encoders while prompts are cached (offloaded after);
 * host memory: the interpreter baseline, the pipeline materialised once in its load dtypes, the
   offloaded text encoders and the prompt cache (on a CPU run, also everything above);
+* sequence parallelism (``sequence_parallel: sp``): each process of a group holds 1/sp of a forward's
+  tokens, so its activations and transformer FLOPs are divided by sp, and a group of sp processes is one
+  data-parallel rank (its rows, rollout store and evaluation share are those of W/sp processes); the
+  Ulysses all-to-all traffic is not modelled;
 * seconds per update from the forward FLOPs (2 x parameters x tokens plus attention) of the
   rollout, anchors, training (3x, 4x with checkpointing), and the diagnostic and evaluation
   amortised over their intervals, at a declared throughput (``tflops``).
@@ -78,6 +82,8 @@ class Plan:
     processes: int
     sharding: str
     updates: int = 0
+    sequence_parallel: int = 1
+    """Processes one video's tokens are split over (a group of them is one data-parallel rank)."""
     seconds: dict[str, float] | None = None
     """seconds_per_update by term: transformer, vae, reward, communication."""
 
@@ -118,6 +124,15 @@ def estimate(cfg: Any, processes: int = 1, sharding: str = "none", tflops: float
     trainable = spec.lora_params if lora else spec.transformer_params
     train_bytes = 4 if lora else _bytes(param_dtype)
     world = max(1, processes)
+    sp = int(getattr(cfg, "sequence_parallel", 1) or 1)
+    dp = world
+    if sp > 1:
+        from grpo_bench.models.sequence_parallel import check_degree
+
+        dp = check_degree(sp, world)  # the data-parallel ranks: groups of sp processes
+        if sharding != "none":
+            raise UserError(f"config key 'sequence_parallel' ({sp}) is not supported with sharding {sharding!r}; "
+                            "use the plain data-parallel launch, or sequence_parallel: 1")
     shard_all = world if sharding == "fsdp2" else 1
     shard_opt = world if sharding in ("fsdp2", "deepspeed_zero2") else 1
 
@@ -126,7 +141,7 @@ def estimate(cfg: Any, processes: int = 1, sharding: str = "none", tflops: float
     stored = int(method.eligible_steps(sigmas).sum())
     trained = int(method.train_steps(sigmas, 1, torch.Generator().manual_seed(0)).shape[1])
     anchors = len(make_kl(cfg).anchors)
-    rows = cfg.prompts_per_update * cfg.group_size // world  # this process's rollouts
+    rows = cfg.prompts_per_update * cfg.group_size // dp  # this process's rollouts (its group's)
     cfg_mult = 2 if cfg.guidance != 1.0 else 1
     micro = min(cfg.micro_batch or rows, rows)
     L, hid, layers = spec.tokens, spec.hidden, spec.layers
@@ -147,7 +162,7 @@ def estimate(cfg: Any, processes: int = 1, sharding: str = "none", tflops: float
     gpu["rollout_store"] = rows * stored * (3 + anchors) * latent * 4 + rows * video * 4
     train_act = training_activation_bytes(spec, micro * cfg_mult, cfg.gradient_checkpointing, bf16)
     rollout_act = min(micro * cfg_mult, rows * cfg_mult) * L * hid * ROLLOUT_BYTES * (1 if bf16 else 2)
-    gpu["activations"] = max(train_act, rollout_act)
+    gpu["activations"] = max(train_act, rollout_act) / sp  # 1/sp of every forward's tokens
     gpu["autocast_copy"] = autocast_copy_bytes(spec.transformer_params, trainable, lora, param_dtype, bf16)
     # the micro-batched diagnostic sums autograd.grad results in a second gradient buffer
     gpu["diagnostic_grads"] = trainable * train_bytes / shard_all if cfg.diag_every else 0.0
@@ -194,20 +209,20 @@ def estimate(cfg: Any, processes: int = 1, sharding: str = "none", tflops: float
               * cfg.inner_epochs)
     if cfg.diag_every:
         flops += rows * stored * cfg_mult * fwd * 3 / cfg.diag_every
-    eval_rows = math.ceil(len(prompts.eval) / world) * cfg.eval_samples
+    eval_rows = math.ceil(len(prompts.eval) / dp) * cfg.eval_samples
     flops += eval_rows * cfg.steps * cfg_mult * fwd / cfg.eval_every
     videos = rows + eval_rows / cfg.eval_every  # decoded and scored per update
     seconds = {
-        "transformer": flops / (tflops * 1e12),
+        "transformer": flops / sp / (tflops * 1e12),
         "vae": videos * spec.vae_flops_per_pixel * math.prod(spec.video) / (tflops * 1e12 * VAE_THROUGHPUT),
         "reward": videos * reward_flops / (tflops * 1e12),
         "communication": communication_bytes(cfg, spec, trainable, base_bytes, rows, trained, anchors, world,
                                              sharding) / (LINK_GB_S * 1e9),
-        "per_step": _per_step_seconds(cfg, spec, trainable, train_bytes, shard_opt, rows, trained, anchors, world,
+        "per_step": _per_step_seconds(cfg, spec, trainable, train_bytes, shard_opt, rows, trained, anchors, dp,
                                       tflops),
     }
     return Plan(spec.name, spec.transformer_params, trainable, L, gpu, host, sum(seconds.values()), world, sharding,
-                updates=cfg.updates, seconds=seconds)
+                updates=cfg.updates, seconds=seconds, sequence_parallel=sp)
 
 
 def _per_step_seconds(cfg: Any, spec: ModelSpec, trainable: int, train_bytes: int, shard: int, rows: int,
