@@ -18,7 +18,7 @@ from dist_train_script import ToyReward  # noqa: E402
 
 def main(out: Path, tag: str, sp: int) -> None:
     from grpo_bench import models
-    from grpo_bench.train import distributed
+    from grpo_bench.train import distributed, sharding
     from grpo_bench.train.config import RunConfig, resolve
     from grpo_bench.train.trainer import Trainer
 
@@ -29,10 +29,18 @@ def main(out: Path, tag: str, sp: int) -> None:
                             width=32, lora_rank=2, device="cpu", eval_samples=1, eval_every=1, diag_every=1,
                             checkpoint_every=100, save_videos=False, lr=1e-3, sequence_parallel=sp))
     trainer = Trainer(cfg, out / f"{tag}-run", model=models.from_config(cfg), reward=ToyReward())
-    final = trainer.run(resume=False, progress=None)
-    params = {n: p.detach().clone() for n, p in trainer.model.trainable_module().named_parameters() if p.requires_grad}
+    seen: dict = {}
+
+    def last(u: int, total: int, line: dict) -> None:  # while the process group lives (FSDP2: gathered)
+        if u == total:
+            named = [(n, p) for n, p in trainer.model.trainable_module().named_parameters() if p.requires_grad]
+            seen["params"] = {n: sharding.full(p.detach()).clone() for n, p in named}
+            seen["digest"] = distributed.parameter_digest([p for _, p in named])
+
+    final = trainer.run(resume=False, progress=last)
+    params = seen["params"]
     (out / f"{tag}-rank{rank}.json").write_text(json.dumps({
-        "digest": distributed.parameter_digest(params.values()),
+        "digest": seen["digest"], "sharded": trainer.sharded,
         "rows": [trainer.shard.rows.start, trainer.shard.rows.stop],
         "split": getattr(trainer.model, "sequence_parallel", 1),
     }))

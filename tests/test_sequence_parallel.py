@@ -60,11 +60,11 @@ def test_sp_must_divide_the_processes():
         distributed.check_sequence_parallel(2, 1, "tiny-wan")  # sp 2 without a launch
 
 
-@pytest.mark.parametrize("env, name", [("ACCELERATE_USE_DEEPSPEED", "deepspeed_zero2"),
-                                       ("ACCELERATE_USE_FSDP", "fsdp2")])
-def test_sp_is_refused_under_sharded_launches(monkeypatch, env, name):
-    monkeypatch.setenv(env, "true")
-    with pytest.raises(UserError, match=f"not supported with the {name} accelerate config"):
+def test_sp_is_refused_under_deepspeed_and_accepted_under_fsdp2(monkeypatch):
+    monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
+    assert distributed.check_sequence_parallel(2, 4, "tiny-wan") == 2  # FSDP2: gradients rescaled (steppers.py)
+    monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")
+    with pytest.raises(UserError, match="not supported with the deepspeed_zero2 accelerate config"):
         distributed.check_sequence_parallel(2, 2, "tiny-wan")
     assert distributed.check_sequence_parallel(1, 2, "tiny-wan") == 2  # sp 1: the launch as before
 
@@ -196,8 +196,10 @@ def test_the_plan_divides_activations_and_transformer_time_by_sp_and_counts_a_gr
     assert estimate(hy(), processes=8).sequence_parallel == 1
     with pytest.raises(UserError, match=r"must divide the number of processes \(3\)"):
         estimate(hy(sequence_parallel=2), processes=3)
-    with pytest.raises(UserError, match="not supported with sharding 'fsdp2'"):
-        estimate(hy(sequence_parallel=2), processes=8, sharding="fsdp2")
+    fsdp = estimate(hy(sequence_parallel=2, lora_rank=0), processes=8, sharding="fsdp2")
+    assert fsdp.gpu["activations"] == pytest.approx(estimate(hy(lora_rank=0), processes=4).gpu["activations"] / 2)
+    with pytest.raises(UserError, match="not supported with sharding 'deepspeed_zero2'"):
+        estimate(hy(sequence_parallel=2), processes=8, sharding="deepspeed_zero2")
 
 
 # --- opt-in: split on CPU processes (gloo) against the unsplit model --------------------------------
@@ -219,10 +221,13 @@ def test_two_process_ulysses_forward_and_backward_match_the_unsplit_model(tmp_pa
     assert rec["text_padding"] == (1 if model == "tiny-hunyuan15" else 0)
 
 
-def _train(tmp_path: Path, tag: str, processes: int, sp: int) -> tuple[dict, dict, list[dict]]:
+def _train(tmp_path: Path, tag: str, processes: int, sp: int, config: Path | None = None
+           ) -> tuple[dict, dict, list[dict]]:
     script = [str(HERE / "sp_train_script.py"), str(tmp_path), tag, str(sp)]
     if processes == 1:
         _run([sys.executable, *script])
+    elif config is not None:
+        _run([sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(config), *script])
     else:
         _run([sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(processes),
               "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", *script])
@@ -264,3 +269,18 @@ def test_dp_2_x_sp_2_on_4_processes_matches_2_plain_data_parallel_processes(tmp_
     assert len({r["digest"] for r in ranks}) == 1
     assert [r["rows"] for r in ranks] == [[0, 2], [0, 2], [2, 4], [2, 4]]  # groups of 2 consecutive ranks
     assert [r["rows"] for r in dp[2]] == [[0, 2], [2, 4]]
+
+
+@pytest.mark.slow
+def test_sp_2_under_fsdp2_matches_one_process(tmp_path):
+    """FSDP2 shards over both processes of the group and averages over them; the stepper rescales to the
+    group's sum (steppers.py): the same run as one process."""
+    import yaml
+
+    cfg = yaml.safe_load(distributed.config_path("fsdp2").read_text())
+    cfg.update(num_processes=2)
+    cfg.pop("gpu_ids", None)
+    (tmp_path / "fsdp2_cpu.yaml").write_text(yaml.safe_dump(cfg))
+    one, split = _train(tmp_path, "one", 1, 1), _train(tmp_path, "fsdp", 2, 2, tmp_path / "fsdp2_cpu.yaml")
+    _same_run(one, split)
+    assert all(r["sharded"] for r in split[2]) and split[2][0]["digest"] == split[2][1]["digest"]

@@ -200,7 +200,8 @@ def per_step_grad_norms(
                 p.grad = None
             for chunk in chunks:
                 step_terms(ctx, ro, adv, chunk, torch.full_like(chunk, i)).policy.sum().div(n).backward()
-            out[i] = sharding.grad_norm(params)
+            # FSDP averaged over every process; a sequence-parallel group's partial gradients want the sum
+            out[i] = sharding.grad_norm(params) * (torch.distributed.get_world_size(group) if group is not None else 1)
             for p in params:
                 p.grad = None
             continue

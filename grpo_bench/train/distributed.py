@@ -206,18 +206,18 @@ def data_parallel(acc: Any, sp: int = 1) -> Any:
 def check_sequence_parallel(sp: int, world: int, model: str, where: str = "") -> int:
     """One-line refusals of a sequence-parallel launch, before any model is built; the data-parallel size.
 
-    sp must divide the processes; sharded launches (fsdp2, deepspeed_zero2) reduce gradients as a mean over
-    every process, which is not the sum a group's partial gradients need, so they are refused with sp > 1."""
+    sp must divide the processes. The DeepSpeed engine reduces gradients as a mean over every process, which
+    is not the sum a group's partial gradients need, so ``deepspeed_zero2`` is refused with sp > 1 (fsdp2 is
+    told the divisor: sharding.py ``shard_module``)."""
     if sp <= 1:
         return world
     from grpo_bench.models.sequence_parallel import check_degree
 
     dp = check_degree(sp, world, where)
-    for env, name in (("ACCELERATE_USE_DEEPSPEED", "deepspeed_zero2"), ("ACCELERATE_USE_FSDP", "fsdp2")):
-        if os.environ.get(env, "false").lower() == "true":
-            raise UserError(f"{where}config key 'sequence_parallel' ({sp}) is not supported with the {name} accelerate "
-                            "config (it averages gradients over every process; a sequence-parallel group's partial "
-                            "gradients must be summed); use multi_gpu, or sequence_parallel: 1")
+    if os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true":
+        raise UserError(f"{where}config key 'sequence_parallel' ({sp}) is not supported with the deepspeed_zero2 "
+                        "accelerate config (its engine averages gradients over every process; a sequence-parallel "
+                        "group's partial gradients must be summed); use fsdp2 or multi_gpu, or sequence_parallel: 1")
     return dp
 
 

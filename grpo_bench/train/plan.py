@@ -130,9 +130,9 @@ def estimate(cfg: Any, processes: int = 1, sharding: str = "none", tflops: float
         from grpo_bench.models.sequence_parallel import check_degree
 
         dp = check_degree(sp, world)  # the data-parallel ranks: groups of sp processes
-        if sharding != "none":
+        if sharding == "deepspeed_zero2":
             raise UserError(f"config key 'sequence_parallel' ({sp}) is not supported with sharding {sharding!r}; "
-                            "use the plain data-parallel launch, or sequence_parallel: 1")
+                            "use fsdp2 or the plain data-parallel launch, or sequence_parallel: 1")
     shard_all = world if sharding == "fsdp2" else 1
     shard_opt = world if sharding in ("fsdp2", "deepspeed_zero2") else 1
 

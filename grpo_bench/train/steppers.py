@@ -13,7 +13,8 @@ class with the same four calls:
 - ``replicated`` (no launch, ``single_gpu``, ``multi_gpu``): full parameters on every rank; the
   gradients are all-reduced (mean) once per step by ``distributed.average_gradients`` (the module is
   not DDP-wrapped: ``velocity`` calls it directly), clipped by accelerate.
-- ``fsdp2``: the module is sharded first (sharding.py); FSDP reduce-scatters the gradients itself.
+- ``fsdp2``: the module is sharded first (sharding.py); FSDP reduce-scatters the gradients itself (a mean
+  over every process; under sequence parallelism multiplied by sp: summed in a group, averaged over groups).
 - ``deepspeed`` (``deepspeed_zero2``): accelerate wraps the module and the optimizer in a DeepSpeed
   engine; ZeRO stage 2 partitions gradients and optimizer state over the ranks. The engine is told
   which backward closes the step (``set_gradient_accumulation_boundary``), scales nothing
@@ -156,6 +157,11 @@ class FSDP2Stepper(Stepper):
         sharding.ShardedOptimizerState(self.module, self.optimizer).load_state_dict(state)
 
     def step(self) -> float:
+        sp = getattr(self.cfg, "sequence_parallel", 1)
+        if sp > 1:  # FSDP averaged over all W processes; a group's partial gradients want sum / (W / sp)
+            for p in self.params:  # (a custom divide factor needs PREMUL_SUM, which gloo lacks)
+                if p.grad is not None:
+                    p.grad.mul_(sp)
         norm = sharding.clip_grad_norm(self.params, self.cfg.max_grad_norm)
         self.optimizer.step()
         return norm
