@@ -199,6 +199,28 @@ def test_noise_runs_to_max_seeds_and_a_killed_run_resumes_from_its_looks(tmp_pat
         _run(_suite(tmp_path, [0, 1], {"max_seeds": 6, "block": 1}), out)
 
 
+def test_stop_at_look_pauses_undecided_and_a_rerun_continues_at_the_plans_levels(tmp_path, monkeypatch):
+    monkeypatch.setenv("DECIDE_NOISE", "1.0")
+    monkeypatch.setenv("FAKE_LOG", str(tmp_path / "log"))
+    suite = _suite(tmp_path, [0, 1], {"max_seeds": 4, "block": 1, "alpha": 0.05})
+    out, buf = tmp_path / "runs", io.StringIO()
+    code = run_until_decided(suite, out, 1, "local", False, True, Console(file=buf, width=200),
+                             trainer="decide_support:effect_train", stop_at_look=2)
+    printed = buf.getvalue()
+    assert code == 0 and "paused after look 2 (--stop-at-look), not decided" in printed, printed
+    record = json.loads((out / "dec" / DECIDE_FILE).read_text())
+    assert record["stopped"] is None and [lk["n"] for lk in record["looks"]] == [2, 3]
+    assert record["levels"] == pytest.approx([_level(k, [2, 3, 4]) for k in (1, 2, 3)])  # the plan's, not 2 looks'
+    assert sorted(pd.read_parquet(out / "dec" / "results.parquet")["seed"].dropna().unique()) == [0, 1, 2]
+    assert "Seeding has not stopped yet" in (out / "dec" / "report" / "report.md").read_text()
+    starts = (tmp_path / "log").read_text().count("start")
+    code, printed = _run(suite, out)  # continues: look 2 re-aggregated, only seed 3 trained
+    assert code == 0 and (tmp_path / "log").read_text().count("start") == starts + 2
+    assert json.loads((out / "dec" / DECIDE_FILE).read_text())["stopped"] == {"look": 3, "n": 4, "reason": "max_seeds"}
+    with pytest.raises(UserError, match=r"--stop-at-look 5: .* plans looks 1..3"):
+        run_until_decided(suite, out, 1, "local", False, True, Console(file=io.StringIO()), stop_at_look=5)
+
+
 def _explicit(suite, seeds):
     import yaml
 
@@ -223,3 +245,4 @@ def test_a_failed_cell_stops_the_looks_without_deciding(tmp_path, monkeypatch):
     assert code == 1 and "look 1: 2 cell(s) failed; nothing decided" in printed
     assert not (tmp_path / "runs" / "dec" / DECIDE_FILE).exists()
     assert (tmp_path / "runs" / "dec" / "report" / "report.md").is_file()
+

@@ -21,8 +21,12 @@ def test_every_method_gets_the_same_tuning_grid_and_both_readings():
     methods = tuned_methods(suite.grid, suite.union, suite.base)
     assert len(methods) == 10
     tuning = expand(tuning_suite(suite))
-    assert set(Counter(c.config.method for c in tuning).values()) == {12}  # 4 lrs x 3 tuning seeds each
+    assert set(Counter(c.config.method for c in tuning).values()) == {18}  # 6 lrs x 3 tuning seeds each
     assert not {c.config.seed for c in tuning} & set(suite.seeds)
+    # the four main methods' tuning cells are the main table's (restorable from its stored grid)
+    main = {c.id for c in expand(tuning_suite(load_suite(FIELD.parent / "main_table.yaml")))}
+    shared = {c.id for c in tuning if c.config.method in ("dance_grpo", "flow_grpo", "cps", "sage_grpo")}
+    assert len(shared) == 72 and shared <= main
     cells = expand(with_chosen(suite, {m: {"lr": 1e-4} for m in methods}))
     readings = Counter((c.config.method, c.config.max_train_steps) for c in cells)
     assert set(readings) == {(m, r) for m in methods for r in (3, None)}  # fair block and as shipped, every method

@@ -96,6 +96,8 @@ def _cases(tmp: Path) -> list[tuple[list[str], str]]:
         (["run", _suite_file(tmp, _suite(base={"device": "bogus"}), "dev.yaml"), "--dry-run"], "device must be"),
         (["run", _suite_file(tmp, _suite(), "ok.yaml"), "--dry-run", "lr=1", "lr=2"], "lr is given twice"),
         (["run", _suite_file(tmp, _suite(), "ok2.yaml"), "--jobs", "0", "--out", out], "--jobs must be >= 1"),
+        (["run", _suite_file(tmp, _suite(), "ok4.yaml"), "--stop-at-look", "2", "--out", out],
+         "--stop-at-look pauses the looks of --until-decided"),
         (["run", _suite_file(tmp, _suite(), "ok3.yaml"), "--out", str(a_file)], "is a file, not a folder"),
         (["run", str(tmp / "missing.yaml")], "does not exist"),
         (["run", str(tmp)], "is not a file"),
@@ -129,7 +131,7 @@ def _results(tmp: Path, name: str, data: bytes | None) -> Path:
 
 
 
-N_CASES = 50
+N_CASES = 51
 
 
 def test_every_malformed_input_ends_in_one_clean_line(tmp_path, monkeypatch, capsys):

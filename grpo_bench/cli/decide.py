@@ -101,18 +101,23 @@ def look_line(look: int, record: dict[str, Any], seeds: list[int], comparisons: 
 
 
 def decide_command(path: Path, jobs: int | None, backend: str, out: Path, dry_run: bool, resume: bool,
-                   overrides: list[str], console: Console) -> int:
+                   overrides: list[str], console: Console, stop_at_look: int | None = None) -> int:
     """``grpo-bench run SUITE --until-decided`` (the arguments of ``run``); a tuned suite is tuned first."""
     from grpo_bench.cli.tuning import tuned_suite
 
     suite, code = tuned_suite(load_suite(path, parse_overrides(overrides)), out, jobs, backend, dry_run, resume,
                               console)
-    return code if suite is None else run_until_decided(suite, out, jobs, backend, dry_run, resume, console)
+    return code if suite is None else run_until_decided(suite, out, jobs, backend, dry_run, resume, console,
+                                                        stop_at_look=stop_at_look)
 
 
 def run_until_decided(suite: Suite, out: Path, jobs: int | None, backend: str, dry_run: bool, resume: bool,
-                      console: Console, trainer: str = TRAINER) -> int:
-    """Run looks until decided or at max_seeds; exit code as ``run`` (130 interrupted, 1 failed cells)."""
+                      console: Console, trainer: str = TRAINER, stop_at_look: int | None = None) -> int:
+    """Run looks until decided or at max_seeds; exit code as ``run`` (130 interrupted, 1 failed cells).
+
+    ``stop_at_look`` pauses after that look of the plan, undecided comparisons left open and the record
+    not stopped, so that a later run continues with the next look: a compute budget, not a stopping rule
+    (the plan's levels are unchanged, and so is what a later look may decide)."""
     from grpo_bench.cli.suite import execute, exit_code, resume_command
     from grpo_bench.report import data
     from grpo_bench.report.render import render_report
@@ -130,6 +135,9 @@ def run_until_decided(suite: Suite, out: Path, jobs: int | None, backend: str, d
     folder = out / suite.name
     record = load_record(folder, plan(suite))
     planned = record["planned"]
+    if stop_at_look is not None and not 1 <= stop_at_look <= len(planned):
+        raise UserError(f"--stop-at-look {stop_at_look}: {suite.path} plans looks 1..{len(planned)} "
+                        f"(seeds {', '.join(map(str, planned))})")
     start = min(max(1, len(record["looks"])), len(planned))  # the last stored look again: done cells, re-aggregated
     if dry_run:
         levels = ", ".join(f"{_seeds(n)}: {lv:.3g}" for n, lv in zip(planned, record["levels"]))
@@ -170,12 +178,17 @@ def run_until_decided(suite: Suite, out: Path, jobs: int | None, backend: str, d
         elif look == len(planned):
             record["stopped"] = {"look": look, "n": len(seeds), "reason": "max_seeds"}
         atomic_write_json(folder / DECIDE_FILE, record)
-        if record["stopped"]:
+        if record["stopped"] or look == stop_at_look:
             break
     assert summary is not None
     stamp_results(summary.suite_dir, record)
     report = render_report(summary.suite_dir, frame=load_results(summary.suite_dir))
     stop = record["stopped"]
+    if stop is None:
+        console.print(f"{suite.name}: paused after look {stop_at_look} (--stop-at-look), not decided; boundary in "
+                      f"{folder / DECIDE_FILE}; rerun with --until-decided to continue; report: {report}",
+                      markup=False, highlight=False)
+        return 0
     console.print(f"{suite.name}: stopped at look {stop['look']} ({_seeds(stop['n'])}, {stop['reason']}); boundary "
                   f"in {folder / DECIDE_FILE}; report: {report}", markup=False, highlight=False)
     return 0

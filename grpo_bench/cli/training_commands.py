@@ -6,6 +6,7 @@ Only arguments are declared here (registered on the app in ``grpo_bench.cli.entr
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -96,6 +97,10 @@ def run(
              "until every headline comparison of the power table is decided at its O'Brien-Fleming level, or "
              "max_seeds is reached; one line per look, the boundary in <suite>/decide.json and the report. "
              "Resumable: rerun to continue."),
+    stop_at_look: int | None = typer.Option(
+        None, "--stop-at-look", metavar="<int>",
+        help="With --until-decided: pause after this look of the plan (a compute budget; the levels stay the "
+             "plan's); rerun with --until-decided to continue."),
     overrides: list[str] | None = typer.Argument(None, help="key=value overrides of the suite's base config."),
 ) -> None:
     """Run every cell of a suite (resumable, parallel), aggregate results.parquet and render the report."""
@@ -103,7 +108,9 @@ def run(
     from grpo_bench.cli.tuning import run_command
 
     overrides = _suite_arguments(jobs, out, device, overrides)
-    command = decide_command if until_decided else run_command
+    if stop_at_look is not None and not until_decided:
+        raise UserError("--stop-at-look pauses the looks of --until-decided; add --until-decided")
+    command = functools.partial(decide_command, stop_at_look=stop_at_look) if until_decided else run_command
     raise typer.Exit(interruptible(lambda: command(suite, jobs, backend, out, dry_run, resume, overrides, console)))
 
 
