@@ -26,7 +26,7 @@ SUITES = sorted(p.stem for p in (ROOT / "suites").glob("*.yaml"))
 # it loads changed on purpose. "<suite>@0.1" / "@0.2" / "@0.3" keep the ids of stored reports measured then.
 GOLDEN = json.loads((ROOT / "tests" / "golden" / "suite_cell_ids.json").read_text())
 STORED_WITH: dict[str, str] = {"main_table_0.4": "main_table@0.4",
-                               "main_table_tune": "main_table"}
+                               "main_table_tune": "main_table", "field_tune": "field"}
 """Stored reports whose cells carry another suite's or an older release's ids ({report: "<suite>@<release>"}):
 the 0.4 main table (development seeds 0-8, one lr for all; main_table is now tuned, on test seeds 1000+) and the
 0.4 equalizer ablation (CPS ran the mismatched Gaussian proxy, now a labelled ablation value); the tuned main

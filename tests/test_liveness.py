@@ -108,3 +108,14 @@ def test_a_clip_that_never_fired_says_how_far_the_ratio_moved_against_its_range(
     clip = found.loc[found["mechanism"] == "PPO clip", "finding"].iloc[0]
     assert "within 4e-06 of 1" in clip and "25× inside the clip range 0.0001" in clip
     assert "inert by the recipe" not in clip
+
+
+def test_a_likelihood_free_method_has_no_ratio_and_says_so_once():
+    """DiffusionNFT logs ratio 1 and clip 0 because its loss has no log-prob: one 'absent by the method' line,
+    not a schedule fault; the same metrics on a policy-gradient method stay a PPO finding."""
+    flat = {"kl": "none", "metrics": {"ratio_mean": [1.0] * UPDATES, "clip_frac": [0.0] * UPDATES}}
+    found = findings(_results({"diffusion_nft kl=none": flat, "flow_grpo kl=none": flat}))
+    nft = found[found["group"] == "diffusion_nft kl=none"]
+    assert list(nft["mechanism"]) == ["PPO ratio and clip"] and "computes no log-prob" in nft["finding"].iloc[0]
+    flow = found[found["group"] == "flow_grpo kl=none"]
+    assert set(flow["mechanism"]) == {"PPO ratio", "PPO clip"}

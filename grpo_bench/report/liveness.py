@@ -12,6 +12,7 @@ every such finding per row, from the per-update metrics alone.
 A mechanism the recipe itself makes inert is said to be so, not reported as a fault: under one optimizer
 step per rollout (the official SAGE-GRPO schedule, ``minibatches: 1``) the loss sees the rollout policy,
 so the PPO ratio is 1, the clip cannot act and a step-wise KL against the rollout policy is 0 by design.
+A likelihood-free method (DiffusionNFT) has no PPO ratio at all: its rows say so once.
 """
 
 from __future__ import annotations
@@ -30,6 +31,21 @@ least this share of the run's last updates, without leaving it again."""
 
 INERT = "inert by the recipe: one optimizer step per rollout, so the loss sees the rollout policy"
 """The finding of a mechanism that a one-step-per-rollout recipe turns off by design."""
+
+
+NO_RATIO = "absent by the method: its loss family computes no log-prob, so there is no ratio to clip"
+"""The finding of a PPO ratio or clip on a likelihood-free method (DiffusionNFT): none exists to act."""
+
+
+def _likelihood_free(cfg: dict) -> bool:
+    """The row's method trains without log-probs (its loss family declares ``needs_logprob = False``)."""
+    from grpo_bench.core.method import make_method
+    from grpo_bench.errors import UserError
+
+    try:
+        return not make_method(str(cfg.get("method"))).needs_logprob
+    except (UserError, KeyError, TypeError):  # a method this install does not have: judged as before
+        return False
 
 
 def _dead(values: pd.Series) -> bool:
@@ -69,12 +85,16 @@ def findings(df: pd.DataFrame) -> pd.DataFrame:
             add("weight updates", f"median {share:.1%} of the trainable elements the gradients reached "
                                   "changed per update: the optimizer steps round away (bf16 parameters at a small lr?)")
         by_recipe = all(one_step_per_rollout(config[c]) for c in ids)
-        if _dead(metric("ratio_mean") - 1):
-            add("PPO ratio", f"identically 1: {INERT}" if by_recipe else
-                "identically 1: the loss sees the rollout policy (one optimizer step per rollout)")
-        if _dead(metric("clip_frac")):
-            add("PPO clip", f"never clipped a sample: {INERT}" if by_recipe else
-                "never clipped a sample" + _ratio_within_clip(metric("ratio_mean"), [config[c] for c in ids]))
+        if all(_likelihood_free(config[c]) for c in ids):
+            if _dead(metric("ratio_mean") - 1) or _dead(metric("clip_frac")):
+                add("PPO ratio and clip", NO_RATIO)
+        else:
+            if _dead(metric("ratio_mean") - 1):
+                add("PPO ratio", f"identically 1: {INERT}" if by_recipe else
+                    "identically 1: the loss sees the rollout policy (one optimizer step per rollout)")
+            if _dead(metric("clip_frac")):
+                add("PPO clip", f"never clipped a sample: {INERT}" if by_recipe else
+                    "never clipped a sample" + _ratio_within_clip(metric("ratio_mean"), [config[c] for c in ids]))
         kls = {str(config[c].get("kl")) for c in ids}
         if kls - {"none", "None"} and _dead(metric("kl")):
             add("KL penalty", "identically 0")
