@@ -38,8 +38,6 @@ import torch
 
 from grpo_bench.errors import UserError
 
-SP_MIN, SP_MAX = 1, 64
-
 
 def hunyuan15_cp_plan() -> dict[str, Any]:
     """The context-parallel plan of ``HunyuanVideo15Transformer3DModel`` (diffusers' ``_cp_plan`` format).

@@ -207,8 +207,8 @@ def check_sequence_parallel(sp: int, world: int, model: str, where: str = "") ->
     """One-line refusals of a sequence-parallel launch, before any model is built; the data-parallel size.
 
     sp must divide the processes. The DeepSpeed engine reduces gradients as a mean over every process, which
-    is not the sum a group's partial gradients need, so ``deepspeed_zero2`` is refused with sp > 1 (fsdp2 is
-    told the divisor: sharding.py ``shard_module``)."""
+    is not the sum a group's partial gradients need, so ``deepspeed_zero2`` is refused with sp > 1 (under fsdp2
+    the stepper multiplies FSDP's mean by sp: steppers.py ``FSDP2Stepper.step``)."""
     if sp <= 1:
         return world
     from grpo_bench.models.sequence_parallel import check_degree
