@@ -152,6 +152,14 @@ def test_tune_then_table_end_to_end_on_the_fake_trainer(tmp_path):
     assert titles and not [t for t in titles if "oracle" in t.lower() or "compute" in t.lower() or "Power" in t]
     assert "grid's edge" not in report  # 3e-4 lies inside the grid
     assert {c.config.lr for c in expand(tuned)} == {3e-4}
+    # a dry run of the finished grid lists the table at the stored choice and writes nothing
+    (tmp_path / "tuned" / "tuned.json").unlink()
+    listed, code = tuned_suite(suite, tmp_path, 2, "local", True, True, console, trainer=TRAINER)
+    assert code == 0 and [c.id for c in expand(listed)] == [c.id for c in expand(tuned)]
+    assert not (tmp_path / "tuned" / "tuned.json").exists()
+    (tmp_path / "tuned_tune" / expand(tuning_suite(suite))[0].id / "DONE").unlink()  # a grid no longer finished
+    assert tuned_suite(suite, tmp_path, 2, "local", True, True, console, trainer=TRAINER) == (None, 0)
+    tuned, code = tuned_suite(suite, tmp_path, 2, "local", False, True, console, trainer=TRAINER)  # reruns that cell
     # the table's report says which seeds served for what
     from grpo_bench.cli.suite import execute
 

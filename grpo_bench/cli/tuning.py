@@ -24,8 +24,8 @@ def _run_tuning(suite: Suite, out: Path, jobs: int | None, backend: str, dry_run
     grid = tuning_suite(suite)
     cells = seed_major(expand(grid))
     summary = execute(grid, out, jobs, backend, dry_run, resume, console, cells=cells, render=False, trainer=trainer)
-    if dry_run:
-        return None, 0
+    if dry_run:  # a finished grid's stored choice lets a dry run list the table's cells too
+        return _stored_choice(out / grid.name, [c.id for c in cells]), 0
     code = exit_code(summary)
     if code:
         return None, code
@@ -42,6 +42,17 @@ def _run_tuning(suite: Suite, out: Path, jobs: int | None, backend: str, dry_run
     _print_chosen(chosen, console)
     console.print(f"chosen points: {path}; tuning report: {report}", markup=False, highlight=False)
     return chosen, 0
+
+
+def _stored_choice(tuning_dir: Path, cell_ids: list[str]) -> dict | None:
+    """``chosen.json`` when it was written from exactly these cells and every one of them is done, else None."""
+    from grpo_bench.suite.run_folder import is_done
+    from grpo_bench.suite.selection import read_chosen
+
+    chosen = read_chosen(tuning_dir)
+    if chosen is None or chosen.get("cells") != cell_ids or not all(is_done(tuning_dir / c) for c in cell_ids):
+        return None
+    return chosen
 
 
 def _with_grid(frame):
@@ -67,7 +78,8 @@ def _print_chosen(chosen: dict, console: Console) -> None:
 def tuned_suite(suite: Suite, out: Path, jobs: int | None, backend: str, dry_run: bool, resume: bool,
                 console: Console, trainer: str = TRAINER) -> tuple[Suite | None, int]:
     """The suite with each method at its chosen point (tuning first, resumably), a suite without a tune block as
-    it is; (None, exit code) when the tuning grid is not finished (interrupted, a failed cell) or on a dry run."""
+    it is; (None, exit code) when the tuning grid is not finished (interrupted, a failed cell), and on a dry run
+    unless the grid is finished and its ``chosen.json`` stored (then the table at those points, nothing written)."""
     if suite.tune is None:
         return suite, 0
     from grpo_bench.atomic import atomic_write_json
@@ -81,7 +93,8 @@ def tuned_suite(suite: Suite, out: Path, jobs: int | None, backend: str, dry_run
                           f"(`grpo-bench tune {suite.path}` first)", markup=False, highlight=False)
         return None, code
     tuned = with_chosen(suite, chosen_points(chosen))
-    atomic_write_json(out / suite.name / "tuned.json", chosen)  # which points the table ran, beside its results
+    if not dry_run:
+        atomic_write_json(out / suite.name / "tuned.json", chosen)  # which points the table ran, beside its results
     return tuned, 0
 
 
