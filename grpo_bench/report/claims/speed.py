@@ -94,11 +94,16 @@ class Faster:
                   f"{budget:,.0f}; {ratio} ({n} seed{'s' if n != 1 else ''})") if n else f"no paired seeds; {ratio}"
         if n < 2:
             return Finding(label, UNDECIDED, effect, math.nan, None)
+        # The one-sided p of the side the estimate lies on (no worse than -margin, or worse by more), so the
+        # ledger-wide Holm family can re-decide it as it does a t-test (claims/rendering.py ``ledger_wide``).
+        toward = 1 if mean > -margin else -1
+        p = float(stats.t.sf(toward * (mean + margin) / (sd / math.sqrt(n)), n - 1)) if sd > 0 else 0.0
+        tested = {"p": p, "toward": toward}
         if mean - half > -margin:
-            return Finding(label, SUPPORTED, effect, strength)
+            return Finding(label, SUPPORTED, effect, strength, **tested)
         if mean + half < -margin:
-            return Finding(label, CONTRADICTED, effect, strength)
-        return Finding(label, UNDECIDED, effect, strength, seeds_needed(margin, sd) if sd > 0 else None)
+            return Finding(label, CONTRADICTED, effect, strength, **tested)
+        return Finding(label, UNDECIDED, effect, strength, seeds_needed(margin, sd) if sd > 0 else None, **tested)
 
 
 def _fraction(f: float) -> str:
