@@ -81,6 +81,22 @@ def test_matched_compute_is_where_the_cheapest_row_ends(tmp_path):
     assert (tmp_path / "figures" / "oracle_vs_compute.png").is_file() and "matched compute" in figure[0].how
 
 
+def test_a_row_whose_seeds_spend_different_compute_is_drawn_at_one_x_per_eval_point(tmp_path):
+    """Seeds of one row that spent different compute by an eval point (a random branching step) are placed at
+    their mean compute there, so the line runs forward: its x values rise with the eval points."""
+    rows = {"varied": {"method": "tempflow_grpo", "per_update": 100, "learning": {5: 0.1 + NOISE, 10: 0.2 + NOISE}}}
+    df = _results(rows)
+    compute = (df["metric"] == "compute_training") & (df["seed"] == SEEDS[-1])
+    df.loc[compute, "value"] = df.loc[compute, "value"] * 1.5  # the last seed's updates cost 1.5x the others'
+    ev = equal_compute.eval_compute(df)
+    placed = equal_compute.at_eval_points(ev)
+    per_point = placed.groupby("update")["compute_training"]
+    assert (per_point.nunique() == 1).all()
+    x = per_point.first()
+    assert x.is_monotonic_increasing and x[10] == pytest.approx(1000 * (3 + 1.5) / 4)
+    assert ev.groupby("update")["compute_training"].nunique().max() == 2  # the raw points differed by seed
+
+
 def _claim(fraction: float, row: str = "mix_grpo", suite: str = "field") -> Claim:
     check = Faster(row={"method": row}, versus={"method": "dance_grpo"}, fraction=fraction,
                    tested_by="suites/field.yaml")

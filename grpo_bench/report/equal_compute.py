@@ -15,6 +15,7 @@ against the cheapest row are paired by seed.
 from __future__ import annotations
 
 import math
+import textwrap
 from typing import Any
 
 import numpy as np
@@ -152,6 +153,15 @@ def equal_compute_table(ctx: Context) -> list[Section]:
         md)]
 
 
+def at_eval_points(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row's eval points placed at the mean compute its seeds had spent there: where that compute differs by
+    seed (TempFlow-GRPO branches at a random step, so a step's cost varies), each seed at its own compute would
+    make the band step back and forth along x; one x per eval point keeps a line per row running forward."""
+    out = rows.copy()
+    out[COMPUTE] = out.groupby("update")[COMPUTE].transform("mean")
+    return out
+
+
 @FIGURES.register("oracle_vs_compute")
 def oracle_vs_compute(ctx: Context) -> list[Section]:
     from grpo_bench.report.figures import _colours, _figure_legend, _markers, _plot_band, _save, _settings_axes
@@ -168,12 +178,13 @@ def oracle_vs_compute(ctx: Context) -> list[Section]:
         part = ev[ev["setting"] == setting]
         for g in [g for g in groups if g in set(part["group"])]:
             mark = {**marks[g], "markevery": 1}
-            _plot_band(ax, part[part["group"] == g], g, colour[g], x=COMPUTE, y="learning", marks=mark)
+            _plot_band(ax, at_eval_points(part[part["group"] == g]), g, colour[g], x=COMPUTE, y="learning", marks=mark)
         budget = mt.loc[mt["setting"] == setting, "matched_compute"]
         if len(budget):
             ax.axvline(float(budget.iloc[0]), color="0.4", ls="--", lw=0.9)
         ax.axhline(0.0, color="0.7", lw=0.6)
-        ax.set(title=f"Setting {setting}", xlabel="training compute (sample-step passes)",
+        ax.set_title(textwrap.fill(f"Setting {setting}", 42), fontsize=9)  # a stratified label is long
+        ax.set(xlabel="training compute (sample-step passes)",
                ylabel="held-out oracle, change from update 0")
         ax.ticklabel_format(axis="x", style="sci", scilimits=(0, 3))
         ax.grid(alpha=0.3)
