@@ -69,3 +69,24 @@ def test_speed_findings_match_an_independent_computation(claim, curves):
         mean, seeds = independent(curves, check, reward)
         assert measured == pytest.approx(mean, abs=6e-4), finding.effect
         assert finding.effect.endswith(f"({seeds} seeds)") and seeds >= 3
+
+
+def test_the_stored_second_look_block_holds_cells_of_that_look():
+    """reports/field/look2_cells.parquet (finished cells of the second look, restorable with `grpo-bench restore`)
+    holds only cells the suite expands to at its stored choice with the second look's seeds, all finished."""
+    import dataclasses
+
+    from grpo_bench.cli.decide import seeds_at
+    from grpo_bench.suite.expand import expand
+    from grpo_bench.suite.parse import load_suite
+    from grpo_bench.suite.selection import chosen_points
+    from grpo_bench.suite.tune import with_chosen
+
+    block = pd.read_parquet(ROOT / "reports" / "field" / "look2_cells.parquet")
+    rows = block[block["kind"] == "cell"]
+    suite = load_suite(ROOT / "suites" / "field.yaml")
+    chosen = chosen_points(json.loads((ROOT / "reports" / "field" / "tuned.json").read_text()))
+    second = dataclasses.replace(suite, seeds=seeds_at(suite.seeds, 6)[3:])
+    expected = {c.id for c in expand(with_chosen(second, chosen))}
+    assert len(rows) and set(rows["cell"]) <= expected
+    assert all(json.loads(t)["status"] == "done" for t in rows["text"])
