@@ -2,10 +2,12 @@
 rows, with numpy alone (no report code): held-out oracle = the setting's weighted oracle dimensions at each eval
 point, learning = that minus update 0, training compute at point p = the ``compute_training`` total logged on update
 line p - 1, the faster row read at ``fraction`` x the slower row's median compute to finish by straight-line
-interpolation, minus the slower row's learning at its end, paired by seed."""
+interpolation, minus the slower row's learning at its end, paired by seed. And the second look's stored block
+(reports/field/look2_cells.parquet) holds only that look's finished cells, so restoring it resumes the look."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -14,9 +16,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from grpo_bench.cli.decide import seeds_at
 from grpo_bench.report.claims import CLAIMS, evaluate
 from grpo_bench.report.claims.speed import Faster
 from grpo_bench.rewards.base import SETTINGS  # the setting's oracle weights (Table 2's definition)
+from grpo_bench.suite.expand import expand
+from grpo_bench.suite.parse import load_suite
+from grpo_bench.suite.selection import chosen_points
+from grpo_bench.suite.tune import with_chosen
 
 ROOT = Path(__file__).resolve().parents[1]
 FIELD = ROOT / "reports" / "field" / "results.parquet"
@@ -74,14 +81,6 @@ def test_speed_findings_match_an_independent_computation(claim, curves):
 def test_the_stored_second_look_block_holds_cells_of_that_look():
     """reports/field/look2_cells.parquet (finished cells of the second look, restorable with `grpo-bench restore`)
     holds only cells the suite expands to at its stored choice with the second look's seeds, all finished."""
-    import dataclasses
-
-    from grpo_bench.cli.decide import seeds_at
-    from grpo_bench.suite.expand import expand
-    from grpo_bench.suite.parse import load_suite
-    from grpo_bench.suite.selection import chosen_points
-    from grpo_bench.suite.tune import with_chosen
-
     block = pd.read_parquet(ROOT / "reports" / "field" / "look2_cells.parquet")
     rows = block[block["kind"] == "cell"]
     suite = load_suite(ROOT / "suites" / "field.yaml")
