@@ -19,9 +19,10 @@ def _run_tuning(suite: Suite, out: Path, jobs: int | None, backend: str, dry_run
     from grpo_bench.suite import selection
     from grpo_bench.suite.expand import expand
     from grpo_bench.suite.results import load_results
-    from grpo_bench.suite.tune import seed_major, tuning_suite
+    from grpo_bench.suite.tune import cell_row, seed_major, tuned_rows, tuning_suite
 
     grid = tuning_suite(suite)
+    table_rows = tuned_rows(suite)
     cells = seed_major(expand(grid))
     summary = execute(grid, out, jobs, backend, dry_run, resume, console, cells=cells, render=False, trainer=trainer)
     if dry_run:  # a finished grid's stored choice lets a dry run list the table's cells too
@@ -33,7 +34,10 @@ def _run_tuning(suite: Suite, out: Path, jobs: int | None, backend: str, dry_run
     frame = load_results(out / grid.name)
     learning = selection.cell_learning(_with_grid(frame), suite.tune.select, keys)
     learning = learning[learning["cell"].isin({c.id for c in cells})]
-    chosen = selection.choose(learning, selection.grid_points(cells, keys), suite.tune.seeds, suite.tune.select)
+    rows = {c.id: cell_row(table_rows, c.labels, set(keys)) for c in cells}
+    learning = learning.assign(row=learning["cell"].map(rows))
+    chosen = selection.choose(learning, selection.grid_points(cells, keys, rows), suite.tune.seeds,
+                              suite.tune.select)
     chosen["suite"], chosen["cells"] = suite.name, [c.id for c in cells]
     path = selection.write_chosen(out / grid.name, chosen)
     from grpo_bench.report.render import render_report
@@ -67,7 +71,7 @@ def _point(point: dict) -> str:
 
 def _print_chosen(chosen: dict, console: Console) -> None:
     table = Table(title=f"{chosen['suite']}: chosen points ({chosen['rule']})")
-    for col in ("method", "chosen", "learning", "grid (mean over tuning seeds)"):
+    for col in ("row", "chosen", "learning", "grid (mean over tuning seeds)"):
         table.add_column(col)
     for method, entry in chosen["methods"].items():
         grid = ", ".join(f"{_point(g['point'])}: {g['mean']:+.3f}" for g in entry["grid"])
