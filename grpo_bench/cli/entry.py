@@ -27,6 +27,24 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from grpo_bench import __version__
+
+        typer.echo(f"grpo-bench {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, metavar="",
+                                 help="Print the version and exit."),
+) -> None:
+    """Benchmark and ablation harness for GRPO-style RL of flow-matching video generators."""
+
+
 app.command()(methods)
 app.command()(samplers)
 app.add_typer(pretrain_app, name="pretrain")
