@@ -27,6 +27,7 @@ from grpo_bench.core.sampling import StepTable, transition
 from grpo_bench.core.schedule import sigmas as make_sigmas
 from grpo_bench.core.sde import Kernel, make_kernel
 from grpo_bench.errors import UserError
+from grpo_bench.report.compact import save_figure
 
 
 def marginal_variance(sigma: float, data_std: float) -> float:
@@ -190,7 +191,7 @@ def figure1(sig: torch.Tensor, rows: list[KernelAnalysis], path: Path) -> None:
         ax.grid(alpha=0.3)
     ax2.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=130)
+    save_figure(fig, path, dpi=130)
     plt.close(fig)
 
 
