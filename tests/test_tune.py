@@ -15,7 +15,7 @@ from grpo_bench.errors import UserError
 from grpo_bench.suite.expand import expand
 from grpo_bench.suite.parse import parse_suite
 from grpo_bench.suite.selection import CHOSEN, cell_learning, choose, read_chosen
-from grpo_bench.suite.tune import SelectRule, seed_major, tuning_suite, with_chosen
+from grpo_bench.suite.tune import SelectRule, seed_major, tuned_rows, tuning_suite, with_chosen
 
 LRS = [3.0e-5, 1.0e-4, 3.0e-4, 1.0e-3]
 
@@ -36,16 +36,18 @@ def suite_data(**tune) -> dict:
 def test_the_tuning_grid_is_the_same_for_every_method_on_the_family_and_tuning_seeds():
     suite = parse_suite(suite_data(), "s.yaml")
     cells = expand(tuning_suite(suite))
-    assert len(cells) == 2 * len(LRS) * 2  # methods x grid x tuning seeds
-    per_method = pd.Series([c.labels["method"] for c in cells]).value_counts()
-    assert per_method.to_dict() == {"dance_grpo": 8, "sage_grpo": 8}
+    assert len(cells) == 3 * len(LRS) * 2  # rows x grid x tuning seeds: the dual-KL reading is a row of its own
+    assert [name for name, _, _ in tuned_rows(suite)] == ["dance_grpo", "sage_grpo", "sage_grpo [kl=dual]"]
+    per_row = pd.Series([(c.labels["method"], c.labels.get("kl")) for c in cells]).value_counts()
+    assert per_row.to_dict() == {("dance_grpo", None): 8, ("sage_grpo", None): 8, ("sage_grpo", "dual"): 8}
+    assert {c.config.kl for c in cells if c.labels.get("kl") == "dual"} == {"dual"}  # tuned under its own KL
     assert {c.config.setting for c in cells} == {"A"}  # the family
     assert {c.config.seed for c in cells} == {100, 101}
     assert {c.config.updates for c in cells} == {12}  # the table's own budget
     ordered = seed_major(cells)
     first_seed = ordered[: len(cells) // 2]  # a run stopped half-way holds every method's whole grid on seed 100
     assert {c.config.seed for c in first_seed} == {100}
-    assert [c.labels["method"] for c in ordered[:4]] == ["dance_grpo", "sage_grpo", "dance_grpo", "sage_grpo"]
+    assert [c.labels["method"] for c in ordered[:3]] == ["dance_grpo", "sage_grpo", "sage_grpo"]
 
 
 @pytest.mark.parametrize("change, needle", [
@@ -119,16 +121,19 @@ def test_a_tie_goes_to_the_first_grid_point_and_a_partial_grid_is_refused():
 
 def test_the_table_runs_each_method_at_its_own_chosen_point():
     suite = parse_suite(suite_data(), "s.yaml")
-    tuned = with_chosen(suite, {"dance_grpo": {"lr": 1e-3}, "sage_grpo": {"lr": 3e-5}})
+    tuned = with_chosen(suite, {"dance_grpo": {"lr": 1e-3}, "sage_grpo": {"lr": 3e-5},
+                                "sage_grpo [kl=dual]": {"lr": 1e-4}})
     cells = expand(tuned)
-    assert len(cells) == len(expand(suite))  # the same cells, each method at its lr
+    assert len(cells) == len(expand(suite))  # the same cells, each row at its lr
     assert {c.config.lr for c in cells if c.config.method == "dance_grpo"} == {1e-3}
-    assert {c.config.lr for c in cells if c.config.method == "sage_grpo"} == {3e-5}
+    assert {c.config.lr for c in cells if c.config.method == "sage_grpo" and c.config.kl == "fixed"} == {3e-5}
     dual = [c for c in cells if c.config.kl == "dual"]
-    assert dual and {c.config.setting for c in dual} == {"B"} and {c.config.lr for c in dual} == {3e-5}
+    assert dual and {c.config.setting for c in dual} == {"B"} and {c.config.lr for c in dual} == {1e-4}
     assert {c.config.seed for c in cells} == {1000, 1001}
-    with pytest.raises(UserError, match="no chosen point for sage_grpo"):
+    with pytest.raises(UserError, match=r"no chosen point for sage_grpo, sage_grpo \[kl=dual\]"):
         with_chosen(suite, {"dance_grpo": {"lr": 1e-3}})
+    with pytest.raises(UserError, match=r"no chosen point for sage_grpo \[kl=dual\]"):  # a reading never borrows
+        with_chosen(suite, {"dance_grpo": {"lr": 1e-3}, "sage_grpo": {"lr": 3e-5}})
 
 
 def test_tune_then_table_end_to_end_on_the_fake_trainer(tmp_path):
@@ -144,7 +149,8 @@ def test_tune_then_table_end_to_end_on_the_fake_trainer(tmp_path):
     assert code == 0
     chosen = read_chosen(tmp_path / "tuned_tune")
     assert {m: v["chosen"] for m, v in chosen["methods"].items()} == {"dance_grpo": {"lr": 3e-4},
-                                                                     "sage_grpo": {"lr": 3e-4}}
+                                                                     "sage_grpo": {"lr": 3e-4},
+                                                                     "sage_grpo [kl=dual]": {"lr": 3e-4}}
     assert (tmp_path / "tuned_tune" / CHOSEN).is_file() and (tmp_path / "tuned" / "tuned.json").is_file()
     report = (tmp_path / "tuned_tune" / "report" / "report.md").read_text()
     assert "Tuning grid" in report and (tmp_path / "tuned_tune" / "report" / "figures" / "tuning_curves.png").is_file()

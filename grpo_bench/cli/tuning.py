@@ -24,7 +24,7 @@ def _run_tuning(suite: Suite, out: Path, jobs: int | None, backend: str, dry_run
 
     grid = tuning_suite(suite)
     table_rows = tuned_rows(suite)
-    cells = seed_major(expand(grid))
+    cells = seed_major(expand(grid), tuple(suite.tune.keys()))
     summary = execute(grid, out, jobs, backend, dry_run, resume, console, cells=cells, render=False, trainer=trainer,
                       phases=(phases, "tuning grid") if phases else None)
     if dry_run:  # a finished grid's stored choice lets a dry run list the table's cells too

@@ -158,9 +158,11 @@ def tuned_rows(suite: Suite) -> list[tuple[str, str, dict[str, Any]]]:
 
 
 def row_name(method: str, reading: dict[str, Any]) -> str:
+    """``sage_grpo [kl=dual]``, ``flow_grpo [kl=null max_train_steps=null adv_norm=null]`` (YAML's spelling)."""
     from grpo_bench.suite.expand import show_value
 
-    return f"{method} [{' '.join(f'{k}={show_value(v)}' for k, v in reading.items())}]"
+    shown = " ".join(f"{k}={'null' if v is None else show_value(v)}" for k, v in reading.items())
+    return f"{method} [{shown}]"
 
 
 def cell_row(rows: list[tuple[str, str, dict[str, Any]]], labels: dict[str, Any], tuned: set[str]) -> str:
@@ -189,13 +191,15 @@ def tuning_suite(suite: Suite) -> Suite:
         description=f"Tuning grid of {suite.name}: {tune.select.describe()}.", text="", decide=None, tune=None)
 
 
-def seed_major(cells: list[Any]) -> list[Any]:
-    """Cells by seed first, then grid point, then method: every method's whole grid on the first seed before the
-    next seed, the methods interleaved, so a partial run holds the same points for every method."""
-    rank: dict[tuple[str, int], int] = {}
+def seed_major(cells: list[Any], tuned: tuple[str, ...] = ("lr",)) -> list[Any]:
+    """Cells by seed first, then grid point, then row: every row's whole grid on the first seed before the next
+    seed, the rows interleaved, so a partial run holds the same points for every row (a row: the cell's labels
+    but its seed and the ``tuned`` keys)."""
+    rank: dict[tuple[Any, ...], int] = {}
     keyed = []
     for order, cell in enumerate(cells):
-        key = (cell.labels["method"], cell.labels["seed"])
+        row = tuple((k, str(v)) for k, v in cell.labels.items() if k != "seed" and k not in tuned)
+        key = (row, cell.labels["seed"])
         keyed.append(((cell.labels["seed"], rank.get(key, 0), order), cell))
         rank[key] = rank.get(key, 0) + 1
     return [cell for _, cell in sorted(keyed, key=lambda kc: kc[0])]
