@@ -169,3 +169,8 @@ class LazyRegistry(Registry[T]):
             for name in names:
                 importlib.import_module(name)
         load_plugins()
+
+
+PROMPT_SETS: Registry = Registry("prompt set")
+"""Named prompt sets a world ships beside the built-in 'world' (train/prompts.py): ``factory() -> (train, eval)``
+lists of prompts, registered by the world's plug-in (``@PROMPT_SETS.register(name)``)."""

@@ -72,12 +72,14 @@ def finished(out: Path, cfg: RunConfig) -> dict[str, Any] | None:
 def require_real_model_stack(cfg: RunConfig) -> None:
     """A real model or reward needs diffusers / transformers / peft: say which is missing before the progress
     bar and the run folder, not at the model load."""
+    from grpo_bench import models, rewards
     from grpo_bench.extras import require
 
-    if cfg.model != "world":
+    # an embedded world's model and rewards ship with the package (their factories declare ``embedded``)
+    if not (cfg.model in models.MODELS and getattr(models.MODELS.get(cfg.model), "embedded", False)):
         for module in ("diffusers", "transformers", "peft"):
             require(module, f"model {cfg.model}")
-    if not str(cfg.reward).startswith("world_"):
+    if not (cfg.reward in rewards.REWARDS and getattr(rewards.REWARDS.get(cfg.reward), "embedded", False)):
         require("transformers", f"reward {cfg.reward}")
 
 
@@ -131,8 +133,12 @@ def run_train(cfg: RunConfig, out: Path | None, resume: bool, console: Console) 
     return final
 
 
-REWARD_LABELS = {"world_judge": "judge", "world_oracle": "oracle"}
-"""How the summary line names a run's training reward (eval_reward is that reward's composite)."""
+def reward_label(reward: str) -> str:
+    """How the summary line names a run's training reward (eval_reward is that reward's composite): the reward's
+    declared ``label`` (an embedded world's judge or oracle), else its name."""
+    from grpo_bench.rewards import REWARDS
+
+    return str(getattr(REWARDS.get(reward), "label", reward)) if reward in REWARDS else reward
 
 
 def _number(value: Any) -> float:
@@ -144,7 +150,7 @@ def _print_done(out: Path, final: dict[str, Any], reward: str, console: Console)
     ev = final.get("eval") or {}
     console.print(
         f"done: {out}  reward {_number((final.get('metrics') or {}).get('reward')):+.4f}  "
-        f"eval {REWARD_LABELS.get(reward, reward)} {_number(ev.get('eval_reward')):+.4f}  "
+        f"eval {reward_label(reward)} {_number(ev.get('eval_reward')):+.4f}  "
         f"oracle correct {_number(ev.get('eval_correct')):.3f}  "
         f"wall {_number(final.get('wall_time') or 0):.0f}s", highlight=False
     )

@@ -126,13 +126,17 @@ def curves(df: pd.DataFrame, metric: str) -> pd.DataFrame:
     return rows[KEYS + ["method", "kl", "equalizer", *extra, "update", "value"]].dropna(subset=["value"])
 
 
-ORACLE_REWARD = "world_oracle"
-"""A run trained on the oracle itself: its logged 'eval_reward' / 'judge_reward' is the oracle composite,
-not a judge's score, so the report leaves its Judge columns empty (nothing is judged there)."""
+def _trains_on_oracle(reward: Any) -> bool:
+    """A run trained on an oracle itself (a reward registered as some prompt set's ground truth): its logged
+    'eval_reward' / 'judge_reward' is the oracle composite, not a judge's score, so the report leaves its Judge
+    columns empty (nothing is judged there)."""
+    from grpo_bench.rewards import is_ground_truth
+
+    return isinstance(reward, str) and is_ground_truth(reward)
 
 
 def _without_judge_where_oracle_trains(wide: pd.DataFrame, column: str, df: pd.DataFrame) -> pd.DataFrame:
-    cells = {c for c, i in _cell_infos(df).items() if i.get("config", {}).get("reward") == ORACLE_REWARD}
+    cells = {c for c, i in _cell_infos(df).items() if _trains_on_oracle(i.get("config", {}).get("reward"))}
     if column in wide and cells:
         wide.loc[wide["cell"].isin(cells), column] = np.nan
     return wide

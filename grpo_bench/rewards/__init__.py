@@ -29,6 +29,18 @@ def register(name: str, ground_truth_for: str | None = None) -> Callable[[Any], 
     return REWARDS.register(name)
 
 
+def declares_ground_truth(prompt_set: str) -> bool:
+    """Whether a registered reward gives exact scores for the named prompt set (its own oracle)."""
+    REWARDS.names()  # imports every reward module and plug-in, so each declaration is made
+    return prompt_set in GROUND_TRUTH
+
+
+def is_ground_truth(reward: str) -> bool:
+    """Whether the named reward is some prompt set's exact oracle (a run trained on it is judged by nothing)."""
+    REWARDS.names()
+    return reward in GROUND_TRUTH.values()
+
+
 def ground_truth(prompt_set: str) -> Any:
     """The ground-truth scorer declared for ``prompt_set`` (UserError naming the sets that have one)."""
     from grpo_bench.errors import UserError

@@ -238,6 +238,9 @@ class WorldJudgeReward:
     dimensions = DIMENSIONS
     path_options = ("path",)  # reward_path: judge weights (.safetensors)
     modality = "video"  # the embedded world's 8-frame videos
+    shipped_weights = DEFAULT_WEIGHTS  # its digest is part of the id of every cell that loads it
+    embedded = True  # ships with the package: no transformers needed
+    label = "judge"  # how a run's summary names its training reward
 
     def __init__(self, path: Path | str | None = None, device: str | torch.device = "cpu") -> None:
         self.net = load_judge(path, device)

@@ -18,6 +18,8 @@ class WorldOracleReward:
 
     dimensions = ("vq", "mq", "ta")
     modality = "video"  # motion quality needs frames
+    embedded = True  # ships with the package: no transformers needed
+    label = "oracle"  # how a run's summary names its training reward
 
     def __init__(self, device: str | torch.device = "cpu") -> None:
         self.device = device  # the oracle runs on the CPU; scores come back on the videos' device

@@ -210,7 +210,9 @@ def validate(cfg: RunConfig, where: str = "") -> None:
     from grpo_bench.train.prompts import load_prompt_set
 
     prompt_set = load_prompt_set(cfg.prompts, where)
-    if cfg.eval_oracle:
+    from grpo_bench.rewards import declares_ground_truth
+
+    if cfg.eval_oracle and not declares_ground_truth(cfg.prompts):  # a prompt file: the video world's oracle
         prompt_set.require_world_eval(where)
     if cfg.model == "world" and cfg.prompts != "world":
         prompt_set.require_world_train(where, cfg.prompts)
@@ -273,12 +275,14 @@ def _shipped_world_size() -> int | None:
 
 def _model_defaults(model: Any) -> dict[str, Any]:
     """Values a model kind changes from RunConfig's defaults: an image model makes one frame and is not
-    scored by the world's oracle."""
+    scored by the world's oracle; a registered model may declare its own (``run_defaults``: an embedded world's
+    size, prompts and reward)."""
     from grpo_bench import models
 
     try:
         image = isinstance(model, str) and models.modality(model) == "image"
-        return {"frames": 1, "eval_oracle": False} if image else {}
+        declared = dict(getattr(models.MODELS.get(model), "run_defaults", {})) if model in models.MODELS else {}
+        return {**({"frames": 1, "eval_oracle": False} if image else {}), **declared}
     except Exception:  # an unreadable folder or cache: validate names the problem
         return {}
 
@@ -293,6 +297,9 @@ def _check_model_and_reward(cfg: RunConfig, where: str) -> None:
         msg = unknown("model", name, models.names(), f"{where}config key 'model': ")
         raise UserError(f"{msg} (or a hub id org/name, or an existing folder)")
     check_modality(cfg, where)
+    own_check = getattr(models.MODELS.get(name), "check_config", None) if name in models.MODELS else None
+    if own_check is not None:  # what a registered model requires of its runs (an embedded world's image size)
+        own_check(cfg, where)
     if cfg.sequence_parallel > 1:
         _check_sequence_parallel_model(cfg, where)
     if name == "world":

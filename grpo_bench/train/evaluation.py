@@ -63,11 +63,11 @@ def gather_rows(local: Tensor, acc: Any, counts: list[int]) -> Tensor:
 
 def exact_oracle(prompt_set: str = "world") -> Any:
     """The exact scorer behind ``eval_oracle``: the reward that declares ground truth for the eval prompts
-    (rewards/__init__.py ``register(..., ground_truth_for=...)``; config validation requires world eval
-    prompts for it)."""
-    from grpo_bench.rewards import ground_truth
+    (rewards/__init__.py ``register(..., ground_truth_for=...)``); a prompt file has none of its own and is
+    scored by the video world's oracle (config validation requires world eval prompts there)."""
+    from grpo_bench.rewards import declares_ground_truth, ground_truth
 
-    return ground_truth(prompt_set)
+    return ground_truth(prompt_set if declares_ground_truth(prompt_set) else "world")
 
 
 def diversity(videos: Tensor, group_size: int) -> Tensor:
@@ -116,7 +116,7 @@ def evaluate(model: Any, reward: Any, sigmas: Tensor, cfg: Any, device: torch.de
         nan = torch.full((len(rows),), float("nan"))
         # No oracle for real models: their oracle columns are NaN (the report leaves them blank).
         blank = dict.fromkeys(("vq", "mq", "ta", "correct", "manifold"), nan)
-        truth = exact_oracle().ground_truth(videos, rows) if cfg.eval_oracle and rows else blank
+        truth = exact_oracle(cfg.prompts).ground_truth(videos, rows) if cfg.eval_oracle and rows else blank
         judged = judged or {d: nan for d in declaration(reward).dimensions}
         judge = composite(judged, reward_weights(reward, cfg.setting)).cpu()
         div = diversity(videos, n) if n >= 2 and rows else torch.full((len(rows) // max(n, 1),), float("nan"))

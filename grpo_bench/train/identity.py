@@ -71,17 +71,19 @@ def file_digest(path: Path) -> str:
 
 
 def asset_digests(cfg: RunConfig | dict[str, Any]) -> dict[str, str]:
-    """{'model': digest, 'reward': digest} for the shipped world weights a run config loads.
+    """{'model': digest, 'reward': digest} for the shipped weights a run config loads: those a registered model or
+    reward declares (``shipped_weights``: the embedded worlds' base models and judge).
 
     Real models are named by hub id or folder in the config itself and add nothing here."""
+    from grpo_bench.models import MODELS
+    from grpo_bench.rewards import REWARDS
+
     get = cfg.get if isinstance(cfg, dict) else lambda k: getattr(cfg, k)
     out = {}
-    if get("model") == "world":
-        from grpo_bench.models.world import DEFAULT_WEIGHTS as base
-
-        out["model"] = file_digest(base)
-    if get("reward") == "world_judge":
-        from grpo_bench.rewards.world_judge import DEFAULT_WEIGHTS as judge
-
-        out["reward"] = file_digest(judge)
+    for key, registry in (("model", MODELS), ("reward", REWARDS)):
+        name = get(key)
+        shipped = getattr(registry.get(name), "shipped_weights", None) if isinstance(name, str) and name in registry \
+            else None
+        if shipped is not None:
+            out[key] = file_digest(shipped)
     return out

@@ -1,9 +1,10 @@
 """Prompt sets: which prompts a run trains on and which it evaluates on.
 
-``prompts: world`` (the default) is the embedded world's 40 train / 8 held-out eval prompts.
-Any other value is a file: a YAML mapping ``{train: [...], eval: [...]}`` or a plain text file
-with one prompt per line (then train and eval are the same list). Real-model suites point this
-at their prompt file; the world oracle only understands world prompts (``eval_oracle``).
+``prompts: world`` (the default) is the embedded world's 40 train / 8 held-out eval prompts; a world plug-in
+registers its own set by name (``grpo_bench.registry.PROMPT_SETS``). Any other value is a file: a YAML mapping
+``{train: [...], eval: [...]}`` or a plain text file with one prompt per line (then train and eval are the same
+list). Real-model suites point this at their prompt file; the world oracle only understands world prompts
+(``eval_oracle``), a registered set is scored by the oracle its world declares for it.
 """
 
 from __future__ import annotations
@@ -53,14 +54,21 @@ BUILTIN = {"world": _world}
 
 
 def load_prompt_set(spec: str, where: str = "") -> PromptSet:
-    """The prompt set a config's ``prompts`` key names (a built-in name or a file path)."""
+    """The prompt set a config's ``prompts`` key names (a built-in name, a world plug-in's registered set, or a
+    file path)."""
+    from grpo_bench.registry import PROMPT_SETS
+
     if spec in BUILTIN:
         return BUILTIN[spec]()
+    if spec in PROMPT_SETS:
+        train, evals = PROMPT_SETS.get(spec)()
+        return PromptSet(list(train), list(evals))
     path = Path(spec).expanduser()
     if not path.is_file():
         raise UserError(
             f"{where}config key 'prompts': {spec!r} is neither a built-in prompt set "
-            f"({', '.join(BUILTIN)}) nor an existing file (YAML with train/eval lists, or one prompt per line)"
+            f"({', '.join([*BUILTIN, *PROMPT_SETS.names()])}) nor an existing file (YAML with train/eval lists, "
+            "or one prompt per line)"
         )
     from grpo_bench import safe_yaml
 

@@ -84,7 +84,9 @@ def check_modality(cfg: Any, where: str = "") -> None:
     if kind == "image" and cfg.frames != 1:
         raise UserError(f"{where}config key 'frames': model {cfg.model!r} makes still images (one frame), got "
                         f"frames={cfg.frames}; leave frames out (an image model's default is 1) or set frames: 1")
-    if kind == "image" and cfg.eval_oracle:
+    from grpo_bench.rewards import declares_ground_truth
+
+    if kind == "image" and cfg.eval_oracle and not declares_ground_truth(cfg.prompts):
         raise UserError(f"{where}config key 'eval_oracle': the world oracle scores the embedded world's videos, not "
                         f"the stills of model {cfg.model!r}; leave eval_oracle out (an image model's default is false)")
     scores = reward_modality(REWARDS.get(cfg.reward))

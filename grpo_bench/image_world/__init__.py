@@ -1,0 +1,14 @@
+"""The image world: a second embedded world of 32x32 still images with compositional prompts (counts, colours,
+shapes, relative positions), exact ground truth and a small conditional flow-matching base model.
+
+It is a plug-in of the core (pyproject's ``grpo_bench.plugins`` entry point loads ``plugin.py``): its model,
+its oracle reward and its prompt set register through the registries, and no module outside this package
+names them (docs/image_world.md).
+
+* ``grammar.py``: vocabulary, the prompt grammar, held-out combinations, prompt splits;
+* ``render.py``: procedural scenes for a prompt (the pretraining data);
+* ``checker.py``: the exact checker of a generated image (palette segmentation, components, shapes, counts,
+  positions), the oracle;
+* ``net.py``: the 2D conditional U-Net; ``model.py``: the generator behind the model protocol;
+* ``reward.py``: the oracle as a reward and the prompt set; ``pretrain.py``: the base model's training.
+"""
