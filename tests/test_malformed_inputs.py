@@ -114,6 +114,18 @@ def _cases(tmp: Path) -> list[tuple[list[str], str]]:
         (["report", str(a_file)], "is not a folder"),
         (["report", str(_results(tmp, "torn", b"PAR1\x00\x01"))], "not a readable parquet file"),
         (["report", str(_results(tmp, "foreign", None))], "not a grpo-bench results table"),
+        # --- restore: a stored table is untrusted input ----------------------------------------------
+        (["restore", str(_results(tmp, "torn2", b"PAR1\x00\x01")), out], "not a readable parquet file"),
+        (["restore", str(_results(tmp, "foreign2", None)), out], "not a grpo-bench results table"),
+        (["restore", str(_stored(tmp, "typed", value="high")), out], "column 'value' is not float64"),
+        (["restore", str(_stored(tmp, "json", text="{broken")), out], "its record is not JSON"),
+        (["restore", str(_stored(tmp, "labels", text='{"status": "done", "labels": [1]}')), out],
+         "'labels' in its record is not an object"),
+        (["restore", str(_stored(tmp, "climb", cell="../../escaped")), out], "cell id: name must be a folder-safe"),
+        # --- plan -------------------------------------------------------------------------------------
+        (["plan", "suites/main_table.yaml", "--tflops", "nan"], "--tflops must be a finite number > 0, got nan"),
+        (["plan", "suites/main_table.yaml", "--tflops", "0"], "--tflops must be a finite number > 0"),
+        (["plan", "suites/main_table.yaml", "--gpu-memory-gb", "0"], "--gpu-memory-gb must be a finite number > 0"),
     ]
 
 
@@ -130,8 +142,29 @@ def _results(tmp: Path, name: str, data: bytes | None) -> Path:
     return folder
 
 
+STORED = Path(__file__).resolve().parents[1] / "reports" / "main_table" / "results.parquet"
 
-N_CASES = 51
+
+def _stored(tmp: Path, name: str, **second_cell: str) -> Path:
+    """A stored results table of two finished cells (from the committed main table) whose second cell's rows get
+    ``second_cell``'s values (a cell id that climbs out, broken JSON in its record, text where numbers belong)."""
+    import pandas as pd
+
+    frame = pd.read_parquet(STORED)
+    done = frame[(frame["kind"] == "cell") & frame["text"].str.contains('"status": "done"')]["cell"].unique()[:2]
+    frame = frame[frame["cell"].isin(done)].reset_index(drop=True)
+    rows = frame["cell"] == done[1]
+    for column, value in second_cell.items():
+        frame[column] = frame[column].astype(object)
+        frame.loc[rows & ((frame["kind"] == "cell") | (column != "text")), column] = value
+        frame[column] = frame[column].map(lambda v: v if v is None or v is pd.NA else str(v))  # one type per column
+    folder = tmp / name
+    folder.mkdir()
+    frame.to_parquet(folder / "results.parquet")
+    return folder
+
+
+N_CASES = 60
 
 
 def test_every_malformed_input_ends_in_one_clean_line(tmp_path, monkeypatch, capsys):
@@ -148,3 +181,23 @@ def test_every_malformed_input_ends_in_one_clean_line(tmp_path, monkeypatch, cap
             failures.append(f"{shown}: exit {code}, stderr {err[:300]!r}")
     assert not (tmp_path / "out").exists()  # nothing was written by any of them
     assert not failures, f"{len(failures)} of {len(cases)} cases:\n" + "\n".join(failures)
+
+
+def test_restore_checks_the_whole_table_before_writing_and_never_leaves_its_folder(tmp_path, monkeypatch, capsys):
+    """The second cell's id climbs out of the target, or its place is a dangling link: restore refuses in one
+    line and writes nothing at all (not the first, valid cell; nothing outside the target)."""
+    climbing = _stored(tmp_path, "climb", cell="../../escaped")
+    target = tmp_path / "deep" / "runs" / "grid"
+    code, _, err = cli(monkeypatch, capsys, "restore", str(climbing), str(target))
+    assert code == 2 and "'../../escaped'" in err
+    assert not target.exists() and not (tmp_path / "deep" / "escaped").exists()
+
+    plain = _stored(tmp_path, "plain")
+    import pandas as pd
+
+    second = pd.read_parquet(plain / "results.parquet")["cell"].unique()[1]
+    target.mkdir(parents=True)
+    (target / second).symlink_to(tmp_path / "nowhere")
+    code, _, err = cli(monkeypatch, capsys, "restore", str(plain), str(target))
+    assert code == 2 and "dangling symbolic link" in err and err.count("\n") == 1
+    assert sorted(p.name for p in target.iterdir()) == [second]  # the first cell was not written either
