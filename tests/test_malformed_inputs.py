@@ -122,6 +122,11 @@ def _cases(tmp: Path) -> list[tuple[list[str], str]]:
         (["restore", str(_stored(tmp, "labels", text='{"status": "done", "labels": [1]}')), out],
          "'labels' in its record is not an object"),
         (["restore", str(_stored(tmp, "climb", cell="../../escaped")), out], "cell id: name must be a folder-safe"),
+        # --- stored tuning choices -------------------------------------------------------------------
+        (["report", str(_with_file(_stored(tmp, "tuned"), "tuned.json", '{"methods": {"sage_grpo": {"chosen": 3}}}')),
+          "--out", out], "tuned.json: a damaged or edited tuning choice (method 'sage_grpo': 'chosen' must be"),
+        (["report", str(_with_file(_stored(tmp, "chosen"), "chosen.json", '{"methods": [], "window": 0}')),
+          "--out", out], "chosen.json: a damaged or edited tuning choice ('methods' must be an object"),
         # --- plan -------------------------------------------------------------------------------------
         (["plan", "suites/main_table.yaml", "--tflops", "nan"], "--tflops must be a finite number > 0, got nan"),
         (["plan", "suites/main_table.yaml", "--tflops", "0"], "--tflops must be a finite number > 0"),
@@ -164,7 +169,12 @@ def _stored(tmp: Path, name: str, **second_cell: str) -> Path:
     return folder
 
 
-N_CASES = 60
+def _with_file(folder: Path, name: str, text: str) -> Path:
+    (folder / name).write_text(text)
+    return folder
+
+
+N_CASES = 62
 
 
 def test_every_malformed_input_ends_in_one_clean_line(tmp_path, monkeypatch, capsys):
@@ -201,3 +211,19 @@ def test_restore_checks_the_whole_table_before_writing_and_never_leaves_its_fold
     code, _, err = cli(monkeypatch, capsys, "restore", str(plain), str(target))
     assert code == 2 and "dangling symbolic link" in err and err.count("\n") == 1
     assert sorted(p.name for p in target.iterdir()) == [second]  # the first cell was not written either
+
+
+def test_a_stored_choice_off_its_grid_or_not_finite_is_refused(tmp_path):
+    """A hand-edited chosen.json whose point is not one of the grid's (lr=10 where the grid is 1e-4, 3e-4) or is
+    not finite would run the table at a point no tuning cell saw: refused in one line naming the file."""
+    from grpo_bench.errors import UserError
+    from grpo_bench.suite.selection import check_chosen
+
+    points = {"sage_grpo": [{"lr": 1e-4}, {"lr": 3e-4}]}
+    path = tmp_path / "chosen.json"
+    assert check_chosen({"methods": {"sage_grpo": {"chosen": {"lr": 3e-4}}}}, path, points)  # on the grid: kept
+    for point, needle in (({"lr": 10.0}, "is not a point of its grid (allowed: lr=0.0001; lr=0.0003)"),
+                          ({"lr": float("nan")}, "must be finite numbers"), ({"lr": [1]}, "numbers, strings")):
+        with pytest.raises(UserError, match=r"chosen.json: a damaged or edited tuning choice") as err:
+            check_chosen({"methods": {"sage_grpo": {"chosen": point}}}, path, points)
+        assert needle in str(err.value) and "\n" not in str(err.value)

@@ -204,11 +204,14 @@ def report_command(run_dirs: list[Path], out: Path | None, console: Console) -> 
                             "(runs/train/...) or a results.parquet file")
     from grpo_bench.report import sources
     from grpo_bench.report.render import render_report
+    from grpo_bench.suite.selection import CHOSEN, TUNED, read_chosen
 
-    for p in run_dirs:  # a torn or foreign results.parquet is one line, not a traceback
+    for p in run_dirs:  # a torn or foreign results.parquet, a damaged choice: one line, before anything is drawn
         path = Path(p) if Path(p).name == RESULTS else Path(p) / RESULTS
         if path.is_file():
             check_results_file(path)
+        for name in (CHOSEN, TUNED):
+            read_chosen(path.parent, name)
     if len(run_dirs) == 1:
         frame = sources.load_frame(run_dirs[0])
         path = render_report(run_dirs[0], out=out, frame=frame)
