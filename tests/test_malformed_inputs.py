@@ -127,6 +127,13 @@ def _cases(tmp: Path) -> list[tuple[list[str], str]]:
           "--out", out], "tuned.json: a damaged or edited tuning choice (method 'sage_grpo': 'chosen' must be"),
         (["report", str(_with_file(_stored(tmp, "chosen"), "chosen.json", '{"methods": [], "window": 0}')),
           "--out", out], "chosen.json: a damaged or edited tuning choice ('methods' must be an object"),
+        # --- claims: the stored files beside the results tables ----------------------------------------
+        (["claims", str(_reports(tmp, "prints", "fingerprints.json", '["197a046d74"]')), "--out", f"{out}/c.md"],
+         "fingerprints.json: must be a JSON object of commit -> behaviour fingerprint"),
+        (["claims", str(_reports(tmp, "table1", "samplers/T10/table1.csv", "kernel,excess_final_var_err\nsage,x\n")),
+          "--out", f"{out}/c.md"], "table1.csv: column 'excess_final_var_err' must hold finite numbers, got 'x'"),
+        (["claims", str(_reports(tmp, "table3", "main_table/kit/analysis/table3.csv", "target,votes\nsage_grpo,3\n")),
+          "--out", f"{out}/c.md"], "table3.csv: missing columns baseline, dimension, rate"),
         # --- plan -------------------------------------------------------------------------------------
         (["plan", "suites/main_table.yaml", "--tflops", "nan"], "--tflops must be a finite number > 0, got nan"),
         (["plan", "suites/main_table.yaml", "--tflops", "0"], "--tflops must be a finite number > 0"),
@@ -174,7 +181,15 @@ def _with_file(folder: Path, name: str, text: str) -> Path:
     return folder
 
 
-N_CASES = 62
+def _reports(tmp: Path, name: str, file: str, text: str) -> Path:
+    """A reports folder (for `claims`) holding one damaged file."""
+    path = tmp / name / file
+    path.parent.mkdir(parents=True)
+    path.write_text(text)
+    return tmp / name
+
+
+N_CASES = 65
 
 
 def test_every_malformed_input_ends_in_one_clean_line(tmp_path, monkeypatch, capsys):
