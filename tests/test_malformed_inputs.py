@@ -242,3 +242,51 @@ def test_a_stored_choice_off_its_grid_or_not_finite_is_refused(tmp_path):
         with pytest.raises(UserError, match=r"chosen.json: a damaged or edited tuning choice") as err:
             check_chosen({"methods": {"sage_grpo": {"chosen": point}}}, path, points)
         assert needle in str(err.value) and "\n" not in str(err.value)
+
+
+def test_sample_refuses_a_damaged_run_in_one_line_before_drawing(tmp_path, monkeypatch, capsys):
+    """`sample --checkpoint` on a damaged copy of a finished run: a torn checkpoint, a garbage policy card or run
+    config, a tensor of the wrong shape or not finite. One line naming the file, exit 2, no GIF written."""
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from grpo_bench.train.config import RunConfig
+    from grpo_bench.train.trainer import train
+
+    run = tmp_path / "run"
+    train(RunConfig(method="flow_grpo", updates=1, steps=4, prompts_per_update=1, group_size=2, eval_samples=1,
+                    diag_every=0, device="cpu", checkpoint_every=1), run)
+    weights = "checkpoints/update_000001/trainable.safetensors"
+
+    def torn(folder: Path) -> None:
+        (folder / weights).write_bytes((folder / weights).read_bytes()[:100])
+
+    def retensor(change):
+        def edit(folder: Path) -> None:
+            state = load_file(folder / weights)
+            first = next(iter(state))
+            state[first] = change(state[first])
+            save_file(state, folder / weights)
+        return edit
+
+    damages = {
+        "torn": (torn, "trainable.safetensors is not a readable safetensors file"),
+        "card": (lambda f: (f / "policy" / "card.json").write_text("garbage{"), "is not a readable policy card"),
+        "config": (lambda f: (f / "config.yaml").write_text("- 1\n"), "a run config must be a mapping"),
+        "steps": (lambda f: (f / "config.yaml").write_text("steps: 0\n"), "'steps' must be an integer in 1..1000"),
+        "shape": (retensor(lambda t: torch.zeros(3, 3)), "has shape [3, 3], the model's is"),
+        "nan": (retensor(lambda t: t * float("nan")), "holds values that are not finite"),
+    }
+    for name, (damage, needle) in damages.items():
+        folder = tmp_path / name
+        shutil.copytree(run, folder)
+        if name != "card":  # the exported policy would be sampled instead of the checkpoint
+            shutil.rmtree(folder / "policy")
+        damage(folder)
+        gif = tmp_path / f"{name}.gif"
+        code, _, err = cli(monkeypatch, capsys, "sample", "--prompt", "a red circle moving left", "--n", "1",
+                           "--checkpoint", str(folder), "--out", str(gif))
+        assert (code, err.count("\n"), needle in err) == (2, 1, True), f"{name}: {err[-300:]}"
+        assert not gif.exists()
