@@ -74,6 +74,10 @@ def _cases(tmp: Path) -> list[tuple[list[str], str]]:
         ([*train, f"prompts={binary}"], "a binary file"),
         ([*train, f"prompts={latin}"], "latin.txt:2: not UTF-8"),
         ([*train, f"prompts={foreign}", "eval_oracle=false"], "knows only the world's vocabulary"),
+        ([*train, "weight_decay=-0.1", "optimizer=muon"], "config key 'weight_decay' must be >= 0, got -0.1"),
+        ([*train, "model=tiny-sd3", "reward=jpeg_compressibility", "height=0"],
+         "config key 'height' must be >= 1, got 0"),
+        ([*train, "method=diffusion_nft", "equalizer=true"], "equalizer=on with kernel 'ode', which noises no step"),
         (["train", "--out", str(a_file)], "is a file, not a folder"),
         (["train", "--out", str(a_file / "sub")], "is a file, so the folder cannot be created"),
         # --- run: suite files ---------------------------------------------------------------------
@@ -95,6 +99,9 @@ def _cases(tmp: Path) -> list[tuple[list[str], str]]:
          "must be a finite number"),
         (["run", _suite_file(tmp, _suite(base={"device": "bogus"}), "dev.yaml"), "--dry-run"], "device must be"),
         (["run", _suite_file(tmp, _suite(), "ok.yaml"), "--dry-run", "lr=1", "lr=2"], "lr is given twice"),
+        (["run", _suite_file(tmp, _suite(seeds=[1000], tune={"grid": {"updates": [2, 4]}, "seeds": [100],
+                                             "select": {"window": 2}}), "tu.yaml"),
+          "--dry-run"], "tune: 'updates' cannot be tuned"),
         (["run", _suite_file(tmp, _suite(), "ok2.yaml"), "--jobs", "0", "--out", out], "--jobs must be >= 1"),
         (["run", _suite_file(tmp, _suite(), "ok4.yaml"), "--stop-at-look", "2", "--out", out],
          "--stop-at-look pauses the looks of --until-decided"),
@@ -189,7 +196,7 @@ def _reports(tmp: Path, name: str, file: str, text: str) -> Path:
     return tmp / name
 
 
-N_CASES = 65
+N_CASES = 69
 
 
 def test_every_malformed_input_ends_in_one_clean_line(tmp_path, monkeypatch, capsys):
@@ -290,3 +297,18 @@ def test_sample_refuses_a_damaged_run_in_one_line_before_drawing(tmp_path, monke
                            "--checkpoint", str(folder), "--out", str(gif))
         assert (code, err.count("\n"), needle in err) == (2, 1, True), f"{name}: {err[-300:]}"
         assert not gif.exists()
+
+
+def test_lora_targets_the_model_lacks_are_refused_naming_them():
+    """peft adapts the targets that match and drops the rest silently (one missing of two), or fails with its
+    own traceback (all missing): either is one line naming the missing target and what the model has."""
+    from grpo_bench.errors import UserError
+    from grpo_bench.models.adapter_options import AdapterOptions
+    from grpo_bench.models.sd3 import tiny_sd3
+
+    for targets in (["to_q", "to_qq"], ["to_qq"]):
+        with pytest.raises(UserError, match=r"^config key 'lora_targets': 'to_qq' match no module of "
+                                            r"SD3Transformer2DModel; allowed: .*to_q"):
+            tiny_sd3(AdapterOptions(frames=1, height=16, width=16, lora_rank=2, lora_targets=targets))
+    model = tiny_sd3(AdapterOptions(frames=1, height=16, width=16, lora_rank=2, lora_targets=["to_q", "to_out.0"]))
+    assert any(p.requires_grad for p in model.net.transformer.parameters())  # targets it has: adapted as before
