@@ -1,8 +1,10 @@
-"""Fuzzing suite files and key=value overrides: every input ends in success or one UserError line,
-never another exception or a hang (hypothesis; about half a minute)."""
+"""Fuzzing suite files, key=value overrides and stored tables given to restore: every input ends in success or
+one UserError line, never another exception or a hang, and restore never writes outside its folder (hypothesis;
+about half a minute)."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import yaml
@@ -66,3 +68,35 @@ def test_arbitrary_yaml_text_ends_in_success_or_one_user_error(text):
 @given(st.lists(st.tuples(KEYS, st.one_of(YAMLISH, SCALARS.map(str))), max_size=3))
 def test_override_strings_end_in_success_or_one_user_error(pairs):
     _ends_cleanly(lambda: parse_overrides([f"{k}={v}" for k, v in pairs]))
+
+
+CELL_IDS = st.one_of(st.sampled_from(["../..", "..", ".", "a/b", "/tmp/x", "", "ok_cell", "c" * 300]),
+                     st.text(max_size=12))
+RECORDS = st.one_of(st.none(), st.text(max_size=20), st.sampled_from(['{"status": "done"}', "[1]", "{broken",
+                                                                     '{"status": "done", "config": 3}']),
+                    st.dictionaries(st.sampled_from(["status", "labels", "config"]),
+                                    st.one_of(st.just("done"), VALUES), max_size=3).map(json.dumps))
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(CELL_IDS, RECORDS), min_size=1, max_size=3))
+def test_restore_of_a_hostile_table_ends_cleanly_and_stays_in_its_folder(tmp_path, cells):
+    """Stored tables whose cell ids and records are arbitrary: restore ends in success or one UserError line,
+    and every file it writes lies inside the target folder."""
+    import uuid
+
+    import pandas as pd
+
+    from grpo_bench.suite.restore import restore_cells
+    from grpo_bench.suite.results import COLUMNS
+
+    root = tmp_path / uuid.uuid4().hex
+    rows = [{"cell": cell, "kind": "cell", "text": text, "suite": "s", "group": "g"} for cell, text in cells]
+    frame = pd.DataFrame(rows, columns=list(COLUMNS)).astype({k: v for k, v in COLUMNS.items() if v != "object"})
+    (root / "stored").mkdir(parents=True)
+    frame.to_parquet(root / "stored" / "results.parquet")
+    target = root / "deep" / "target"
+    _ends_cleanly(lambda: restore_cells(root / "stored", target))
+    written = {p for p in root.rglob("*") if p.is_file()} - {root / "stored" / "results.parquet"}
+    assert all(target in p.parents for p in written), written

@@ -74,6 +74,10 @@ def _cases(tmp: Path) -> list[tuple[list[str], str]]:
         ([*train, f"prompts={binary}"], "a binary file"),
         ([*train, f"prompts={latin}"], "latin.txt:2: not UTF-8"),
         ([*train, f"prompts={foreign}", "eval_oracle=false"], "knows only the world's vocabulary"),
+        ([*train, "weight_decay=-0.1", "optimizer=muon"], "config key 'weight_decay' must be >= 0, got -0.1"),
+        ([*train, "model=tiny-sd3", "reward=jpeg_compressibility", "height=0"],
+         "config key 'height' must be >= 1, got 0"),
+        ([*train, "method=diffusion_nft", "equalizer=true"], "equalizer=on with kernel 'ode', which noises no step"),
         (["train", "--out", str(a_file)], "is a file, not a folder"),
         (["train", "--out", str(a_file / "sub")], "is a file, so the folder cannot be created"),
         # --- run: suite files ---------------------------------------------------------------------
@@ -95,6 +99,9 @@ def _cases(tmp: Path) -> list[tuple[list[str], str]]:
          "must be a finite number"),
         (["run", _suite_file(tmp, _suite(base={"device": "bogus"}), "dev.yaml"), "--dry-run"], "device must be"),
         (["run", _suite_file(tmp, _suite(), "ok.yaml"), "--dry-run", "lr=1", "lr=2"], "lr is given twice"),
+        (["run", _suite_file(tmp, _suite(seeds=[1000], tune={"grid": {"updates": [2, 4]}, "seeds": [100],
+                                             "select": {"window": 2}}), "tu.yaml"),
+          "--dry-run"], "tune: 'updates' cannot be tuned"),
         (["run", _suite_file(tmp, _suite(), "ok2.yaml"), "--jobs", "0", "--out", out], "--jobs must be >= 1"),
         (["run", _suite_file(tmp, _suite(), "ok4.yaml"), "--stop-at-look", "2", "--out", out],
          "--stop-at-look pauses the looks of --until-decided"),
@@ -114,6 +121,30 @@ def _cases(tmp: Path) -> list[tuple[list[str], str]]:
         (["report", str(a_file)], "is not a folder"),
         (["report", str(_results(tmp, "torn", b"PAR1\x00\x01"))], "not a readable parquet file"),
         (["report", str(_results(tmp, "foreign", None))], "not a grpo-bench results table"),
+        # --- restore: a stored table is untrusted input ----------------------------------------------
+        (["restore", str(_results(tmp, "torn2", b"PAR1\x00\x01")), out], "not a readable parquet file"),
+        (["restore", str(_results(tmp, "foreign2", None)), out], "not a grpo-bench results table"),
+        (["restore", str(_stored(tmp, "typed", value="high")), out], "column 'value' is not float64"),
+        (["restore", str(_stored(tmp, "json", text="{broken")), out], "its record is not JSON"),
+        (["restore", str(_stored(tmp, "labels", text='{"status": "done", "labels": [1]}')), out],
+         "'labels' in its record is not an object"),
+        (["restore", str(_stored(tmp, "climb", cell="../../escaped")), out], "cell id: name must be a folder-safe"),
+        # --- stored tuning choices -------------------------------------------------------------------
+        (["report", str(_with_file(_stored(tmp, "tuned"), "tuned.json", '{"methods": {"sage_grpo": {"chosen": 3}}}')),
+          "--out", out], "tuned.json: a damaged or edited tuning choice (method 'sage_grpo': 'chosen' must be"),
+        (["report", str(_with_file(_stored(tmp, "chosen"), "chosen.json", '{"methods": [], "window": 0}')),
+          "--out", out], "chosen.json: a damaged or edited tuning choice ('methods' must be an object"),
+        # --- claims: the stored files beside the results tables ----------------------------------------
+        (["claims", str(_reports(tmp, "prints", "fingerprints.json", '["197a046d74"]')), "--out", f"{out}/c.md"],
+         "fingerprints.json: must be a JSON object of commit -> behaviour fingerprint"),
+        (["claims", str(_reports(tmp, "table1", "samplers/T10/table1.csv", "kernel,excess_final_var_err\nsage,x\n")),
+          "--out", f"{out}/c.md"], "table1.csv: column 'excess_final_var_err' must hold finite numbers, got 'x'"),
+        (["claims", str(_reports(tmp, "table3", "main_table/kit/analysis/table3.csv", "target,votes\nsage_grpo,3\n")),
+          "--out", f"{out}/c.md"], "table3.csv: missing columns baseline, dimension, rate"),
+        # --- plan -------------------------------------------------------------------------------------
+        (["plan", "suites/main_table.yaml", "--tflops", "nan"], "--tflops must be a finite number > 0, got nan"),
+        (["plan", "suites/main_table.yaml", "--tflops", "0"], "--tflops must be a finite number > 0"),
+        (["plan", "suites/main_table.yaml", "--gpu-memory-gb", "0"], "--gpu-memory-gb must be a finite number > 0"),
     ]
 
 
@@ -130,8 +161,42 @@ def _results(tmp: Path, name: str, data: bytes | None) -> Path:
     return folder
 
 
+STORED = Path(__file__).resolve().parents[1] / "reports" / "main_table" / "results.parquet"
 
-N_CASES = 51
+
+def _stored(tmp: Path, name: str, **second_cell: str) -> Path:
+    """A stored results table of two finished cells (from the committed main table) whose second cell's rows get
+    ``second_cell``'s values (a cell id that climbs out, broken JSON in its record, text where numbers belong)."""
+    import pandas as pd
+
+    frame = pd.read_parquet(STORED)
+    done = frame[(frame["kind"] == "cell") & frame["text"].str.contains('"status": "done"')]["cell"].unique()[:2]
+    frame = frame[frame["cell"].isin(done)].reset_index(drop=True)
+    rows = frame["cell"] == done[1]
+    for column, value in second_cell.items():
+        frame[column] = frame[column].astype(object)
+        frame.loc[rows & ((frame["kind"] == "cell") | (column != "text")), column] = value
+        frame[column] = frame[column].map(lambda v: v if v is None or v is pd.NA else str(v))  # one type per column
+    folder = tmp / name
+    folder.mkdir()
+    frame.to_parquet(folder / "results.parquet")
+    return folder
+
+
+def _with_file(folder: Path, name: str, text: str) -> Path:
+    (folder / name).write_text(text)
+    return folder
+
+
+def _reports(tmp: Path, name: str, file: str, text: str) -> Path:
+    """A reports folder (for `claims`) holding one damaged file."""
+    path = tmp / name / file
+    path.parent.mkdir(parents=True)
+    path.write_text(text)
+    return tmp / name
+
+
+N_CASES = 69
 
 
 def test_every_malformed_input_ends_in_one_clean_line(tmp_path, monkeypatch, capsys):
@@ -148,3 +213,102 @@ def test_every_malformed_input_ends_in_one_clean_line(tmp_path, monkeypatch, cap
             failures.append(f"{shown}: exit {code}, stderr {err[:300]!r}")
     assert not (tmp_path / "out").exists()  # nothing was written by any of them
     assert not failures, f"{len(failures)} of {len(cases)} cases:\n" + "\n".join(failures)
+
+
+def test_restore_checks_the_whole_table_before_writing_and_never_leaves_its_folder(tmp_path, monkeypatch, capsys):
+    """The second cell's id climbs out of the target, or its place is a dangling link: restore refuses in one
+    line and writes nothing at all (not the first, valid cell; nothing outside the target)."""
+    climbing = _stored(tmp_path, "climb", cell="../../escaped")
+    target = tmp_path / "deep" / "runs" / "grid"
+    code, _, err = cli(monkeypatch, capsys, "restore", str(climbing), str(target))
+    assert code == 2 and "'../../escaped'" in err
+    assert not target.exists() and not (tmp_path / "deep" / "escaped").exists()
+
+    plain = _stored(tmp_path, "plain")
+    import pandas as pd
+
+    second = pd.read_parquet(plain / "results.parquet")["cell"].unique()[1]
+    target.mkdir(parents=True)
+    (target / second).symlink_to(tmp_path / "nowhere")
+    code, _, err = cli(monkeypatch, capsys, "restore", str(plain), str(target))
+    assert code == 2 and "dangling symbolic link" in err and err.count("\n") == 1
+    assert sorted(p.name for p in target.iterdir()) == [second]  # the first cell was not written either
+
+
+def test_a_stored_choice_off_its_grid_or_not_finite_is_refused(tmp_path):
+    """A hand-edited chosen.json whose point is not one of the grid's (lr=10 where the grid is 1e-4, 3e-4) or is
+    not finite would run the table at a point no tuning cell saw: refused in one line naming the file."""
+    from grpo_bench.errors import UserError
+    from grpo_bench.suite.selection import check_chosen
+
+    points = {"sage_grpo": [{"lr": 1e-4}, {"lr": 3e-4}]}
+    path = tmp_path / "chosen.json"
+    assert check_chosen({"methods": {"sage_grpo": {"chosen": {"lr": 3e-4}}}}, path, points)  # on the grid: kept
+    for point, needle in (({"lr": 10.0}, "is not a point of its grid (allowed: lr=0.0001; lr=0.0003)"),
+                          ({"lr": float("nan")}, "must be finite numbers"), ({"lr": [1]}, "numbers, strings")):
+        with pytest.raises(UserError, match=r"chosen.json: a damaged or edited tuning choice") as err:
+            check_chosen({"methods": {"sage_grpo": {"chosen": point}}}, path, points)
+        assert needle in str(err.value) and "\n" not in str(err.value)
+
+
+def test_sample_refuses_a_damaged_run_in_one_line_before_drawing(tmp_path, monkeypatch, capsys):
+    """`sample --checkpoint` on a damaged copy of a finished run: a torn checkpoint, a garbage policy card or run
+    config, a tensor of the wrong shape or not finite. One line naming the file, exit 2, no GIF written."""
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from grpo_bench.train.config import RunConfig
+    from grpo_bench.train.trainer import train
+
+    run = tmp_path / "run"
+    train(RunConfig(method="flow_grpo", updates=1, steps=4, prompts_per_update=1, group_size=2, eval_samples=1,
+                    diag_every=0, device="cpu", checkpoint_every=1), run)
+    weights = "checkpoints/update_000001/trainable.safetensors"
+
+    def torn(folder: Path) -> None:
+        (folder / weights).write_bytes((folder / weights).read_bytes()[:100])
+
+    def retensor(change):
+        def edit(folder: Path) -> None:
+            state = load_file(folder / weights)
+            first = next(iter(state))
+            state[first] = change(state[first])
+            save_file(state, folder / weights)
+        return edit
+
+    damages = {
+        "torn": (torn, "trainable.safetensors is not a readable safetensors file"),
+        "card": (lambda f: (f / "policy" / "card.json").write_text("garbage{"), "is not a readable policy card"),
+        "config": (lambda f: (f / "config.yaml").write_text("- 1\n"), "a run config must be a mapping"),
+        "steps": (lambda f: (f / "config.yaml").write_text("steps: 0\n"), "'steps' must be an integer in 1..1000"),
+        "shape": (retensor(lambda t: torch.zeros(3, 3)), "has shape [3, 3], the model's is"),
+        "nan": (retensor(lambda t: t * float("nan")), "holds values that are not finite"),
+    }
+    for name, (damage, needle) in damages.items():
+        folder = tmp_path / name
+        shutil.copytree(run, folder)
+        if name != "card":  # the exported policy would be sampled instead of the checkpoint
+            shutil.rmtree(folder / "policy")
+        damage(folder)
+        gif = tmp_path / f"{name}.gif"
+        code, _, err = cli(monkeypatch, capsys, "sample", "--prompt", "a red circle moving left", "--n", "1",
+                           "--checkpoint", str(folder), "--out", str(gif))
+        assert (code, err.count("\n"), needle in err) == (2, 1, True), f"{name}: {err[-300:]}"
+        assert not gif.exists()
+
+
+def test_lora_targets_the_model_lacks_are_refused_naming_them():
+    """peft adapts the targets that match and drops the rest silently (one missing of two), or fails with its
+    own traceback (all missing): either is one line naming the missing target and what the model has."""
+    from grpo_bench.errors import UserError
+    from grpo_bench.models.adapter_options import AdapterOptions
+    from grpo_bench.models.sd3 import tiny_sd3
+
+    for targets in (["to_q", "to_qq"], ["to_qq"]):
+        with pytest.raises(UserError, match=r"^config key 'lora_targets': 'to_qq' match no module of "
+                                            r"SD3Transformer2DModel; allowed: .*to_q"):
+            tiny_sd3(AdapterOptions(frames=1, height=16, width=16, lora_rank=2, lora_targets=targets))
+    model = tiny_sd3(AdapterOptions(frames=1, height=16, width=16, lora_rank=2, lora_targets=["to_q", "to_out.0"]))
+    assert any(p.requires_grad for p in model.net.transformer.parameters())  # targets it has: adapted as before

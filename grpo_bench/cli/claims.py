@@ -19,6 +19,10 @@ def claims_command(reports_dir: Path, out: Path | None, console: Console) -> int
     target = out if out is not None else reports_dir / "CLAIMS.md"
     preflight.out_file(target, "--out" if out is not None else "claims ledger")
     from grpo_bench.report.claims import write_ledger
+    from grpo_bench.report.claims.stored import read_fingerprints
+    from grpo_bench.report.claims.suite import FINGERPRINTS
+
+    read_fingerprints(reports_dir / FINGERPRINTS)  # shared by every suite: damaged, it is refused, not skipped
 
     path, verdicts = write_ledger(reports_dir, target)
     kinds = ("supported", "contradicted", "undecided", "not tested", "depends on the reference")

@@ -65,9 +65,8 @@ DEFAULT_STEPS, DEFAULT_SHIFT = 20, 3.0
 
 def trained_config(path: Path) -> dict[str, Any]:
     """The config the policy at ``path`` was trained with (a run folder's config.yaml, a policy card's
-    config, a checkpoint's run), or {} for a bare weights file: ``sample`` samples it as it was trained."""
-    import yaml
-
+    config, a checkpoint's run), or {} for a bare weights file: ``sample`` samples it as it was trained.
+    Those files are untrusted: a damaged one, or a sampler in it out of range, is one line naming the file."""
     from grpo_bench.train import checkpoint as ckpt
     from grpo_bench.train.export import CARD, POLICY
 
@@ -75,11 +74,51 @@ def trained_config(path: Path) -> dict[str, Any]:
     folder = path.parent if path.is_file() else path
     for card in (folder / CARD, folder / POLICY / CARD):
         if card.is_file():
-            return dict(json.loads(card.read_text()).get("config") or {})
+            return _sampler_checked(_card_config(card), card)
     for run in (folder, folder.parent.parent if folder.parent.name == ckpt.CHECKPOINTS else None):
         if run is not None and (run / "config.yaml").is_file():
-            return dict(yaml.safe_load((run / "config.yaml").read_text()) or {})
+            return _sampler_checked(run_config(run / "config.yaml"), run / "config.yaml")
     return {}
+
+
+def _card_config(card: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(card.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UserError(f"--checkpoint: {card} is not a readable policy card ({exc}); the run folder is damaged") \
+            from None
+    config = data.get("config") if isinstance(data, dict) else None
+    if not isinstance(config, dict):
+        raise UserError(f"--checkpoint: {card}: 'config' must be an object (the run's config); the card is damaged")
+    return dict(config)
+
+
+def run_config(path: Path) -> dict[str, Any]:
+    """A run folder's config.yaml as a mapping, or one line naming it (safe YAML: no code from data files)."""
+    from grpo_bench import safe_yaml
+
+    data = safe_yaml.load_file(path, "run config") or {}
+    if not isinstance(data, dict):
+        raise UserError(f"--checkpoint: {path}: a run config must be a mapping of key: value, got "
+                        f"{type(data).__name__}; the run folder is damaged")
+    return data
+
+
+def _sampler_checked(cfg: dict[str, Any], source: Path) -> dict[str, Any]:
+    """The run's own steps and shift, which ``sample`` reuses, within the range the command line allows."""
+    import math
+
+    from grpo_bench.cli.sampling_commands import MAX_SAMPLER_STEPS
+
+    steps, shift = cfg.get("steps"), cfg.get("shift")
+    if steps is not None and not (isinstance(steps, int) and not isinstance(steps, bool)
+                                  and 1 <= steps <= MAX_SAMPLER_STEPS):
+        raise UserError(f"--checkpoint: {source}: 'steps' must be an integer in 1..{MAX_SAMPLER_STEPS}, got "
+                        f"{str(steps)[:40]!r}")
+    if shift is not None and not (isinstance(shift, (int, float)) and not isinstance(shift, bool)
+                                  and math.isfinite(shift) and shift > 0):
+        raise UserError(f"--checkpoint: {source}: 'shift' must be a finite number > 0, got {str(shift)[:40]!r}")
+    return cfg
 
 
 def _load_world(weights: Path, given: Path) -> Any:
@@ -95,11 +134,9 @@ def _load_world(weights: Path, given: Path) -> Any:
 
 
 def _from_checkpoint(folder: Path, run_dir: Path) -> Any:
-    import yaml
-
     from grpo_bench.models import load
 
-    cfg = yaml.safe_load((run_dir / "config.yaml").read_text()) or {}
+    cfg = run_config(run_dir / "config.yaml")
     if cfg.get("model", "world") != "world":
         raise UserError(f"--checkpoint {folder}: a run of model {cfg.get('model')!r}; `sample` draws from the "
                         "embedded world only")
@@ -108,6 +145,12 @@ def _from_checkpoint(folder: Path, run_dir: Path) -> Any:
     state = _trainable_state(folder, set(params))
     if state is None:
         raise UserError(f"--checkpoint {folder}: no trainable parameters of the world model found in it")
+    for name, value in state.items():  # a tensor of another shape, or not finite, is a damaged checkpoint
+        if tuple(value.shape) != tuple(params[name].shape) or not torch.isfinite(value).all():
+            why = (f"has shape {list(value.shape)}, the model's is {list(params[name].shape)}"
+                   if tuple(value.shape) != tuple(params[name].shape) else "holds values that are not finite")
+            raise UserError(f"--checkpoint {folder}: tensor {name!r} {why}; the checkpoint is damaged or from "
+                            "another model")
     with torch.no_grad():
         for name, value in state.items():
             params[name].copy_(value)
@@ -120,7 +163,11 @@ def _trainable_state(folder: Path, names: set[str]) -> dict[str, Tensor] | None:
     from safetensors.torch import load_file
 
     for file in sorted(folder.glob("*.safetensors")):
-        state = load_file(str(file))
+        try:
+            state = load_file(str(file))
+        except Exception as exc:  # safetensors raises its own error type for a torn or foreign file
+            raise UserError(f"--checkpoint {folder}: {file.name} is not a readable safetensors file "
+                            f"({' '.join(str(exc).split())[:120]}); the checkpoint is damaged") from None
         if state and set(state) <= names:
             return state
     return None

@@ -15,7 +15,7 @@ from grpo_bench.suite.ablation import ablation, legacy_ablation_name
 from grpo_bench.suite.expand import expand
 from grpo_bench.suite.live import JobPhases
 from grpo_bench.suite.parse import load_suite
-from grpo_bench.suite.results import COLUMNS, load_results
+from grpo_bench.suite.results import check_results_file, load_results
 from grpo_bench.suite.run_folder import ERROR, RESULTS, is_done
 from grpo_bench.suite.runner import TRAINER, RunSummary, run_suite
 from grpo_bench.suite.spec import Cell, Suite
@@ -234,11 +234,14 @@ def report_command(run_dirs: list[Path], out: Path | None, console: Console) -> 
                             "(runs/train/...) or a results.parquet file")
     from grpo_bench.report import sources
     from grpo_bench.report.render import render_report
+    from grpo_bench.suite.selection import CHOSEN, TUNED, read_chosen
 
-    for p in run_dirs:  # a torn or foreign results.parquet is one line, not a traceback
+    for p in run_dirs:  # a torn or foreign results.parquet, a damaged choice: one line, before anything is drawn
         path = Path(p) if Path(p).name == RESULTS else Path(p) / RESULTS
         if path.is_file():
             check_results_file(path)
+        for name in (CHOSEN, TUNED):
+            read_chosen(path.parent, name)
     if len(run_dirs) == 1:
         frame = sources.load_frame(run_dirs[0])
         path = render_report(run_dirs[0], out=out, frame=frame)
@@ -258,20 +261,3 @@ def report_command(run_dirs: list[Path], out: Path | None, console: Console) -> 
     progress = sources.progress_note(frame)
     console.print(f"report: {path}" + (f" ({progress})" if progress else ""), markup=False, highlight=False)
     return 0
-
-
-def check_results_file(path: Path) -> None:
-    """A readable results.parquet with the columns grpo-bench writes, or one line saying what is wrong
-    (a missing file is left to the report, which says how to make one)."""
-    if not path.is_file():
-        return
-    import pyarrow.parquet as pq
-
-    try:
-        names = set(pq.read_schema(path).names)
-    except Exception as exc:  # pyarrow raises several types for truncated or foreign files
-        raise UserError(f"{path}: not a readable parquet file ({' '.join(str(exc).split())[:200]}); "
-                        "rerun `grpo-bench run` on the suite to rebuild it") from None
-    missing = sorted(set(COLUMNS) - names)
-    if missing:
-        raise UserError(f"{path}: not a grpo-bench results table (missing columns {', '.join(missing[:5])})")

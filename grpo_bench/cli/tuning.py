@@ -28,7 +28,7 @@ def _run_tuning(suite: Suite, out: Path, jobs: int | None, backend: str, dry_run
     summary = execute(grid, out, jobs, backend, dry_run, resume, console, cells=cells, render=False, trainer=trainer,
                       phases=(phases, "tuning grid") if phases else None)
     if dry_run:  # a finished grid's stored choice lets a dry run list the table's cells too
-        return _stored_choice(out / grid.name, [c.id for c in cells]), 0
+        return _stored_choice(out / grid.name, cells, suite.tune.keys()), 0
     code = exit_code(summary)
     if code:
         return None, code
@@ -50,15 +50,17 @@ def _run_tuning(suite: Suite, out: Path, jobs: int | None, backend: str, dry_run
     return chosen, 0
 
 
-def _stored_choice(tuning_dir: Path, cell_ids: list[str]) -> dict | None:
-    """``chosen.json`` when it was written from exactly these cells and every one of them is done, else None."""
+def _stored_choice(tuning_dir: Path, cells: list, keys: list[str]) -> dict | None:
+    """``chosen.json`` when it was written from exactly these cells and every one of them is done, else None;
+    a stored choice whose points are not the grid's is refused (one line), never run."""
     from grpo_bench.suite.run_folder import is_done
-    from grpo_bench.suite.selection import read_chosen
+    from grpo_bench.suite.selection import CHOSEN, check_chosen, grid_points, read_chosen
 
+    cell_ids = [c.id for c in cells]
     chosen = read_chosen(tuning_dir)
     if chosen is None or chosen.get("cells") != cell_ids or not all(is_done(tuning_dir / c) for c in cell_ids):
         return None
-    return chosen
+    return check_chosen(chosen, tuning_dir / CHOSEN, grid_points(cells, keys))
 
 
 def _with_grid(frame):
@@ -89,7 +91,7 @@ def tuned_suite(suite: Suite, out: Path, jobs: int | None, backend: str, dry_run
     if suite.tune is None:
         return suite, 0
     from grpo_bench.atomic import atomic_write_json
-    from grpo_bench.suite.selection import chosen_points
+    from grpo_bench.suite.selection import TUNED, chosen_points
     from grpo_bench.suite.tune import with_chosen
 
     chosen, code = _run_tuning(suite, out, jobs, backend, dry_run, resume, console, trainer, phases)
@@ -99,7 +101,7 @@ def tuned_suite(suite: Suite, out: Path, jobs: int | None, backend: str, dry_run
         return None, code
     tuned = with_chosen(suite, chosen_points(chosen))
     if not dry_run:
-        atomic_write_json(out / suite.name / "tuned.json", chosen)  # which points the table ran, beside its results
+        atomic_write_json(out / suite.name / TUNED, chosen)  # which points the table ran, beside its results
     return tuned, 0
 
 

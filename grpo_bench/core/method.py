@@ -162,6 +162,12 @@ class Method:
     def check_run(self, sigmas: Tensor, run: RunShape) -> None:
         """Refuse (UserError) a run this method cannot train, before any work: by default, a window schedule
         that leaves some update without a trained step, or prefix sharing without a group to share it."""
+        if self.config.equalizer and not stochastic_steps(self.kernel, sigmas).any():
+            # the equalizer gives a deterministic step S = 0 (core/sde.py): with no noised step every loss term
+            # is weighted 0 and the run would end with the base weights (a likelihood-free method's ODE kernel)
+            raise UserError(f"method {self.name!r}: equalizer=on with kernel {self.config.kernel!r}, which noises no "
+                            "step, weights every step's loss by 0 and trains nothing; allowed: equalizer=off for "
+                            "this method, or a stochastic kernel")
         eligible = self.eligible_steps(sigmas)
         stride = max(1, run.updates // 500)  # every update of a world run; 500 spread ones of a longer run
         for u in sorted({*range(0, run.updates, stride), run.updates - 1}):

@@ -16,9 +16,17 @@ from grpo_bench.models.adapter_options import AdapterOptions
 
 def add_lora(transformer: nn.Module, opts: AdapterOptions) -> None:
     """Freeze the transformer and add float32 adapters of ``opts.lora_rank`` on ``opts.lora_targets``
-    (peft autocasts them up to the frozen base's compute dtype); UserError when no module matches."""
+    (peft autocasts them up to the frozen base's compute dtype); UserError when a target matches no module
+    (peft would adapt the others silently, or fail with its own traceback when none matches)."""
     from peft import LoraConfig
 
+    names = [n for n, _ in transformer.named_modules() if n]
+    missing = [t for t in opts.lora_targets if not any(n == t or n.endswith(f".{t}") for n in names)]
+    if missing:
+        linear = sorted({n.split(".")[-1] if not n.split(".")[-1].isdigit() else ".".join(n.split(".")[-2:])
+                         for n, m in transformer.named_modules() if isinstance(m, nn.Linear)})
+        raise UserError(f"config key 'lora_targets': {', '.join(map(repr, missing))} match no module of "
+                        f"{type(transformer).__name__}; allowed: module names such as {', '.join(linear[:30])}")
     transformer.requires_grad_(False)
     transformer.add_adapter(
         LoraConfig(

@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from grpo_bench.fields import Float, Int, Names, NonNegative, execution, upto
+from grpo_bench.fields import AtLeast1, Float, Int, Names, NonNegative, execution, upto
 
 
 @dataclass
@@ -30,8 +30,8 @@ class GeneratorOptions:
     autocasts under mixed_precision) or 'bf16' (bf16 parameters and AdamW state, the paper's FSDP2 recipe)."""
     frames: Annotated[Int, upto(1024)] = 8
     """Frames per video (real models: latent frames follow the VAE)."""
-    height: Annotated[Int, upto(4096)] = 16
-    width: Annotated[Int, upto(4096)] = 16
+    height: Annotated[AtLeast1, upto(4096)] = 16
+    width: Annotated[AtLeast1, upto(4096)] = 16
     embedded_guidance: Annotated[Float, Field(ge=0)] = 0.0
     """FLUX.1's guidance-distilled embedding: the guidance scale fed to the transformer (0 = the pipeline's
     default, 3.5; models without the embedding ignore it). Not classifier-free guidance (``guidance``)."""

@@ -84,12 +84,12 @@ HELD_OUT_PARTS = frozenset({"equal_compute", "power", "hacking", "oracle_vs_comp
 
 def _tuned_note(df: pd.DataFrame, folders: list[Path]) -> list[str]:
     """For a tuned table (``tuned.json`` beside its results): which seeds served for what, and each method's point."""
-    import json
+    from grpo_bench.suite.selection import TUNED, read_chosen
 
-    path = next((f / "tuned.json" for f in folders if (f / "tuned.json").is_file()), None)
+    path = next((f / TUNED for f in folders if (f / TUNED).is_file()), None)
     if path is None:
         return []
-    tuned = json.loads(path.read_text())
+    tuned = read_chosen(path.parent, path.name)
     test = sorted(int(x) for x in df.loc[df["kind"] == "cell", "seed"].dropna().unique())
     points = "; ".join(f"{m} " + " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
                                           for k, v in entry["chosen"].items())

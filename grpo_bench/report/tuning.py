@@ -7,7 +7,6 @@ recorded in ``chosen.json`` beside them (suite/selection.py), so they draw what 
 
 from __future__ import annotations
 
-import json
 import math
 
 import matplotlib
@@ -21,14 +20,14 @@ from grpo_bench.report import data  # noqa: E402
 from grpo_bench.report.compact import save_figure  # noqa: E402
 from grpo_bench.report.parts import FIGURES, TABLES, Context, Section  # noqa: E402
 from grpo_bench.report.stats import mean_ci  # noqa: E402
-from grpo_bench.suite.selection import CHOSEN, cell_learning  # noqa: E402
+from grpo_bench.suite.selection import CHOSEN, cell_learning, read_chosen  # noqa: E402
 from grpo_bench.suite.tune import SelectRule  # noqa: E402
 
 
 def _rule_and_chosen(ctx: Context) -> tuple[SelectRule, dict]:
     path = next((f / CHOSEN for f in (ctx.out, ctx.out.parent) if (f / CHOSEN).is_file()), ctx.out / CHOSEN)
-    if path.is_file():
-        chosen = json.loads(path.read_text())
+    chosen = read_chosen(path.parent)
+    if chosen is not None:
         return SelectRule(chosen.get("metric", "reward"), int(chosen.get("window", 10))), chosen
     return SelectRule(), {}
 

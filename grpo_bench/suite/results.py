@@ -110,14 +110,54 @@ def add_grid_columns(frame: pd.DataFrame, configs: dict[str, dict[str, Any]], ke
 
 
 
+def check_results_file(path: Path) -> None:
+    """A readable results.parquet with the columns grpo-bench writes, or one line saying what is wrong
+    (a missing file is left to the caller, which says how to make one). Reads only the footer."""
+    from grpo_bench.errors import UserError
+
+    if not path.is_file():
+        return
+    import pyarrow.parquet as pq
+
+    try:
+        names = set(pq.read_schema(path).names)
+    except Exception as exc:  # pyarrow raises several types for truncated or foreign files
+        raise UserError(f"{path}: not a readable parquet file ({' '.join(str(exc).split())[:200]}); "
+                        "rerun `grpo-bench run` on the suite to rebuild it") from None
+    missing = sorted(set(COLUMNS) - names)
+    if missing:
+        raise UserError(f"{path}: not a grpo-bench results table (missing columns {', '.join(missing[:5])})")
+
+
+def check_column_types(frame: pd.DataFrame, path: Path) -> None:
+    """Every fixed column holds its declared type (a table of another schema with our column names is refused
+    in one line naming the column, not met later as a traceback in whatever reads it first)."""
+    from grpo_bench.errors import UserError
+
+    for column, kind in COLUMNS.items():
+        if kind == "object" or str(frame[column].dtype) == kind:
+            continue
+        try:
+            frame[column].astype(kind)
+        except (TypeError, ValueError) as exc:
+            raise UserError(f"{path}: column {column!r} is not {kind} ({' '.join(str(exc).split())[:120]}); "
+                            "not a grpo-bench results table") from None
+
+
 def load_results(path: str | Path) -> pd.DataFrame:
-    """results.parquet of a run folder (or the file itself)."""
+    """results.parquet of a run folder (or the file itself), checked: readable, our columns, their types."""
     from grpo_bench.errors import UserError
 
     path = Path(path)
     file = path / RESULTS if path.is_dir() else path
     if not file.is_file():
         raise UserError(f"{path}: no {RESULTS} (run the suite first: grpo-bench run SUITE)")
+    check_results_file(file)
     import pandas as pd
 
-    return pd.read_parquet(file)
+    try:
+        frame = pd.read_parquet(file)
+    except Exception as exc:  # a footer that reads but pages that do not (a file cut or damaged inside)
+        raise UserError(f"{file}: not a readable parquet file ({' '.join(str(exc).split())[:200]})") from None
+    check_column_types(frame, file)
+    return frame

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from grpo_bench.suite.tune import SelectRule
 
 CHOSEN = "chosen.json"
+TUNED = "tuned.json"
+"""A tuned table's copy of its ``chosen.json``, beside its results: which points the table ran."""
 
 
 def cell_learning(frame: pd.DataFrame, rule: SelectRule, keys: list[str]) -> pd.DataFrame:
@@ -91,14 +93,46 @@ def write_chosen(tuning_dir: Path, chosen: dict[str, Any]) -> Path:
     return path
 
 
-def read_chosen(tuning_dir: Path) -> dict[str, Any] | None:
-    path = Path(tuning_dir) / CHOSEN
+def read_chosen(tuning_dir: Path, name: str = CHOSEN) -> dict[str, Any] | None:
+    """``chosen.json`` (or ``tuned.json``, its copy beside a table) checked by ``check_chosen``; None when absent."""
+    path = Path(tuning_dir) / name
     if not path.is_file():
         return None
     try:
-        return json.loads(path.read_text())
+        chosen = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise UserError(f"{path}: unreadable ({exc}); delete it and rerun `grpo-bench tune`") from None
+    return check_chosen(chosen, path)
+
+
+def check_chosen(chosen: Any, path: Path, points: dict[str, list[dict[str, Any]]] | None = None) -> dict[str, Any]:
+    """A stored choice is untrusted: an object whose ``methods`` map each method to ``{"chosen": {key: value}}``
+    with scalar values, its ``seeds`` integers, its ``window`` a positive integer; with ``points`` (the grid's
+    points per method) every chosen point must be one of its method's grid points. Else one line."""
+    bad = f"{path}: a damaged or edited tuning choice ({{}}); delete it and rerun `grpo-bench tune`"
+    if not isinstance(chosen, dict) or not isinstance(chosen.get("methods"), dict):
+        raise UserError(bad.format("'methods' must be an object of method -> {chosen: {key: value}}"))
+    for key, kind in (("seeds", list), ("rule", str), ("metric", str), ("suite", str)):
+        if key in chosen and not isinstance(chosen[key], kind):
+            raise UserError(bad.format(f"{key!r} must be a {kind.__name__}, got {type(chosen[key]).__name__}"))
+    if not all(isinstance(s, int) and not isinstance(s, bool) for s in chosen.get("seeds", [])):
+        raise UserError(bad.format("'seeds' must be integers"))
+    window = chosen.get("window", 1)
+    if not isinstance(window, int) or isinstance(window, bool) or window < 1:
+        raise UserError(bad.format(f"'window' must be an integer >= 1, got {window!r}"))
+    for method, entry in chosen["methods"].items():
+        point = entry.get("chosen") if isinstance(entry, dict) else None
+        if not isinstance(point, dict) or not all(isinstance(k, str) for k in point):
+            raise UserError(bad.format(f"method {method!r}: 'chosen' must be an object of key -> value"))
+        if not all(v is None or isinstance(v, (str, int, float, bool)) for v in point.values()):
+            raise UserError(bad.format(f"method {method!r}: chosen values must be numbers, strings or booleans"))
+        if any(isinstance(v, float) and not math.isfinite(v) for v in point.values()):
+            raise UserError(bad.format(f"method {method!r}: chosen values must be finite numbers"))
+        if points is not None and point not in points.get(method, []):
+            allowed = "; ".join(" ".join(f"{k}={v}" for k, v in p.items()) for p in points.get(method, [])) or "none"
+            raise UserError(bad.format(f"method {method!r}: the chosen point {point} is not a point of its grid "
+                                       f"(allowed: {allowed})"))
+    return chosen
 
 
 def chosen_points(chosen: dict[str, Any]) -> dict[str, dict[str, Any]]:

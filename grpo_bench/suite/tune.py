@@ -105,6 +105,9 @@ def parse_tune(data: Any, where: str, *, seeds: list[int], grid: dict[str, list[
     tuned = set(shared) | {k for g in per_method.values() for k in g}
     for key in sorted(tuned & {"method", "setting", "reward"}):
         raise UserError(f"{where}tune: {key!r} cannot be tuned (it is what the suite compares or its family)")
+    if "updates" in tuned:
+        raise UserError(f"{where}tune: 'updates' cannot be tuned: it is the per-cell budget every method is compared "
+                        "at (tune.budget.updates is refused for the same reason); tune lr, noise_level, ... instead")
     for j, g in enumerate([grid, *union]):
         clash = sorted(tuned & (set(g) - {"method"}))
         if clash:

@@ -139,7 +139,7 @@ class Optimisation:
     is what the benchmark judges): measured with sage_grpo (P=2, G=8, T=10), the KL between consecutive
     policies is 5e-5..2.5e-4 per optimizer step at 1e-4 (median 7e-5) and 3e-3..1.2e-1 at 1e-3
     (median 2e-2): 1e-3 leaves any trust region of the world's scale in one step."""
-    weight_decay: Float = 0.0
+    weight_decay: Annotated[Float, Field(ge=0)] = 0.0
     """Decoupled weight decay of the optimizer (SAGE-GRPO's official 0.01: post_train.py
     ``--weight_decay`` default)."""
     max_grad_norm: Positive = 1.0

@@ -7,9 +7,9 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-import pandas as pd
-
+from grpo_bench.errors import UserError
 from grpo_bench.report.claims.finding import CONTRADICTED, SUPPORTED, UNDECIDED, Finding
+from grpo_bench.report.claims.stored import read_csv
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,11 @@ class WinRates:
         tables = [p for p in sorted(folder.rglob("table3.csv")) if p.parent.name == "analysis"]
         out = []
         for path in tables:
-            frame = pd.read_csv(path)
+            frame = read_csv(path, ["target", "baseline", "dimension"], ["votes", "rate", "ci_low", "ci_high"])
+            frame["votes"] = frame["votes"].fillna(0)
+            if (frame["votes"] < 0).any() or frame.loc[frame["votes"] > 0, ["rate", "ci_low", "ci_high"]].isna().any(
+                    axis=None):
+                raise UserError(f"{path}: votes must be >= 0, and a row with votes needs its rate and interval")
             frame = frame[frame["target"].astype(str).str.contains(self.target, regex=False)]
             for r in frame.itertuples():
                 label = f"{r.target} vs {r.baseline}, {r.dimension}"

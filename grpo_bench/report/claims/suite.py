@@ -120,12 +120,9 @@ def _unlabelled(group: str) -> str:
 
 
 def _fingerprints(root: Path) -> dict[str, str]:
-    import json
+    from grpo_bench.report.claims.stored import read_fingerprints
 
-    path = Path(root) / FINGERPRINTS
-    if not path.is_file():
-        return {}
-    return {str(k)[:10]: str(v) for k, v in json.loads(path.read_text()).items()}
+    return read_fingerprints(Path(root) / FINGERPRINTS)
 
 
 def matches(cfg: dict, where: Where) -> bool:

@@ -7,9 +7,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import pandas as pd
-
 from grpo_bench.report.claims.finding import CONTRADICTED, DEPENDS, SUPPORTED, UNDECIDED, Finding
+from grpo_bench.report.claims.stored import read_csv
 
 
 @dataclass(frozen=True)
@@ -41,7 +40,7 @@ class Samplers:
         matched = [b for b in blocks if b[1] is not None] or blocks
         out = []
         for steps, level, csv in sorted(matched, key=lambda b: (b[0] or 0, b[1] or 0)):
-            frame = pd.read_csv(csv)
+            frame = read_csv(csv, ["kernel"], [], optional=[self.column, self.data_column, "noise_energy"])
             mine = frame[frame["kernel"].str.split().str[0] == self.kernel]
             other = frame[frame["kernel"].str.split().str[0] == self.than]
             label = f"T = {steps}, " + (f"noise level {level:g}" if level is not None else "default levels")
