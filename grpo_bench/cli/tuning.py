@@ -24,19 +24,19 @@ def _run_tuning(suite: Suite, out: Path, jobs: int | None, backend: str, dry_run
 
     grid = tuning_suite(suite)
     table_rows = tuned_rows(suite)
-    cells = seed_major(expand(grid), tuple(suite.tune.keys()))
+    keys = suite.tune.keys()
+    cells = seed_major(expand(grid), tuple(keys))
+    rows = {c.id: cell_row(table_rows, c.labels, set(keys)) for c in cells}
     summary = execute(grid, out, jobs, backend, dry_run, resume, console, cells=cells, render=False, trainer=trainer,
                       phases=(phases, "tuning grid") if phases else None)
     if dry_run:  # a finished grid's stored choice lets a dry run list the table's cells too
-        return _stored_choice(out / grid.name, cells, suite.tune.keys()), 0
+        return _stored_choice(out / grid.name, cells, keys, rows), 0
     code = exit_code(summary)
     if code:
         return None, code
-    keys = suite.tune.keys()
     frame = load_results(out / grid.name)
     learning = selection.cell_learning(_with_grid(frame), suite.tune.select, keys)
     learning = learning[learning["cell"].isin({c.id for c in cells})]
-    rows = {c.id: cell_row(table_rows, c.labels, set(keys)) for c in cells}
     learning = learning.assign(row=learning["cell"].map(rows))
     chosen = selection.choose(learning, selection.grid_points(cells, keys, rows), suite.tune.seeds,
                               suite.tune.select)
@@ -50,7 +50,7 @@ def _run_tuning(suite: Suite, out: Path, jobs: int | None, backend: str, dry_run
     return chosen, 0
 
 
-def _stored_choice(tuning_dir: Path, cells: list, keys: list[str]) -> dict | None:
+def _stored_choice(tuning_dir: Path, cells: list, keys: list[str], rows: dict[str, str]) -> dict | None:
     """``chosen.json`` when it was written from exactly these cells and every one of them is done, else None;
     a stored choice whose points are not the grid's is refused (one line), never run."""
     from grpo_bench.suite.run_folder import is_done
@@ -60,7 +60,7 @@ def _stored_choice(tuning_dir: Path, cells: list, keys: list[str]) -> dict | Non
     chosen = read_chosen(tuning_dir)
     if chosen is None or chosen.get("cells") != cell_ids or not all(is_done(tuning_dir / c) for c in cell_ids):
         return None
-    return check_chosen(chosen, tuning_dir / CHOSEN, grid_points(cells, keys))
+    return check_chosen(chosen, tuning_dir / CHOSEN, grid_points(cells, keys, rows))
 
 
 def _with_grid(frame):
