@@ -157,6 +157,8 @@ def test_tune_then_table_end_to_end_on_the_fake_trainer(tmp_path):
     titles = [line for line in report.splitlines() if line.startswith("## ")]
     assert titles and not [t for t in titles if "oracle" in t.lower() or "compute" in t.lower() or "Power" in t]
     assert "grid's edge" not in report  # 3e-4 lies inside the grid
+    marked = [line for line in report.splitlines() if line.startswith("| ") and "**✓**" in line]
+    assert sorted(line.split(" | ")[0][2:] for line in marked) == ["dance_grpo", "sage_grpo", "sage_grpo [kl=dual]"]
     assert {c.config.lr for c in expand(tuned)} == {3e-4}
     # a dry run of the finished grid lists the table at the stored choice and writes nothing
     (tmp_path / "tuned" / "tuned.json").unlink()

@@ -40,7 +40,7 @@ def _run_tuning(suite: Suite, out: Path, jobs: int | None, backend: str, dry_run
     learning = learning.assign(row=learning["cell"].map(rows))
     chosen = selection.choose(learning, selection.grid_points(cells, keys, rows), suite.tune.seeds,
                               suite.tune.select)
-    chosen["suite"], chosen["cells"] = suite.name, [c.id for c in cells]
+    chosen["suite"], chosen["cells"], chosen["rows"] = suite.name, [c.id for c in cells], rows
     path = selection.write_chosen(out / grid.name, chosen)
     from grpo_bench.report.render import render_report
 

@@ -33,10 +33,18 @@ def _rule_and_chosen(ctx: Context) -> tuple[SelectRule, dict]:
 
 
 def _learning(ctx: Context) -> tuple[pd.DataFrame, list[str], SelectRule, dict]:
+    """Each finished tuning cell's learning with its ``row`` (the row chosen.json names it under: a method under
+    one reading; the method where chosen.json predates rows) and the tuned keys of its point."""
     df = data.with_grid_columns(ctx.df)
     keys = [k for k in data.varied_keys(df) if k != "method"]
     rule, chosen = _rule_and_chosen(ctx)
-    return cell_learning(df, rule, keys), keys, rule, chosen
+    learning = cell_learning(df, rule, keys)
+    rows = chosen.get("rows") or {}
+    learning["row"] = [rows.get(c, m) for c, m in zip(learning["cell"], learning["method"])]
+    tuned = {k for v in chosen.get("methods", {}).values() for k in v.get("chosen", {})}
+    if rows and tuned:  # the reading keys are in the row's name; the point holds the tuned keys
+        keys = [k for k in keys if k in tuned]
+    return learning, keys, rule, chosen
 
 
 def _point_label(row: pd.Series, keys: list[str]) -> str:
@@ -51,7 +59,7 @@ def edge_choices(learning: pd.DataFrame, keys: list[str], picked: dict[str, dict
         for key, value in point.items():
             if key not in learning:
                 continue
-            grid = learning.loc[learning["method"] == method, key]
+            grid = learning.loc[learning["row" if "row" in learning else "method"] == method, key]
             if grid.nunique() < 2 or not pd.api.types.is_numeric_dtype(grid):
                 continue
             side = "lowest" if value == grid.min() else "highest" if value == grid.max() else None
@@ -69,7 +77,7 @@ def tuning_table(ctx: Context) -> list[Section]:
     picked = {m: v["chosen"] for m, v in chosen.get("methods", {}).items()}
     lines = ["| method | point | learning (mean ± 95% half-width) | seeds | chosen |",
              "| --- | --- | ---: | ---: | :-: |"]
-    for (method, *values), part in learning.groupby(["method", *keys], sort=False):
+    for (method, *values), part in learning.groupby(["row", *keys], sort=False):
         mean, half, n = mean_ci(part["learning"].tolist())
         point = dict(zip(keys, values))
         mark = "**✓**" if picked.get(method) == point else ""
@@ -94,7 +102,7 @@ def tuning_curves(ctx: Context) -> list[Section]:
     x = numeric[0]
     fig, ax = plt.subplots(figsize=(5.6, 3.6))
     cmap = plt.get_cmap("tab10")
-    for i, (method, part) in enumerate(learning.groupby("method", sort=False)):
+    for i, (method, part) in enumerate(learning.groupby("row", sort=False)):
         rows = [(v, *mean_ci(p["learning"].tolist())) for v, p in part.groupby(x)]
         xs, means, halves = [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
         colour = cmap(i % 10)
