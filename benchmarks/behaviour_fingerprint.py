@@ -32,13 +32,16 @@ from grpo_bench.train.config import RunConfig  # noqa: E402
 from grpo_bench.train.trainer import train  # noqa: E402
 
 METHODS = ("dance_grpo", "flow_grpo", "cps", "sage_grpo")
+FIELD = ("flow_grpo_fast", "mix_grpo", "grpo_guard", "flow_dppo", "tempflow_grpo", "diffusion_nft")
+"""The field's methods, printed after the main four (whose lines stay comparable with older fingerprints), each at
+its own KL on a 6-step schedule (Flow-DPPO's 3 sparse steps need 3 in the first half)."""
 
 
-def fingerprint(method: str, kl: str, folder: Path) -> tuple[str, str] | None:
+def fingerprint(method: str, kl: str | None, folder: Path, steps: int = 3) -> tuple[str, str] | None:
     """(metrics hash, checkpoint hash) of one short run; None on a process other than the main one."""
     from accelerate import PartialState
 
-    cfg = RunConfig(method=method, kl=kl, steps=3, prompts_per_update=2, group_size=2, updates=3, eval_every=2,
+    cfg = RunConfig(method=method, kl=kl, steps=steps, prompts_per_update=2, group_size=2, updates=3, eval_every=2,
                     minibatches=1, eval_samples=2, diag_every=1, checkpoint_every=2, device="cpu", lr=1e-3,
                     save_videos=False, anchor_every=2, kl_adaptive=True, kl_warmup=1)
     train(cfg, folder, model=TinyModel(seed=0), reward=TinyReward())
@@ -70,6 +73,10 @@ def main() -> None:
                 got = fingerprint(method, kl, root / f"{method}-{kl}")
                 if got is not None:
                     print(method, kl, *got, flush=True)
+        for method in FIELD:
+            got = fingerprint(method, None, root / f"{method}-own", steps=6)
+            if got is not None:
+                print(method, "own", *got, flush=True)
 
 
 if __name__ == "__main__":

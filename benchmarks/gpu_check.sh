@@ -16,12 +16,26 @@
 #
 #   benchmarks/gpu_check.sh                    # the check (needs a CUDA GPU)
 #   benchmarks/gpu_check.sh --dry-run          # the plan column only: CPU, seconds, no model run
-#   benchmarks/gpu_check.sh --blocks 4 --json gpu_check.json
+#   benchmarks/gpu_check.sh --blocks 4 --json gpu_check.jsonl   # rows appended as they finish
 #
 # Then paste the table into docs/real_models.md ("Measured on a GPU").
+#
+# On a bare device (no diffusers, no registry) copy the tree with the wheelhouse that
+# `python benchmarks/wheelhouse.py` builds here (./wheelhouse, ignored by git); this script then makes
+# .venv-device (system site packages: the device's torch and transformers), installs the wheelhouse and the
+# project into it offline, and runs the check, all in one command:
+#   benchmarks/gpu_check.sh --json gpu_check.jsonl
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PYTHON="${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python )}"
+if [ -d wheelhouse ] && [ -z "${PYTHON:-}" ] && ! python3 -c "import diffusers" 2>/dev/null; then
+  if [ ! -x .venv-device/bin/python ]; then
+    python3 -m venv --system-site-packages --without-pip .venv-device
+    python3 -m pip --python .venv-device/bin/python install --quiet --no-index --no-deps wheelhouse/*.whl
+    python3 -m pip --python .venv-device/bin/python install --quiet --no-index --no-deps --no-build-isolation -e .
+  fi
+  PYTHON=.venv-device/bin/python
+fi
+PYTHON="${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}"
 if [[ " $* " != *" --dry-run "* ]] && ! "$PYTHON" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
   echo "gpu_check: no CUDA GPU visible; run with --dry-run for the predictions only" >&2
   exit 2

@@ -1,3 +1,3 @@
-"""grpo-bench: DanceGRPO, FlowGRPO, CPS and SAGE-GRPO on one shared rollout/reward/optimizer core."""
+"""grpo-bench: ten GRPO-style methods (DanceGRPO, FlowGRPO, CPS, SAGE-GRPO and the field) on one shared core."""
 
 __version__ = "0.4.0"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import tempfile
 from collections.abc import Callable
@@ -80,8 +81,28 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
     return atomic_write_bytes(path, text.encode("utf-8"))
 
 
-def atomic_write_json(path: str | Path, obj: Any) -> Path:
-    return atomic_write_text(path, json.dumps(obj, indent=1, sort_keys=True, default=str) + "\n")
+def finite(obj: Any) -> Any:
+    """``obj`` with every NaN or infinite float replaced by None (JSON's null), in nested dicts, lists and tuples."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite(v) for v in obj]
+    return obj
+
+
+def strict_json(obj: Any, **options: Any) -> str:
+    """JSON every parser reads (RFC 8259): a missing value (NaN, inf) is ``null``, never a bare ``NaN``."""
+    return json.dumps(finite(obj), allow_nan=False, **options)
+
+
+def atomic_write_json(path: str | Path, obj: Any, *, round_trip: bool = False) -> Path:
+    """Strict JSON (``strict_json``). ``round_trip``: a state file only grpo-bench reads back (a checkpoint, a
+    cached eval), whose NaNs must come back as NaN for a resumed run to reproduce the uninterrupted one."""
+    if round_trip:
+        return atomic_write_text(path, json.dumps(obj, indent=1, sort_keys=True, default=str) + "\n")
+    return atomic_write_text(path, strict_json(obj, indent=1, sort_keys=True, default=str) + "\n")
 
 
 def clean_temp(folder: str | Path) -> int:

@@ -31,6 +31,7 @@ class DanceGRPO(Method):
         logprob="gaussian",
         train_fraction=0.6,
         shared_noise=True,
+        adv_norm="group_unbiased",  # torch.std of the group (its train scripts)
         clip_range=1e-4,
         kl="none",
         equalizer=False,

@@ -2,7 +2,17 @@
 
 import torch
 
-from grpo_bench.api import Field, Method, MethodConfig, PluginParams, RatioInputs, register_method, register_objective
+from grpo_bench.api import (
+    Field,
+    Method,
+    MethodConfig,
+    PluginParams,
+    RatioInputs,
+    RunShape,
+    UserError,
+    register_method,
+    register_objective,
+)
 
 
 class DPPOParams(PluginParams):
@@ -10,6 +20,11 @@ class DPPOParams(PluginParams):
     """A (sample, step) whose KL(new || old) is below this always passes (kl_mask_threshold)."""
     kl_coefficient: bool = True
     """Divide the squared mean shift by 2 std^2 (a KL; add_kl_coefficient); False: the plain mean square."""
+    sde_steps: int = Field(3, ge=1)
+    """Distinct SDE (and trained) steps drawn per update (num_sde_steps: 3)."""
+    range_start: float = Field(0.0, ge=0, lt=1)
+    """The draw's range [int(T * range_start), int(T * range_end)) (timestep_fraction: [0.0, 0.5])."""
+    range_end: float = Field(0.5, gt=0, le=1)
 
 
 @register_objective("kl_mask")
@@ -31,23 +46,51 @@ def kl_mask_objective(inp: RatioInputs, params: DPPOParams | None) -> tuple[torc
 class FlowDPPO(Method):
     """Flow-DPPO.
 
-    FlowGRPO's kernel and steps; no ratio clip: the unclipped surrogate -A * rho is kept where the
-    step's closed-form Gaussian KL between the new and the rollout mean is below ``method.kl_threshold``
+    FlowGRPO's kernel on ``method.sde_steps`` (3) distinct steps drawn per update from the first half of the
+    schedule, the ODE elsewhere, every SDE step trained; no ratio clip: the unclipped surrogate -A * rho is kept
+    where the step's closed-form Gaussian KL between the new and the rollout mean is below ``method.kl_threshold``
     or where rho moves against the advantage, and zeroed where the KL is large and rho moves with it.
     """
 
     paper = "Flow-DPPO (UniRL, Tencent Hunyuan)"
-    source = "Tencent-Hunyuan/UniRL: unirl/algorithms/flowdppo.py"
-    step_rule = "stochastic steps 0..T-2 (FlowGRPO's)"
+    source = ("Tencent-Hunyuan/UniRL@1a7b501: examples/diffusion/sd3_flowdppo.yaml (adv_use_global_std l.27, "
+              "kl_mask_threshold 1e-5 l.116, add_kl_coefficient l.117, eta 0.7 l.141, init_same_noise false l.144, "
+              "AllSDEScheduler timestep_fraction [0.0, 0.5] l.151, num_sde_steps 3 l.152), "
+              "unirl/utils/scheduler_utils.py (AllSDEScheduler.get_sde_indices l.112-124: distinct steps from "
+              "[int(T*start), int(T*end)) per rollout), unirl/algorithms/flowdppo.py (the KL mask)")
+    step_rule = "FlowGRPO's SDE on 3 distinct steps drawn per update from [0, T/2), ODE elsewhere; all trained"
     objective = "kl_mask"
     Params = DPPOParams
+    revision = 1  # 1: sparse SDE steps and global std (was every step SDE, group std)
 
     defaults = MethodConfig(
-        kernel="flow",
-        noise_level=0.7,
+        kernel="flow",  # unirl.sde.kernels.FlowSDEStrategy (sd3_flowdppo.yaml:47)
+        noise_level=0.7,  # eta (sd3_flowdppo.yaml:141)
         logprob="gaussian",
-        shared_noise=False,
+        shared_noise=False,  # init_same_noise: false (sd3_flowdppo.yaml:144)
+        adv_norm="global",  # adv_use_global_std: true (sd3_flowdppo.yaml:27)
         clip_range=1e-4,  # unused by the loss; kept for the clip-fraction metric
         kl="none",
         equalizer=False,
     )
+
+    def _pool(self, steps: int) -> tuple[int, int]:
+        return int(steps * self.params.range_start), int(steps * self.params.range_end)
+
+    def update_steps(self, sigmas, update, generator=None):
+        steps = len(sigmas) - 1
+        lo, hi = self._pool(steps)
+        chosen = lo + torch.randperm(hi - lo, generator=generator)[: self.params.sde_steps]
+        mask = torch.zeros(steps, dtype=torch.bool)
+        mask[chosen] = True
+        return mask
+
+    def check_run(self, sigmas, run: RunShape) -> None:
+        steps = len(sigmas) - 1
+        lo, hi = self._pool(steps)
+        trainable = int(self.eligible_steps(sigmas)[lo:hi].sum()) if hi > lo else 0
+        if trainable < self.params.sde_steps:  # UniRL refuses num_sde_steps > pool size (scheduler_utils.py:103)
+            raise UserError(f"method {self.name!r}: method.sde_steps={self.params.sde_steps} distinct trained steps "
+                            f"do not fit in [{lo}, {hi}) of a {steps}-step schedule ({trainable} trainable there); "
+                            "allowed: sde_steps <= the stochastic steps in [int(T*range_start), int(T*range_end))")
+        super().check_run(sigmas, run)

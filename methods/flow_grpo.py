@@ -25,13 +25,16 @@ class FlowGRPO(Method):
 
     paper = "Flow-GRPO: Training Flow Matching Models via Online RL (Liu et al., 2025)"
     step_rule = "stochastic steps 0..T-2"
-    source = "yifan123/flow_grpo: scripts/train_sd3.py, diffusers_patch/sd3_sde_with_logprob.py"
+    source = ("yifan123/flow_grpo@9745241: scripts/train_sd3.py (KL l.900), diffusers_patch/sd3_sde_with_logprob.py "
+              "(std_dev_t l.50), config/base.py (noise_level 0.7 l.61, clip 1e-4 l.99), config/grpo.py (pickscore_sd3: "
+              "global_std True, same_latent False)")
     defaults = MethodConfig(
         kernel="flow",
         noise_level=0.7,
         logprob="gaussian",
         shared_noise=False,
+        adv_norm="global",  # sample.global_std = True in the SD3.5 configs (config/grpo.py, config/base.py:59)
         clip_range=1e-4,
-        kl="fixed",
+        kl="flow_grpo",  # its code's estimator (scripts/train_sd3.py:900); `fixed` is the fair block's
         equalizer=False,
     )

@@ -1,4 +1,4 @@
-"""MixGRPO (Li et al., 2025): SDE and training only inside a window that slides over the schedule as training goes."""
+"""MixGRPO (Li et al., 2025): FlowGRPO's SDE and training only inside a window sliding over the schedule."""
 
 import torch
 
@@ -9,19 +9,22 @@ from grpo_bench.api import Field, Method, MethodConfig, PluginParams, register_m
 class MixGRPO(Method):
     """MixGRPO.
 
-    Kernel ``dance`` (its DanceGRPO base) inside a window of ``method.window_size`` consecutive steps, the
-    ODE outside. The window starts at step 0 and moves ``method.window_stride`` steps later every
-    ``method.iters_per_window`` updates; steps run up to T - 3 (the official ``max_timesteps =
-    sampling_steps - 2`` with ``range(cur, min(cur + size, max_timesteps))``), and the start rolls back to 0
-    when the window would be empty. Every window step is trained. With shared group noise the ODE prefix
-    before the window is computed once per group.
+    Kernel ``flow`` (FlowGRPO's SDE: the shipped script passes ``--flow_grpo_sampling``, "True for MixGRPO, False
+    for DanceGRPO") inside a window of ``method.window_size`` consecutive steps, the ODE outside. The window
+    starts at step 0 and moves ``method.window_stride`` steps later every ``method.iters_per_window`` updates;
+    steps run up to T - 3 (the official ``max_timesteps = sampling_steps - 2`` with ``range(cur, min(cur + size,
+    max_timesteps))``), and the start rolls back to 0 when the window would be empty. Every window step is
+    trained. With shared group noise the ODE prefix before the window is computed once per group.
     """
 
     paper = "MixGRPO: Unlocking Flow-based GRPO Efficiency with Mixed ODE-SDE (Li et al., 2025)"
-    source = ("Tencent-Hunyuan/MixGRPO: fastvideo/utils/grpo_states.py, fastvideo/train_grpo_flux.py, "
-              "scripts/finetune/finetune_flux_grpo_MixGRPO.sh")
+    source = ("Tencent-Hunyuan/MixGRPO@e5cdd6a: scripts/finetune/finetune_flux_grpo_MixGRPO.sh (eta 0.7 l.55, "
+              "--init_same_noise l.155, --flow_grpo_sampling l.196), fastvideo/train_grpo_flux.py (flow_grpo_step "
+              "l.145-153, group std torch.std + 1e-8 l.448), fastvideo/utils/sampling_utils.py (flow_grpo_step: "
+              "std_dev_t = eta sqrt(sigma/(1-sigma)) l.177), fastvideo/utils/grpo_states.py (the window)")
     step_rule = "SDE window of method.window_size (4) steps sliding 1 step every 25 updates over 0..T-3; all trained"
     share_prefix = True
+    revision = 1  # 1: FlowGRPO's SDE (was DanceGRPO's), unbiased group std
 
     class Params(PluginParams):
         window_size: int = Field(4, ge=1)
@@ -32,11 +35,12 @@ class MixGRPO(Method):
         """Steps the window moves (prog_overlap_step = 1)."""
 
     defaults = MethodConfig(
-        kernel="dance",
-        noise_level=0.7,  # eta = 0.7
-        logprob="gaussian",
-        shared_noise=True,  # its DanceGRPO base: one initial noise per group
-        clip_range=1e-4,
+        kernel="flow",  # --flow_grpo_sampling (finetune_flux_grpo_MixGRPO.sh:196)
+        noise_level=0.7,  # eta = 0.7 (finetune_flux_grpo_MixGRPO.sh:55), FlowGRPO's a
+        logprob="gaussian",  # flow_grpo_step's Gaussian density (sampling_utils.py)
+        shared_noise=True,  # --init_same_noise (finetune_flux_grpo_MixGRPO.sh:155)
+        adv_norm="group_unbiased",  # group_rewards.std() + 1e-8 (train_grpo_flux.py:448; eps 1e-8 vs our 1e-6)
+        clip_range=1e-4,  # --clip_range 1e-4 (finetune_flux_grpo_MixGRPO.sh:156)
         kl="none",
         equalizer=False,
     )

@@ -50,7 +50,7 @@ class TempFlowGRPO(Method):
         logprob="gaussian",
         shared_noise=True,  # branching needs the group on one trajectory
         clip_range=1e-4,
-        kl="fixed",  # its Flow-GRPO base
+        kl="flow_grpo",  # its Flow-GRPO base, as that code computes it (this project's reading: no code published)
         equalizer=False,
     )
 

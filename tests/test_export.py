@@ -146,3 +146,34 @@ def test_report_of_a_train_run_names_its_code_version(world_run, tmp_path):
     text = path.read_text()
     assert f"grpo-bench {provenance()['grpo_bench_version']} @ {provenance()['git_commit'][:12]}" in text
     assert "1 of 1 cells done" in text
+
+
+def _strict(text: str):
+    """json.loads that refuses NaN / Infinity, as most JSON parsers outside Python do."""
+    def refuse(name: str):
+        raise ValueError(f"non-standard JSON constant {name}")
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_finished_run_writes_strict_json_with_null_for_missing_values(world_run):
+    # every JSON file a user or another tool reads (checkpoint state is grpo-bench's own, read back as written)
+    files = [p for p in world_run.rglob("*.json") if "checkpoints" not in p.parts]
+    assert world_run / "final.json" in files and world_run / "policy" / "card.json" in files
+    for path in files:
+        _strict(path.read_text())
+    # a missing value (one eval video: no diversity between videos) is NaN in the trainer's memory; metrics.jsonl
+    # writes it as null, and final.json, which copies that eval line, now does too
+    final = _strict((world_run / "final.json").read_text())
+    lines = [_strict(x) for x in (world_run / "metrics.jsonl").read_text().splitlines()]
+    last_eval = next(line for line in reversed(lines) if "eval_reward" in line)
+    missing = sorted(k for k, v in last_eval.items() if k.startswith("eval_") and v is None)
+    assert "eval_diversity" in missing
+    assert all(final["eval"][k] is None for k in missing)
+
+
+def test_strict_json_maps_every_non_finite_float_to_null():
+    from grpo_bench.atomic import finite, strict_json
+
+    value = {"a": float("nan"), "b": [1.5, float("inf"), (float("-inf"), 2)], "c": {"d": None, "e": "NaN"}}
+    assert _strict(strict_json(value)) == {"a": None, "b": [1.5, None, [None, 2]], "c": {"d": None, "e": "NaN"}}
+    assert finite(0.25) == 0.25 and finite(3) == 3

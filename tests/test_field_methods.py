@@ -34,24 +34,39 @@ SIG10 = schedule.sigmas(10, 3.0)
 
 # --- Flow-GRPO-Fast ---------------------------------------------------------------------------------------
 def test_flow_grpo_fast_window_is_the_official_draw():
-    """yifan123/flow_grpo, diffusers_patch/*_pipeline_with_logprob_fast.py: ``start = random.randint(
-    sde_window_range[0], sde_window_range[1] - sde_window_size)`` (both ends included), SDE for
+    """yifan123/flow_grpo@9745241, diffusers_patch/sd3_pipeline_with_logprob_fast.py:137: ``start =
+    random.randint(sde_window_range[0], sde_window_range[1] - sde_window_size)`` (both ends included), SDE for
     ``sde_window[0] <= i < sde_window[1]``, ODE elsewhere; scripts/train_sd3_fast.py: ``num_train_timesteps =
     config.sample.sde_window_size`` and ``for j in range(num_train_timesteps)``: every window step is trained;
-    the configs' ``sde_window_range = (0, config.sample.num_steps // 2)``."""
+    config/grpo.py pickscore_sd3_fast_nocfg: ``sde_window_size = 3`` (l.349), ``sde_window_range = (0,
+    config.sample.num_steps//2)`` (l.350)."""
     m = make_method("flow_grpo_fast")
     starts = set()
     for u in range(300):
         mask = m.update_steps(SIG10, u, generator(0, "window", u))
         idx = mask.nonzero().flatten().tolist()
-        assert len(idx) == 2 and idx[1] == idx[0] + 1 and 0 <= idx[0] and idx[-1] < 10 // 2
+        assert len(idx) == 3 and idx == list(range(idx[0], idx[0] + 3)) and 0 <= idx[0] and idx[-1] < 10 // 2
         starts.add(idx[0])
         trained = m.train_steps(SIG10, 3, generator(0, "steps", u), active=mask)
         assert trained.tolist() == [idx] * 3  # the whole window, nothing else
-    assert starts == {0, 1, 2, 3}  # randint(0, 5 - 2): every start, both ends
+    assert starts == {0, 1, 2}  # randint(0, 5 - 3): every start, both ends
     wide = make_method("flow_grpo_fast", params={"method.window_size": 3, "method.window_range_end": 8})
     assert {int(wide.update_steps(SIG10, u, generator(1, "window", u)).nonzero()[0]) for u in range(300)} == set(
         range(6))
+
+
+def test_flow_grpo_fast_samples_with_the_nocfg_configs_cps_kernel():
+    """config/grpo.py pickscore_sd3_fast_nocfg (run by scripts/multi_node/sd3_fast.sh:17): ``sde_type = "cps"``
+    (l.351), ``noise_level = 0.8`` (l.348), ``global_std = True`` (l.347), ``clip_range = 1e-5`` (l.345),
+    ``beta = 0`` (l.346); the cps step's log-prob ``-((prev_sample.detach() - prev_sample_mean) ** 2)``
+    (sd3_sde_with_logprob.py:86) with std ``sigma_prev * sin(noise_level * pi / 2)`` (l.71)."""
+    m = make_method("flow_grpo_fast")
+    c = m.config
+    assert (c.kernel, c.noise_level, c.logprob, c.adv_norm, c.clip_range, c.kl, c.shared_noise) == (
+        "cps", 0.8, "unscaled", "global", 1e-5, "none", False)
+    table = StepTable.build(m, SIG10)
+    for i in range(5):  # the window's range
+        assert float(table.std[i]) == pytest.approx(float(SIG10[i + 1]) * math.sin(0.8 * math.pi / 2), rel=1e-6)
 
 
 def test_a_window_table_is_the_kernel_inside_and_the_ode_outside():
@@ -88,11 +103,11 @@ def _official_mix_windows(sampling_steps: int, updates: int, size: int = 4, iter
 
 def test_mix_grpo_window_slides_as_the_official_schedule():
     """scripts/finetune/finetune_flux_grpo_MixGRPO.sh: sampling_steps 25, group_size 4, iters_per_group 25,
-    sample_strategy progressive, --prog_overlap --prog_overlap_step 1, --roll_back; eta 0.7 (dance SDE).
+    sample_strategy progressive, --prog_overlap --prog_overlap_step 1, --roll_back; eta 0.7 (FlowGRPO SDE).
     The official schedule reaches ``cur == max_timesteps`` and then trains an empty window for 25 iterations
     (``range(cur, min(cur + 4, max))`` is empty); this project's reading rolls back one position earlier."""
     m = make_method("mix_grpo")
-    assert (m.config.kernel, m.config.noise_level) == ("dance", 0.7)
+    assert (m.config.kernel, m.config.noise_level) == ("flow", 0.7)
     sig = schedule.sigmas(25, 3.0)
     official = _official_mix_windows(25, 25 * 24 + 10)
     ours = [m.update_steps(sig, u).nonzero().flatten().tolist() for u in range(len(official))]
@@ -141,19 +156,31 @@ def test_grpo_guard_ratio_is_flow_factorys_normalised_ratio():
     torch.testing.assert_close(ratio, closed, rtol=1e-4, atol=1e-5)
 
 
-def test_grpo_guard_reweights_each_step_by_its_jacobian():
-    """The flow_grpo layout: ``policy_loss = policy_loss / jac.mean()`` with (grpo_guard, sde_type flow_grpo)
-    ``jac = dt - 0.5 * std_dev_t ** 2 * ((1 - sigma) / sigma)``, std_dev_t the step's std and dt = sigma' - sigma:
-    |jac| is the table's lambda_i = |d mu / d v|."""
-    table = StepTable.build(make_method("grpo_guard"), SIG10)
-    for i in range(9):
-        sigma, nxt, std = float(SIG10[i]), float(SIG10[i + 1]), float(table.std[i])
-        jac = (nxt - sigma) - 0.5 * std**2 * ((1 - sigma) / sigma)
-        assert abs(jac) == pytest.approx(float(table.b[i].abs()), rel=1e-5)
-    inp, _, _, _ = _ratio_inputs(step=4)
-    on, _ = OBJECTIVES.get("ratio_norm")(inp, make_method("grpo_guard").params)
+def test_grpo_guard_pools_the_mean_shift_per_step_and_divides_by_delta():
+    """flow_grpo@9745241 scripts/train_sd3_GRPO_Guard.py: ``ratio_mean_bias = (prev_sample_mean -
+    sample["prev_sample_mean"][:, j]).pow(2).mean(dim=tuple(range(1, log_prob.ndim)))`` (l.917) with log_prob of
+    shape [b]: ``dim=()`` reduces over the whole micro-batch, one scalar for step j; ``/ (2 * (sqrt_dt.mean() *
+    sigma_t) ** 2)`` (l.918); ``ratio = exp((log_prob - old + ratio_mean_bias) * (sqrt_dt.mean() * sigma_t))``
+    (l.919); ``policy_loss = policy_loss / (sqrt_dt.mean()**2)`` (l.932), sqrt_dt = sqrt(-dt) = sqrt(Delta)."""
+    inp, _, table, steps = _ratio_inputs(step=4)
+    delta = SIG10[4] - SIG10[5]
+    inp.steps, inp.delta = steps, torch.full_like(inp.std, float(delta))
+    on, ratio = OBJECTIVES.get("ratio_norm")(inp, make_method("grpo_guard").params)
+    s = inp.std
+    batch_bias = (inp.mu - inp.mu_old).pow(2).mean() / (2 * s**2)  # one scalar over the micro-batch
+    official = torch.exp((inp.logp - inp.logp_old + batch_bias) * s)
+    torch.testing.assert_close(ratio, official, rtol=1e-5, atol=1e-6)
     off, _ = OBJECTIVES.get("ratio_norm")(inp, make_method("grpo_guard", params={"method.reweight": False}).params)
-    torch.testing.assert_close(on, off / inp.lam)
+    torch.testing.assert_close(on, off / float(delta))
+    # two steps in one call: each sample's shift pooled over its own step's samples only
+    mixed = torch.tensor([4, 4, 4, 7, 7, 7])
+    inp.steps = mixed
+    _, r2 = OBJECTIVES.get("ratio_norm")(inp, make_method("grpo_guard").params)
+    mse = (inp.mu - inp.mu_old).pow(2).flatten(1).mean(1)
+    pooled = torch.cat([mse[:3].mean().expand(3), mse[3:].mean().expand(3)])
+    torch.testing.assert_close(r2, torch.exp((inp.logp - inp.logp_old) * s + pooled / (2 * s)), rtol=1e-5, atol=1e-6)
+    c = make_method("grpo_guard").config  # config/grpo_guard.py:111-124: beta 0.0, group std, clip 4e-6
+    assert (c.kl, c.adv_norm, c.clip_range, c.kernel, c.noise_level) == ("none", "group", 4e-6, "flow", 0.7)
 
 
 # --- Flow-DPPO --------------------------------------------------------------------------------------------
@@ -179,6 +206,45 @@ def test_flow_dppo_masks_as_unirl():
     rm = (kl >= 1e-5) & (((ratio > 1) & (adv > 0)) | ((ratio < 1) & (adv < 0)))
     assert rm.tolist() == [False, True, False, False, False, False, False, True]
     torch.testing.assert_close(loss, torch.where(rm, torch.zeros(b), -adv * ratio))
+
+
+def test_flow_dppo_draws_three_distinct_sde_steps_in_the_first_half():
+    """UniRL@1a7b501 unirl/utils/scheduler_utils.py AllSDEScheduler (l.98-124): pool ``range(int(T * 0.0),
+    int(T * 0.5))``, ``rng.choice(pool, size=num_sde_steps, replace=False)`` once per rollout;
+    examples/diffusion/sd3_flowdppo.yaml: timestep_fraction [0.0, 0.5] (l.151), num_sde_steps 3 (l.152), eta 0.7
+    (l.141), adv_use_global_std (l.27), init_same_noise false (l.144). Every SDE step is trained; ODE elsewhere."""
+    m = make_method("flow_dppo")
+    c = m.config
+    assert (c.kernel, c.noise_level, c.adv_norm, c.shared_noise, c.kl) == ("flow", 0.7, "global", False, "none")
+    sets = set()
+    for u in range(200):
+        mask = m.update_steps(SIG10, u, generator(0, "window", u))
+        idx = mask.nonzero().flatten().tolist()
+        assert len(idx) == 3 and all(0 <= i < 5 for i in idx)
+        sets.add(tuple(idx))
+        assert m.train_steps(SIG10, 2, generator(0, "steps", u), active=mask).tolist() == [idx] * 2
+        table = StepTable.build(m, SIG10, active=mask)
+        assert (table.std > 0).nonzero().flatten().tolist() == idx  # the ODE everywhere else
+    assert len(sets) == 10  # every 3 of 5
+    with pytest.raises(UserError, match="sde_steps=3"):
+        m.check_run(schedule.sigmas(4, 3.0), RunShape(updates=2, group_size=4, shared_noise=False))
+
+
+def test_mix_grpo_samples_with_flowgrpos_sde():
+    """Tencent-Hunyuan/MixGRPO@e5cdd6a: scripts/finetune/finetune_flux_grpo_MixGRPO.sh passes
+    ``--flow_grpo_sampling`` (l.196; its help in fastvideo/train_grpo_flux.py: "True for MixGRPO, False for
+    DanceGRPO"), eta 0.7 (l.55); fastvideo/utils/sampling_utils.py flow_grpo_step: ``std_dev_t = sqrt(sigma / (1 -
+    where(sigma == 1, sigma_max, sigma))) * eta`` (l.177), noise ``std_dev_t * sqrt(-dt)``; train_grpo_flux.py:448
+    ``group_rewards.std() + 1e-8`` (torch's unbiased std)."""
+    m = make_method("mix_grpo")
+    assert (m.config.kernel, m.config.noise_level, m.config.adv_norm, m.config.shared_noise) == (
+        "flow", 0.7, "group_unbiased", True)
+    table = StepTable.build(m, SIG10)
+    sigma_max = float(SIG10[1])
+    for i in range(8):
+        s, d = float(SIG10[i]), float(SIG10[i] - SIG10[i + 1])
+        std_dev_t = math.sqrt(s / (1 - (sigma_max if s == 1 else s))) * 0.7
+        assert float(table.std[i]) == pytest.approx(std_dev_t * math.sqrt(d), rel=1e-5)
 
 
 # --- TempFlow-GRPO ----------------------------------------------------------------------------------------
@@ -346,7 +412,7 @@ def test_methods_listing_names_rule_loss_and_source_of_all_ten():
         d = make_method(name).describe()
         assert name in text and d["loss"] in text
     for needle in ("nft", "kl_mask", "ratio_norm", "noise_weighted", "not verified against code", "UniRL",
-                   "MixGRPO", "Flow-Factory", "DiffusionNFT", "flow_grpo"):
+                   "MixGRPO", "GRPO_Guard", "DiffusionNFT", "flow_grpo"):
         assert needle in text, needle
 
 

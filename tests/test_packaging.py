@@ -25,3 +25,24 @@ def _on_disk() -> set[str]:
 def test_every_package_is_installed():
     assert _on_disk() - _listed() == set(), "add these to [tool.setuptools] packages in pyproject.toml"
     assert _listed() - _on_disk() == set(), "pyproject lists packages that do not exist"
+
+
+def _pyproject_field(name: str) -> str:
+    return re.search(rf'^{name} = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M).group(1)
+
+
+def test_version_flag_prints_the_packaged_version_and_citation_and_license_agree():
+    from typer.testing import CliRunner
+
+    from grpo_bench import __version__
+    from grpo_bench.cli import app
+
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.output == f"grpo-bench {_pyproject_field('version')}\n"
+    assert __version__ == _pyproject_field("version")
+    import yaml
+
+    citation = yaml.safe_load((ROOT / "CITATION.cff").read_text())
+    assert citation["version"] == __version__ and citation["license"] == "Apache-2.0"
+    assert 'license = { text = "Apache-2.0" }' in (ROOT / "pyproject.toml").read_text()
+    assert "Apache License" in (ROOT / "LICENSE").read_text() and "Version 2.0" in (ROOT / "LICENSE").read_text()

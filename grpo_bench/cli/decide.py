@@ -20,10 +20,10 @@ from typing import Any
 
 from rich.console import Console
 
-from grpo_bench.atomic import atomic_write, atomic_write_json
+from grpo_bench.atomic import atomic_write_json
 from grpo_bench.errors import UserError
 from grpo_bench.suite.parse import load_suite
-from grpo_bench.suite.results import load_results
+from grpo_bench.suite.results import load_results, write_table
 from grpo_bench.suite.run_folder import RESULTS
 from grpo_bench.suite.runner import TRAINER
 from grpo_bench.suite.spec import Suite
@@ -84,7 +84,7 @@ def stamp_results(suite_dir: Path, record: dict[str, Any]) -> None:
     info = json.loads(frame.at[rows[0], "text"])
     info["decide"] = record
     frame.loc[rows[0], "text"] = json.dumps(info, sort_keys=True, default=str)
-    atomic_write(path, lambda tmp: frame.to_parquet(tmp, index=False))
+    write_table(path, frame)
 
 
 def _seeds(n: int) -> str:

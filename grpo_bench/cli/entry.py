@@ -12,7 +12,7 @@ import sys
 import typer
 
 from grpo_bench.cli.pretrain_commands import pretrain_app
-from grpo_bench.cli.report_commands import claims, compare, report
+from grpo_bench.cli.report_commands import claims, compare, report, suites
 from grpo_bench.cli.sampling_commands import methods, sample, samplers
 from grpo_bench.cli.terminal import error_line, warning_line
 from grpo_bench.cli.train_cost import BUDGET_HELP as TRAIN_BUDGET_HELP
@@ -27,6 +27,24 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from grpo_bench import __version__
+
+        typer.echo(f"grpo-bench {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, metavar="",
+                                 help="Print the version and exit."),
+) -> None:
+    """Benchmark and ablation harness for GRPO-style RL of flow-matching video generators."""
+
+
 app.command()(methods)
 app.command()(samplers)
 app.add_typer(pretrain_app, name="pretrain")
@@ -34,6 +52,7 @@ app.add_typer(study_app, name="study")  # grpo-bench study export|serve|analyze
 app.command()(sample)
 app.command(epilog=TRAIN_BUDGET_HELP)(train)
 app.command()(run)
+app.command()(suites)
 app.command()(tune)
 app.command()(restore)
 app.command()(plan)

@@ -65,3 +65,20 @@ def claims(
     from grpo_bench.cli.claims import claims_command
 
     raise typer.Exit(claims_command(reports_dir, out, console))
+
+
+def suites(
+    folder: Path | None = typer.Option(
+        None, "--suites", help="Suites folder (default: ./suites, else the checkout's)."),
+    runs: Path = typer.Option(Path("runs"), "--runs", help="Runs folder whose finished cells measure this machine."),
+    reports: Path = typer.Option(Path("reports"), "--reports", help="Stored reports (their cells' measured minutes)."),
+) -> None:
+    """List every suite with its cells and a cost measured on this machine (runs/), else where its stored results
+    were measured (reports/)."""
+    from grpo_bench.cli.suite import suites_dir
+    from grpo_bench.cli.suites_list import suites_command
+
+    folder = folder if folder is not None else suites_dir()
+    if not folder.is_dir():
+        raise UserError(f"--suites: {folder} is not a folder; give the folder holding the suite YAML files")
+    raise typer.Exit(suites_command(folder, runs, reports, console))

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 from torch import Tensor
 
-from grpo_bench.atomic import atomic_write_text
+from grpo_bench.atomic import atomic_write_text, strict_json
 from grpo_bench.errors import UserError
 from grpo_bench.media import labelled_strip, write_gif
 
@@ -248,5 +248,5 @@ def run_sample(
         "gif": str(out), "png": str(strip), "videos": rows, "note": note,
     }
     if json_path is not None:
-        atomic_write_text(json_path, json.dumps(result, indent=2) + "\n")
+        atomic_write_text(json_path, strict_json(result, indent=2) + "\n")
     return result

@@ -8,7 +8,6 @@ has no oracle, so its scores are the named reward's (weights on disk, nothing do
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from grpo_bench.atomic import atomic_write_text
+from grpo_bench.atomic import atomic_write_text, strict_json
 from grpo_bench.errors import UserError
 
 
@@ -73,5 +72,5 @@ def run_model_sample(model_name: str, prompt: str, n: int, steps: int, shift: fl
               "seed": seed, "out": str(out), "strip": str(strip), "reward": reward,
               "scores": {k: [round(float(x), 6) for x in v] for k, v in scores.items()}}
     if json_path is not None:
-        atomic_write_text(json_path, json.dumps(result, indent=2) + "\n")
+        atomic_write_text(json_path, strict_json(result, indent=2) + "\n")
     return result

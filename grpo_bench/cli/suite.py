@@ -13,6 +13,7 @@ from rich.text import Text
 from grpo_bench.errors import UserError
 from grpo_bench.suite.ablation import ablation, legacy_ablation_name
 from grpo_bench.suite.expand import expand
+from grpo_bench.suite.live import JobPhases
 from grpo_bench.suite.parse import load_suite
 from grpo_bench.suite.results import COLUMNS, load_results
 from grpo_bench.suite.run_folder import ERROR, RESULTS, is_done
@@ -56,10 +57,12 @@ def print_cells(suite: Suite, cells: list[Cell], out: Path, console: Console) ->
 
 def execute(suite: Suite, out: Path, jobs: int | None, backend: str, dry_run: bool, resume: bool,
             console: Console, trainer: str = TRAINER, suite_text: str | None = None,
-            render: bool = True, cells: list[Cell] | None = None) -> RunSummary | None:
+            render: bool = True, cells: list[Cell] | None = None,
+            phases: tuple[JobPhases, str] | None = None) -> RunSummary | None:
     """Expand, run (or list with dry_run), aggregate and render (unless ``render`` is off: the report
     of ``--until-decided`` is rendered once, after its last look); exit code 1 if a cell failed. ``cells``:
-    the suite's cells in another order (a tuning grid runs seed-major)."""
+    the suite's cells in another order (a tuning grid runs seed-major). ``phases``: the job this suite is one
+    phase of, and the phase's name (one live view and ETA over a tuned suite's grid and table)."""
     from grpo_bench.report.render import render_report
     from grpo_bench.suite.live import SuiteDisplay
 
@@ -76,10 +79,13 @@ def execute(suite: Suite, out: Path, jobs: int | None, backend: str, dry_run: bo
 
         require("submitit", "--backend submitit")
     preflight(suite, cells, console)  # real models: weight folders exist and every cell fits gpu_memory_gb
-    display = SuiteDisplay(suite.name, console, settings={c.id: c.config.setting for c in cells})
+    settings = {c.id: c.config.setting for c in cells}
+    display = phases[0].display(settings, phases[1]) if phases else SuiteDisplay(suite.name, console, settings)
     write_index(suite, cells, out)
     summary = run_suite(suite, cells, out, jobs=jobs, backend=backend, resume=resume, trainer=trainer,
                         display=display, suite_text=suite_text if suite_text is not None else suite.to_yaml())
+    if phases:
+        phases[0].close(display)
     counts = (f"{summary.count('done')} run, {summary.count('skipped')} already done, "
               f"{summary.count('failed')} failed")
     if summary.count("busy"):
@@ -158,9 +164,10 @@ def run_command(path: Path, jobs: int | None, backend: str, out: Path, dry_run: 
 
 
 def run_loaded(suite: Suite, out: Path, jobs: int | None, backend: str, dry_run: bool, resume: bool,
-               console: Console) -> int:
+               console: Console, phases: tuple[JobPhases, str] | None = None) -> int:
     """``run`` of a loaded suite without a tune block (a tuned suite goes through cli/tuning.py first)."""
-    summary = execute(suite, out, jobs, backend, dry_run, resume, console, suite_text=suite.text or None)
+    summary = execute(suite, out, jobs, backend, dry_run, resume, console, suite_text=suite.text or None,
+                      phases=phases)
     return exit_code(summary)
 
 
@@ -197,7 +204,30 @@ def ablate_command(kl: str | None, equalizer: str | None, sde: str | None, base:
     return exit_code(summary)
 
 
+def _tuning_before_table(run_dirs: list[Path]) -> Path | None:
+    """The tuning grid's folder when the one folder asked for is a tuned suite's table that has not started
+    (``runs/main_table`` while only ``runs/main_table_tune`` exists), else None."""
+    from grpo_bench.suite.tune import TUNE_SUFFIX
+
+    if len(run_dirs) != 1 or Path(run_dirs[0]).exists() or Path(run_dirs[0]).name == RESULTS:
+        return None
+    tuning = Path(run_dirs[0]).with_name(Path(run_dirs[0]).name + TUNE_SUFFIX)
+    return tuning if tuning.is_dir() else None
+
+
 def report_command(run_dirs: list[Path], out: Path | None, console: Console) -> int:
+    tuning = _tuning_before_table(run_dirs)
+    if tuning is not None:  # the main job mid-tuning: its tuning report, and where the table stands
+        from grpo_bench.report import sources
+        from grpo_bench.report.render import render_report
+
+        frame = sources.load_frame(tuning)
+        path = render_report(tuning, out=out, frame=frame)
+        progress = sources.progress_note(frame)
+        console.print(f"report: {path} (the tuning grid{': ' + progress if progress else ''}); the table "
+                      f"{run_dirs[0]} has not started: `grpo-bench run` starts it when the tuning grid is finished",
+                      markup=False, highlight=False, soft_wrap=True)
+        return 0
     for p in run_dirs:  # before the table and plotting libraries load: a typo answers at once
         if not Path(p).exists():
             raise UserError(f"{p}: not found; give a suite run folder (runs/<suite>), a train run folder "

@@ -135,11 +135,16 @@ REWARD_LABELS = {"world_judge": "judge", "world_oracle": "oracle"}
 """How the summary line names a run's training reward (eval_reward is that reward's composite)."""
 
 
+def _number(value: Any) -> float:
+    """A value of final.json as a float: its null (a missing value, strict JSON) reads as NaN."""
+    return float("nan") if value is None else float(value)
+
+
 def _print_done(out: Path, final: dict[str, Any], reward: str, console: Console) -> None:
-    ev = final.get("eval", {})
+    ev = final.get("eval") or {}
     console.print(
-        f"done: {out}  reward {final['metrics'].get('reward', float('nan')):+.4f}  "
-        f"eval {REWARD_LABELS.get(reward, reward)} {ev.get('eval_reward', float('nan')):+.4f}  "
-        f"oracle correct {ev.get('eval_correct', float('nan')):.3f}  "
-        f"wall {final.get('wall_time', 0):.0f}s", highlight=False
+        f"done: {out}  reward {_number((final.get('metrics') or {}).get('reward')):+.4f}  "
+        f"eval {REWARD_LABELS.get(reward, reward)} {_number(ev.get('eval_reward')):+.4f}  "
+        f"oracle correct {_number(ev.get('eval_correct')):.3f}  "
+        f"wall {_number(final.get('wall_time') or 0):.0f}s", highlight=False
     )

@@ -61,6 +61,8 @@ class RatioInputs:
     std: Tensor  # [b] the step's std (float32)
     lam: Tensor  # [b] |d mu / d v| of the step (|b_i| of the table)
     table_std: Tensor  # [T] every step's std (0 at ODE steps): for weights normalised over the schedule
+    steps: Tensor | None = None  # [b] each sample's step index (objectives that pool the samples of one step)
+    delta: Tensor | None = None  # [b] each sample's step Delta = sigma - sigma'
 
 
 Objective = Callable[[RatioInputs, Any], "tuple[Tensor, Tensor]"]
@@ -151,7 +153,9 @@ def policy_gradient_terms(ctx: LossContext, ro: Rollout, adv: Tensor, rows: Tens
     mu_old = ro.mu_old[rows, slot]
     objective = ctx.hooks()[0]
     policy, ratio = objective(RatioInputs(logp, logp_old, adv[rows], ctx.weight[steps], ctx.clip_range, mu, mu_old,
-                                          std.flatten(), ctx.table.b[steps].abs(), ctx.table.std), ctx.method_params)
+                                          std.flatten(), ctx.table.b[steps].abs(), ctx.table.std, steps,
+                                          None if ctx.table.delta is None else ctx.table.delta[steps]),
+                                ctx.method_params)
     mu_ref = {a: ref[rows, slot] for a, ref in ro.mu_ref.items()}  # stored by the rollout
     with torch.no_grad():
         for a, velocity in ctx.live_anchors.items():

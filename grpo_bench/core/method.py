@@ -67,6 +67,9 @@ class MethodConfig:
     """Default KL trust region: none, fixed, flow_grpo, stepwise, moving, dual."""
     equalizer: bool = False
     """Weight each step's loss by the gradient-norm equalizer S_i (SAGE-GRPO)."""
+    adv_norm: str = "group"
+    """The advantage scale the method's code uses (core/advantages.py ADV_NORMS): a run's ``adv_norm: null``
+    (the as-shipped readings) takes it; a run's explicit value overrides it."""
     window: tuple[int, int] | None = None
     """(k, w): sample with the SDE and train only on steps k..k+w-1, ODE elsewhere ('fast' variants)."""
     params: Mapping[str, Any] = field(default_factory=dict)
@@ -85,6 +88,10 @@ class MethodConfig:
             raise UserError(f"clip_range must be > 0, got {self.clip_range!r}")
         if self.max_train_steps is not None and self.max_train_steps < 1:
             raise UserError(f"max_train_steps must be >= 1 or null, got {self.max_train_steps!r}")
+        from grpo_bench.core.advantages import ADV_NORMS
+
+        if self.adv_norm not in ADV_NORMS:
+            raise UserError(f"adv_norm must be one of {', '.join(ADV_NORMS)}, got {self.adv_norm!r}")
         if self.window is not None and (len(self.window) != 2 or self.window[0] < 0 or self.window[1] < 1):
             raise UserError(f"window must be [start >= 0, width >= 1], got {self.window!r}")
 
@@ -111,6 +118,9 @@ class Method:
     rollout_anchor: ClassVar[str | None] = None
     """The name of one of the method's own anchors (``anchor_policies``) whose parameters sample the rollouts
     (an old policy that lags the trained one); None: the current policy samples them."""
+    revision: ClassVar[int] = 0
+    """The recipe's revision: raised when a method's defaults or code change what its runs compute, so its
+    cell ids change with it (a stored cell of the old recipe is never taken for the new); 0 stays out of ids."""
 
     def __init__(self, **overrides: Any) -> None:
         fields = {f.name for f in dataclasses.fields(MethodConfig)}

@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 from rich.console import Console
 
-from grpo_bench.atomic import atomic_write_text
+from grpo_bench.atomic import atomic_write_text, strict_json
 from grpo_bench.errors import UserError
 from grpo_bench.models.world import FRAMES, WorldVideoModel, load_weights, save_weights
 from grpo_bench.world.generator import SIZES, render
@@ -197,7 +197,7 @@ def card_path(weights: Path) -> Path:
 
 
 def write_card(weights: Path, card: dict) -> None:
-    atomic_write_text(card_path(weights), json.dumps(card, indent=2) + "\n")
+    atomic_write_text(card_path(weights), strict_json(card, indent=2) + "\n")
 
 
 def read_card(weights: Path) -> dict:

@@ -285,6 +285,6 @@ def card_path(weights: Path) -> Path:
 
 
 def write_card(weights: Path, card: dict) -> None:
-    from grpo_bench.atomic import atomic_write_text
+    from grpo_bench.atomic import atomic_write_text, strict_json
 
-    atomic_write_text(card_path(weights), json.dumps(card, indent=2) + "\n")
+    atomic_write_text(card_path(weights), strict_json(card, indent=2) + "\n")

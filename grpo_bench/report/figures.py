@@ -17,6 +17,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from grpo_bench.report import data  # noqa: E402
+from grpo_bench.report.compact import save_figure  # noqa: E402
 from grpo_bench.report.parts import FIGURES, Context, Section  # noqa: E402
 from grpo_bench.report.stats import mean_ci  # noqa: E402
 
@@ -44,7 +45,7 @@ def _save(ctx: Context, fig, name: str) -> str:
     folder = ctx.out / "figures"
     folder.mkdir(parents=True, exist_ok=True)
     file = re.sub(r"[^A-Za-z0-9_.=-]+", "_", name)  # a stratified setting label has spaces and commas
-    fig.savefig(folder / f"{file}.png", dpi=110, bbox_inches="tight")
+    save_figure(fig, folder / f"{file}.png", dpi=110, bbox_inches="tight")
     plt.close(fig)
     return f"![{name}](figures/{file}.png)\n"
 

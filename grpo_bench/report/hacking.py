@@ -16,6 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from grpo_bench.report import data  # noqa: E402
+from grpo_bench.report.compact import save_figure  # noqa: E402
 from grpo_bench.report.parts import FIGURES, Context, Section  # noqa: E402
 
 JUDGE, ORACLE = "eval_reward", "eval_oracle_overall"
@@ -64,7 +65,7 @@ def hacking(ctx: Context) -> list[Section]:
     fig.tight_layout()
     folder = ctx.out / "figures"
     folder.mkdir(parents=True, exist_ok=True)
-    fig.savefig(folder / "hacking.png", dpi=110, bbox_inches="tight")
+    save_figure(fig, folder / "hacking.png", dpi=110, bbox_inches="tight")
     plt.close(fig)
     counts = quadrant_counts(gain)
     how = ("One point per cell; axes on their own scales. Lower right = reward hacking (the learned judge rose, "

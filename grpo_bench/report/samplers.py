@@ -13,7 +13,6 @@ discretisation error each kernel's noise schedule adds (the paper's "excess nois
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ from grpo_bench.core.sampling import StepTable, transition
 from grpo_bench.core.schedule import sigmas as make_sigmas
 from grpo_bench.core.sde import Kernel, make_kernel
 from grpo_bench.errors import UserError
+from grpo_bench.report.compact import save_figure
 
 
 def marginal_variance(sigma: float, data_std: float) -> float:
@@ -191,7 +191,7 @@ def figure1(sig: torch.Tensor, rows: list[KernelAnalysis], path: Path) -> None:
         ax.grid(alpha=0.3)
     ax2.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=130)
+    save_figure(fig, path, dpi=130)
     plt.close(fig)
 
 
@@ -199,7 +199,7 @@ def run_samplers_report(
     steps: int, shift: float, data_std: float, out: Path, json_path: Path | None, console: Console,
     noise_level: float | None = None,
 ) -> pd.DataFrame:
-    from grpo_bench.atomic import atomic_write_text
+    from grpo_bench.atomic import atomic_write_text, strict_json
 
     sig, rows = analyse(steps, shift, data_std, noise_level)
     df = table1_frame(steps, shift, data_std, noise_level)
@@ -216,7 +216,7 @@ def run_samplers_report(
             "kernels": {r.label: {"std": r.std, "var_rel_err": r.var_rel_err} for r in rows},
         }
         json_path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(json_path, json.dumps(payload, indent=1))
+        atomic_write_text(json_path, strict_json(payload, indent=1))
     level = "default levels" if noise_level is None else f"noise level {noise_level:g}"
     table = Table(title=f"Table 1 — T={steps}, shift={shift:g}, s={data_std:g}, {level}")
     for col in ("kernel", "noise std", "Σ var", "max |ΔV/V|", "final ΔV/V", "excess over ODE"):

@@ -18,6 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from grpo_bench.report import data  # noqa: E402
+from grpo_bench.report.compact import save_figure  # noqa: E402
 from grpo_bench.report.parts import FIGURES, TABLES, Context, Section  # noqa: E402
 from grpo_bench.report.stats import mean_ci  # noqa: E402
 from grpo_bench.suite.selection import CHOSEN, cell_learning  # noqa: E402
@@ -114,7 +115,7 @@ def tuning_curves(ctx: Context) -> list[Section]:
     ax.legend(fontsize=7)
     folder = ctx.out / "figures"
     folder.mkdir(parents=True, exist_ok=True)
-    fig.savefig(folder / "tuning_curves.png", dpi=110, bbox_inches="tight")
+    save_figure(fig, folder / "tuning_curves.png", dpi=110, bbox_inches="tight")
     plt.close(fig)
     how = ("Mean over tuning seeds with its 95% band; the star is each method's chosen point "
            f"({rule.describe()}).")

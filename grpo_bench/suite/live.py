@@ -9,7 +9,13 @@ trainer's progress callback reports).
 The ETA divides the updates still to run by the pace of the cells finished in this invocation
 (their seconds per update, all workers together); before the first cell finishes it uses the update
 rate measured so far. Finished cells measure whole-cell cost (evaluation, checkpoints, start-up),
-which the per-update rate of the first minutes misses.
+which the per-update rate of the first minutes misses. Before that, a pace measured on this machine by the
+job's cells finished earlier (suite/pace.py) stands in.
+
+A job of several phases (``run`` of a tuned suite: the tuning grid, then the table at the chosen points) shows
+one view through ``JobPhases``: every phase's bar counts the cells and updates of the phases still to come, and
+each phase starts from the counts and pace the one before it measured, so one ETA runs from the first tuning
+cell to the last table cell.
 """
 
 from __future__ import annotations
@@ -92,12 +98,21 @@ class SuiteDisplay:
     finished_updates: int = 0
     jobs: int = 1
     t0: float = 0.0
+    later_cells: int = 0
+    """Cells of the job's phases still to come (a tuned suite's table while its tuning grid runs): in the total."""
+    later_updates: int = 0
+    """Their updates: in the ETA."""
+    earlier_done: int = 0
+    """Cells of the job's earlier phases, finished: in the count and the total."""
+    measured_pace: float | None = None
+    """Seconds per update on one worker, from cells finished on this machine before (suite/pace.py)."""
     _progress: Progress | None = None
     _suite_task: Any = None
 
     def begin(self, total: int, done: int, jobs: int, updates: list[int]) -> None:
-        self.total, self.done, self.jobs, self.t0 = total, done, max(1, jobs), time.perf_counter()
-        self.updates_left = sum(updates)
+        self.total, self.jobs, self.t0 = total + self.earlier_done + self.later_cells, max(1, jobs), time.perf_counter()
+        self.done = done + self.earlier_done
+        self.updates_left = sum(updates) + self.later_updates
         self._progress = Progress(
             TextColumn("{task.fields[worker]:>6}"), TextColumn("{task.description}"),
             TextColumn("{task.fields[setting]:^7}"), TextColumn("{task.fields[run]}"),
@@ -183,6 +198,8 @@ class SuiteDisplay:
             return 0.0
         if self.finished_updates:
             return self.updates_left * self.finished_seconds / self.finished_updates / self.jobs
+        if self.measured_pace is not None:
+            return self.updates_left * self.measured_pace / self.jobs
         elapsed = time.perf_counter() - self.t0
         if self.updates_run == 0 or elapsed <= 0:
             return None
@@ -203,6 +220,37 @@ class SuiteDisplay:
             self.refresh()
             self._progress.stop()
             self._progress = None
+
+
+@dataclass
+class JobPhases:
+    """One live view and one ETA over a job's phases, each run by its own ``run_suite`` call.
+
+    ``phases``: (cells, updates) of each phase in order; ``display`` makes the next phase's display, which counts
+    the phases after it as still to come and carries what the ones before it finished and measured."""
+
+    title: str
+    console: Console
+    phases: list[tuple[int, int]]
+    measured_pace: float | None = None
+    index: int = 0
+    earlier_done: int = 0
+    finished_seconds: float = 0.0
+    finished_updates: int = 0
+
+    def display(self, settings: dict[str, str], phase: str) -> SuiteDisplay:
+        later = self.phases[self.index + 1:]
+        title = f"{self.title} [{phase}, phase {self.index + 1} of {len(self.phases)}]"
+        return SuiteDisplay(title, self.console, settings=settings, finished_seconds=self.finished_seconds,
+                            finished_updates=self.finished_updates, later_cells=sum(c for c, _ in later),
+                            later_updates=sum(u for _, u in later), earlier_done=self.earlier_done,
+                            measured_pace=self.measured_pace)
+
+    def close(self, display: SuiteDisplay) -> None:
+        """The phase ``display`` showed has ended: the next one starts from its counts and measured pace."""
+        self.index += 1
+        self.earlier_done = display.done
+        self.finished_seconds, self.finished_updates = display.finished_seconds, display.finished_updates
 
 
 def _clock(seconds: float) -> str:

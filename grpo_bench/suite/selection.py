@@ -48,8 +48,9 @@ def _plain(value: Any) -> Any:
 
 def choose(learning: pd.DataFrame, points: dict[str, list[dict[str, Any]]], seeds: list[int],
            rule: SelectRule) -> dict[str, Any]:
-    """Per method, the point with the highest mean learning over the tuning seeds (ties: the first point in
-    grid order). Every (method, point, seed) cell must be finished: a choice from a partial grid is refused."""
+    """Per row (``learning["row"]``, else the method), the point with the highest mean learning over the tuning
+    seeds (ties: the first point in grid order). Every (row, point, seed) cell must be finished: a choice from a
+    partial grid is refused."""
     expected = sum(len(p) for p in points.values()) * len(seeds)
     if len(learning) < expected or learning["learning"].isna().any():
         raise UserError(f"tuning incomplete: {int(learning['learning'].notna().sum())} of {expected} tuning cells "
@@ -59,7 +60,7 @@ def choose(learning: pd.DataFrame, points: dict[str, list[dict[str, Any]]], seed
     for method, grid_points in points.items():
         scored = []
         for point in grid_points:
-            mask = learning["method"] == method
+            mask = learning["row" if "row" in learning else "method"] == method
             for key, value in point.items():
                 mask &= learning[key] == value
             values = learning.loc[mask, "learning"].astype(float)
@@ -71,11 +72,13 @@ def choose(learning: pd.DataFrame, points: dict[str, list[dict[str, Any]]], seed
     return out
 
 
-def grid_points(tuning_cells: list[Any], keys: list[str]) -> dict[str, list[dict[str, Any]]]:
-    """Per method, its distinct tuned points in grid order (from the tuning suite's cells)."""
+def grid_points(tuning_cells: list[Any], keys: list[str], rows: dict[str, str] | None = None
+                ) -> dict[str, list[dict[str, Any]]]:
+    """Per row (``rows``: cell id -> row; default the method), its distinct tuned points in grid order (from the
+    tuning suite's cells)."""
     out: dict[str, list[dict[str, Any]]] = {}
     for cell in tuning_cells:
-        method = cell.labels["method"]
+        method = rows[cell.id] if rows is not None else cell.labels["method"]
         point = {k: _plain(cell.labels[k]) for k in keys if k in cell.labels}
         if point not in out.setdefault(method, []):
             out[method].append(point)

@@ -20,6 +20,7 @@ tuned suite start at ``TEST_SEEDS_FROM``; tuning seeds lie in ``TUNE_SEEDS``; 0.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from typing import Any
 
@@ -38,7 +39,8 @@ TEST_SEEDS_FROM = 1000
 SELECTABLE = ("reward", "reward_vq", "reward_mq", "reward_ta")
 """Training-side metrics a selection rule may read (metrics.jsonl, the policy's own rollouts on training prompts)."""
 TUNE_SUFFIX = "_tune"
-__all__ = ["SelectRule", "TuneSpec", "parse_tune", "seed_major", "tuned_methods", "tuning_suite", "with_chosen"]
+__all__ = ["SelectRule", "TuneSpec", "cell_row", "parse_tune", "seed_major", "tuned_methods", "tuned_rows",
+           "tuning_suite", "with_chosen"]
 
 
 def _seeds(value: Any, where: str) -> list[int]:
@@ -132,29 +134,59 @@ def parse_tune(data: Any, where: str, *, seeds: list[int], grid: dict[str, list[
     return TuneSpec(family, shared, per_method, tune_seeds, budget, rule)
 
 
+ROW_FREE = ("method", "setting", "reward")
+"""Keys that never make a row of their own: the method names it; setting and reward are the families a row is
+compared in (it is tuned on ``tune.family``)."""
+
+
+def tuned_rows(suite: Suite) -> list[tuple[str, str, dict[str, Any]]]:
+    """(row, method, reading) for every row the suite compares, in first-seen order: a method under each
+    combination of the other keys its grids vary (a reading: ``kl: null`` as shipped, a KL variant, the
+    equalizer off ...). Each row is tuned alike and takes its own choice; the first reading of a method is named
+    by the method alone (so a suite of one reading per method keeps its rows and its stored choices)."""
+    rows: list[tuple[str, str, dict[str, Any]]] = []
+    for g in suite.grids():
+        keys = [k for k in g if k not in ROW_FREE]
+        for m in g.get("method", [suite.base.get("method", "sage_grpo")]):
+            for combo in itertools.product(*(g[k] for k in keys)):
+                reading = dict(zip(keys, combo))
+                if any(rm == m and rr == reading for _, rm, rr in rows):
+                    continue
+                first = not any(rm == m for _, rm, _ in rows)
+                rows.append((m if first else row_name(m, reading), m, reading))
+    return rows
+
+
+def row_name(method: str, reading: dict[str, Any]) -> str:
+    from grpo_bench.suite.expand import show_value
+
+    return f"{method} [{' '.join(f'{k}={show_value(v)}' for k, v in reading.items())}]"
+
+
+def cell_row(rows: list[tuple[str, str, dict[str, Any]]], labels: dict[str, Any], tuned: set[str]) -> str:
+    """The row a cell belongs to: its method and exactly the reading its labels carry."""
+    reading = {k: v for k, v in labels.items() if k not in (*ROW_FREE, "seed", *tuned)}
+    for name, m, r in rows:
+        if m == labels["method"] and r == reading:
+            return name
+    raise UserError(f"cell {labels} belongs to no row of the suite")
+
+
 def tuning_suite(suite: Suite) -> Suite:
-    """The generated suite of tuning cells: every method × its grid points × the tuning seeds, on the family.
+    """The generated suite of tuning cells: every row (a method under one reading) × its grid points × the tuning
+    seeds, on the family.
 
     Cells come seed-major (see ``seed_major``) so that a partial run holds whole tuning curves."""
     tune = suite.tune
     assert tune is not None
-    methods = tuned_methods(suite.grid, suite.union, suite.base)
-    union = [{"method": [m], **_fixed_for(suite, m), **tune.grid, **tune.methods.get(m, {})} for m in methods]
+    union = [{"method": [m], **{k: [v] for k, v in reading.items()}, **tune.grid, **tune.methods.get(m, {})}
+             for _, m, reading in tuned_rows(suite)]
     report = ReportSpec(tables=["tuning"], figures=["tuning_curves", "reward_curves"], baseline={},
                         strata=["method"], held_out=False)
     return dataclasses.replace(
         suite, name=suite.name + TUNE_SUFFIX, path=f"{suite.path} (tune)", base={**suite.base, **tune.family},
         grid={}, union=union, seeds=list(tune.seeds), budget={**suite.budget, **tune.budget}, report=report,
         description=f"Tuning grid of {suite.name}: {tune.select.describe()}.", text="", decide=None, tune=None)
-
-
-def _fixed_for(suite: Suite, method: str) -> dict[str, list[Any]]:
-    """The one-value keys the suite's first grid holding ``method`` gives it (e.g. a method that cannot take the
-    block's KL gets ``kl: [none]`` there): its tuning cells run the configuration its table cells run."""
-    for g in suite.grids():
-        if method in g.get("method", [suite.base.get("method", "sage_grpo")]):
-            return {k: v for k, v in g.items() if len(v) == 1 and k not in ("method", "setting", "reward")}
-    return {}
 
 
 def seed_major(cells: list[Any]) -> list[Any]:
@@ -170,14 +202,19 @@ def seed_major(cells: list[Any]) -> list[Any]:
 
 
 def with_chosen(suite: Suite, chosen: dict[str, dict[str, Any]]) -> Suite:
-    """The suite with each method at its chosen point: every grid that varies ``method`` split per method,
-    the method's tuned values added as one-value grid keys (so they show in its row label)."""
-    methods = tuned_methods(suite.grid, suite.union, suite.base)
-    missing = [m for m in methods if m not in chosen]
+    """The suite with each row at its chosen point: every grid split per row (method × reading), the row's tuned
+    values added as one-value grid keys (so they show in its row label)."""
+    rows = tuned_rows(suite)
+    missing = [name for name, _, _ in rows if name not in chosen]
     if missing:
         raise UserError(f"{suite.path}: no chosen point for {', '.join(missing)}; run `grpo-bench tune {suite.path}`")
     grids: list[dict[str, list[Any]]] = []
     for g in suite.grids():
+        keys = [k for k in g if k not in ROW_FREE]
         for m in g.get("method", [suite.base.get("method", "sage_grpo")]):
-            grids.append({**g, "method": [m], **{k: [v] for k, v in chosen[m].items()}})
+            for combo in itertools.product(*(g[k] for k in keys)):
+                reading = dict(zip(keys, combo))
+                name = next(n for n, rm, rr in rows if rm == m and rr == reading)
+                grids.append({**g, "method": [m], **{k: [v] for k, v in reading.items()},
+                              **{k: [v] for k, v in chosen[name].items()}})
     return dataclasses.replace(suite, grid={}, union=grids)

@@ -72,4 +72,4 @@ def save(runs: Path, k: str, metrics: dict[str, float], rows: list[dict[str, Any
     atomic_write(folder / f"{k}.safetensors",
                  lambda tmp: save_file({"videos": videos.detach().cpu().contiguous()}, str(tmp)))
     extra = {} if cost is None else {"compute_eval": int(cost)}
-    atomic_write_json(folder / f"{k}.json", {"metrics": metrics, "rows": rows, **extra})
+    atomic_write_json(folder / f"{k}.json", {"metrics": metrics, "rows": rows, **extra}, round_trip=True)

@@ -217,7 +217,7 @@ def save(state: TrainState, acc: Any, out_dir: Path, update: int, keep: int = 2)
     rng: dict[str, torch.Tensor] = {}
     rng_skel = flatten(rng_state(), rng)
     _write_tensors(tmp / f"rng_{acc.process_index}.safetensors", rng)
-    atomic_write_json(tmp / f"rng_{acc.process_index}.json", rng_skel)
+    atomic_write_json(tmp / f"rng_{acc.process_index}.json", rng_skel, round_trip=True)
     if state.stepper.engine_checkpoint:
         acc.save_state(str(tmp / "engine"))
     if main:
@@ -233,7 +233,7 @@ def save(state: TrainState, acc: Any, out_dir: Path, update: int, keep: int = 2)
         _write_tensors(tmp / "trainable.safetensors", trainable)
         _write_tensors(tmp / "anchors.safetensors", anchor_t)
         _write_tensors(tmp / "optimizer.safetensors", opt_t)
-        atomic_write_json(tmp / STATE, record)  # last: a folder without state.json is incomplete
+        atomic_write_json(tmp / STATE, record, round_trip=True)  # last: a folder without state.json is incomplete
     acc.wait_for_everyone()
     if main:
         if final.exists():  # re-saving the same point after a crash: replace it

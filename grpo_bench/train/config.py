@@ -95,6 +95,7 @@ ID_NEUTRAL: dict[str, Any] = {
     "stepwise_ref": "rollout", "kl_target_auto": False, "kl_feedback": "integral", "adv_norm": "group",
     "step_every": "minibatch", "kl_schedule_unit": "update", "kl_horizon": 10.0, "bestofn": 0, "optimizer": "adamw",
     "embedded_guidance": 0.0, "max_text_tokens": 0,  # image generators (models/options.py)
+    "kernel": None, "method_revision": 0,  # a method's own kernel; its recipe's revision (core/method.py)
 }
 """Science fields added since the id scheme of release 0.3: the value for which a field is left out of a
 cell id. A new science field must be added here with the value that reproduces the behaviour from before
@@ -320,6 +321,11 @@ def resolve(cfg: RunConfig) -> RunConfig:
 
     method = make_method(cfg.method, **cfg.method_overrides())
     filled = {k: getattr(method.config, k) for k in METHOD_OPTIONS}
+    if filled["kernel"] == method.defaults.kernel:
+        filled["kernel"] = None  # the method's own kernel, whichever revision: ``method_revision`` names that
+    filled["method_revision"] = type(method).revision
+    if cfg.adv_norm is None:
+        filled["adv_norm"] = method.config.adv_norm
     if filled["window"] is not None:
         filled["window"] = list(filled["window"])
     filled["params"] = _plugin_params(cfg)

@@ -42,6 +42,9 @@ class Compared:
 
     method: Name = "sage_grpo"
     """Registered method (`grpo-bench methods`)."""
+    method_revision: Annotated[Int, Field(ge=0)] = 0
+    """The method recipe's revision, filled in by ``resolve`` from the method file (``Method.revision``): it
+    enters the cell id when non-zero, so a corrected recipe never resumes or restores cells of the old one."""
     setting: Name = "A"
     """Reward weights: A = (VQ, MQ, TA) (1, 1, 1); B = (0.5, 0.5, 1)."""
     seed: Annotated[Int, Field(ge=0, le=2**63 - 1, json_schema_extra={"range": "0..2**63-1"})] = 0
@@ -66,6 +69,9 @@ class Compared:
 class MethodOptions:
     """The method's options (None = the method's default, methods/*.py) and plug-in parameters."""
 
+    kernel: MaybeName = None
+    """Registered step kernel at the stochastic steps (`grpo-bench methods` lists them); None: the method's own.
+    Any method runs with any kernel, so "method x sampler" is a grid (its noise_level is that kernel's scale)."""
     noise_level: MaybeFloat = None
     """Kernel noise scale (eta or a)."""
     logprob: MaybeName = None
@@ -165,10 +171,11 @@ class Optimisation:
     """Advantage clip (±)."""
     on_bad_reward: Literal["error", "zero"] = "error"
     """Non-finite reward: 'error' stops the run, 'zero' gives that sample A = 0."""
-    adv_norm: Literal["group", "group_unbiased", "global"] = "group"
+    adv_norm: Literal["group", "group_unbiased", "global"] | None = "group"
     """Advantage scale: 'group' = each group's population std (SAGE-GRPO), 'group_unbiased' = each
     group's unbiased std (DanceGRPO's torch.std), 'global' = the std of the whole batch's rewards,
-    centred per group (FlowGRPO's global_std)."""
+    centred per group (FlowGRPO's global_std); null: the method's own (its ``MethodConfig.adv_norm``; the
+    as-shipped readings), filled in by ``resolve``."""
 
 
 @dataclass

@@ -1,0 +1,96 @@
+"""Compact storage of a reports folder: parquet re-encoded with zstd, figures as 256-colour PNGs.
+
+A bare GPU machine receives the repository by copy (64 MiB at most with its wheelhouse), so the tracked
+tree stays under ``TREE_LIMIT_BYTES`` (tests/test_repo_size.py) however many result blocks are stored.
+Both encodings keep what a reader sees: a re-encoded parquet table reads back equal (schema, pandas
+metadata and every value; checked before the file is replaced), and a plot's few flat colours survive
+a 256-colour palette (matplotlib draws lines, text and translucent bands in far fewer colours).
+
+    python benchmarks/compact_reports.py reports     # every *.parquet and *.png under reports/
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from grpo_bench.atomic import atomic_write
+from grpo_bench.errors import UserError
+from grpo_bench.suite.results import PARQUET_OPTIONS
+
+TREE_LIMIT_BYTES = 40_000_000
+"""The tracked tree's ceiling: a device copy is 64 MiB with the wheelhouse (benchmarks/wheelhouse.sh)."""
+PALETTE_COLOURS = 256
+
+
+def png_bytes(image_bytes: bytes) -> bytes:
+    """A PNG as an optimised 256-colour palette image on white (a plot's alpha is the figure's background)."""
+    from PIL import Image
+
+    image = Image.open(io.BytesIO(image_bytes))
+    image.load()
+    if image.mode == "P" and "transparency" not in image.info:  # already a palette image: kept byte for byte
+        return image_bytes
+    if image.mode in ("RGBA", "LA", "P"):
+        rgba = image.convert("RGBA")
+        image = Image.alpha_composite(Image.new("RGBA", rgba.size, "white"), rgba)
+    palette = image.convert("RGB").quantize(PALETTE_COLOURS, method=Image.Quantize.MEDIANCUT,
+                                            dither=Image.Dither.NONE)
+    out = io.BytesIO()
+    palette.save(out, "PNG", optimize=True)
+    return out.getvalue()
+
+
+def save_figure(fig: Any, path: Path, dpi: int, **savefig: Any) -> None:
+    """``fig.savefig`` to ``path`` as a compact PNG (what every report figure goes through)."""
+    raw = io.BytesIO()
+    fig.savefig(raw, format="png", dpi=dpi, **savefig)
+    data = png_bytes(raw.getvalue())
+    atomic_write(path, lambda tmp: Path(tmp).write_bytes(data))
+
+
+def reencode_parquet(path: Path) -> None:
+    """Rewrite one parquet file with the results writer's encoding; refuse (UserError) if it would not
+    read back equal, leaving the file as it was."""
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path)
+    except Exception as exc:  # a truncated or foreign file: name it, change nothing
+        raise UserError(f"{path}: not a readable parquet file ({str(exc).splitlines()[0][:160]})") from None
+    buffer = io.BytesIO()
+    pq.write_table(table, buffer, **PARQUET_OPTIONS)
+    if not pq.read_table(io.BytesIO(buffer.getvalue())).equals(table, check_metadata=True):
+        raise UserError(f"{path}: the re-encoded table does not read back equal; left unchanged")
+    data = buffer.getvalue()
+    atomic_write(path, lambda tmp: Path(tmp).write_bytes(data))
+
+
+@dataclass
+class Compacted:
+    files: int
+    before: int
+    after: int
+
+
+def compact_folder(folder: Path) -> dict[str, Compacted]:
+    """Re-encode every parquet and PNG under ``folder``; bytes before and after per kind."""
+    if not folder.is_dir():
+        raise UserError(f"{folder}: not a folder (give a reports folder, e.g. reports)")
+    encoders = {".parquet": reencode_parquet,
+                ".png": lambda p: _rewrite(p, png_bytes(p.read_bytes()))}
+    done: dict[str, Compacted] = {}
+    for suffix, encode in encoders.items():
+        files = sorted(folder.rglob(f"*{suffix}"))
+        before = sum(f.stat().st_size for f in files)
+        for f in files:
+            encode(f)
+        done[suffix] = Compacted(len(files), before, sum(f.stat().st_size for f in files))
+    return done
+
+
+def _rewrite(path: Path, data: bytes) -> None:
+    if len(data) < path.stat().st_size:
+        atomic_write(path, lambda tmp: Path(tmp).write_bytes(data))
