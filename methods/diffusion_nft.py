@@ -19,7 +19,10 @@ config/base.py):
   form, first and last step DDIM (flow_grpo/diffusers_patch/solver.py:207-260). Its second-order step needs the
   previous step's x0 prediction, which the one-step table x' = a x + b v cannot express: rollouts here are the
   Euler ODE (what its first and last steps are, and what its evaluation samples: ``solver="flow"``,
-  ``deterministic=True``, T.py:279-280).
+  ``deterministic=True``, T.py:279-280);
+- advantages: ``sample.global_std = True`` (base.py:57), the batch's std + 1e-4 (flow_grpo/stat_tracking.py:28);
+- not built: its evaluation reads a second EMA of the policy (``train.ema``, base.py:92; T.py:220-221, 1024-1029);
+  this project evaluates the policy.
 """
 
 import torch
@@ -159,6 +162,7 @@ class DiffusionNFT(Method):
     step_rule = "ODE rollouts of the old policy; the NFT loss at int(0.99 T) random schedule times of each sample"
     loss_family = "nft"
     rollout_anchor = OLD
+    revision = 1  # 1: rollouts from the old policy, old policy per update, KL to pi_0, int(0.99 T) times, global std
     Params = NFTParams
 
     defaults = MethodConfig(
@@ -170,6 +174,7 @@ class DiffusionNFT(Method):
         clip_range=1e-4,  # unused
         kl="none",
         equalizer=False,
+        adv_norm="global",  # sample.global_std = True (base.py:57): std of all rewards + 1e-4 (stat_tracking.py:28)
     )
 
     def check_run(self, sigmas, run):

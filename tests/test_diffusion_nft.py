@@ -56,6 +56,22 @@ def test_old_policy_schedule_is_decay_type_1():
         assert two.decay(step) == pytest.approx(_return_decay(step, 2))
 
 
+def test_advantages_use_the_global_std():
+    """config/base.py:57 ``sample.global_std = True`` (nft.py never overrides it), read by T.py:508
+    ``PerPromptStatTracker(config.sample.global_std)``: flow_grpo/stat_tracking.py:26-31, per-prompt mean over
+    ``np.std(rewards) + 1e-4`` of the whole batch (this project's ``global``, eps 1e-6)."""
+    assert make_method("diffusion_nft").config.adv_norm == "global"
+
+
+def test_revision_moves_the_ids_of_the_corrected_recipe():
+    """Its runs compute something else than release 0.4's reading, so its cells must not be taken for those."""
+    from grpo_bench.train.identity import cell_id
+
+    cfg = resolve(RunConfig(method="diffusion_nft"))
+    assert cfg.method_revision == 1
+    assert cell_id(cfg) != cell_id({**cfg.to_dict(), "method_revision": 0})
+
+
 def test_trained_times_are_int_of_steps_times_timestep_fraction():
     """T.py:569 ``num_train_timesteps = int(config.sample.num_steps * config.train.timestep_fraction)`` with
     base.py:87 ``timestep_fraction = 0.99`` and nft.py:20 ``num_steps = 10``: 9 of the 10 times (24 of 25 at
@@ -258,3 +274,13 @@ def test_trained_count_default_keeps_round():
     m = make_method("dance_grpo")
     assert (m.trained_count(8), m.trained_count(3), m.trained_count(9)) == (5, 2, 5)
     assert m.train_steps(schedule.sigmas(9, 3.0), 2, generator(0, "steps", 0)).shape == (2, 5)
+
+
+def test_methods_listing_shows_each_methods_own_count():
+    """``grpo-bench methods`` shows the count the run trains (trained_count), not the share alone: 9 of DiffusionNFT's
+    10 times (int(0.99 * 10), T.py:569), 5 of DanceGRPO's 9 steps (round(0.6 * 9))."""
+    from grpo_bench.report.methods_table import _trained
+
+    assert _trained(make_method("diffusion_nft")) == "random 9 (99%) of 0..9"
+    assert _trained(make_method("dance_grpo")) == "random 5 (60%) of 0..8"
+    assert _trained(make_method("flow_grpo")) == "0..8"
