@@ -46,8 +46,9 @@ class AnchorPolicy(ABC):
     name: str
     Params: type[PluginParams] = NoParams
     live: ClassVar[bool] = False
-    """True: the snapshot changes within an update (before_step), so the loss evaluates the anchor's
-    mean itself; False: the rollout stores it once per update."""
+    """True: the loss evaluates the anchor itself, at loss time (its snapshot changes within an update, as
+    ``before_step`` makes it, or the loss needs it at inputs no rollout holds, as a re-noised sample);
+    False: the rollout stores its mean once per update."""
 
     def __init__(self, cfg: Any = None, **params: Any) -> None:
         self.cfg = cfg
@@ -61,6 +62,12 @@ class AnchorPolicy(ABC):
     def update(self, snapshot: dict[str, Tensor], policy: dict[str, Tensor], optimizer_steps: int) -> bool:
         """Update ``snapshot`` in place from ``policy`` (same names; local shards) after optimizer step
         number ``optimizer_steps`` (1-based); True if it changed."""
+
+    def after_update(self, snapshot: dict[str, Tensor], policy: dict[str, Tensor], optimizer_steps: int) -> bool:
+        """Called once per update, after its last optimizer step (run total ``optimizer_steps``): a policy that
+        follows the trained one once per rollout (an epoch of the official codes) updates here; True if the
+        snapshot changed."""
+        return False
 
 
 @register_anchor_policy("never")
@@ -204,6 +211,17 @@ class Anchors:
         for name, rule in self.policies.items():
             snapshot = {n: dtensors.local(t) for n, t in self.snapshots[name].items()}
             changed |= bool(rule.update(snapshot, policy, optimizer_steps))
+        return changed
+
+    @torch.no_grad()
+    def after_update(self, optimizer_steps: int) -> bool:
+        """Let every anchor's policy update its snapshot once after an update's optimizer steps; True if any
+        changed."""
+        policy = {n: dtensors.local(p.detach()) for n, p in self._params.items()}
+        changed = False
+        for name, rule in self.policies.items():
+            snapshot = {n: dtensors.local(t) for n, t in self.snapshots[name].items()}
+            changed |= bool(rule.after_update(snapshot, policy, optimizer_steps))
         return changed
 
     def state_dict(self) -> dict[str, Any]:

@@ -10,6 +10,8 @@ regions, the optimizer) is shared core, and core never names a method:
     objective                    the registered per-step ratio objective (core/loss.py OBJECTIVES: clip, mask, ...)
     loss_family                  the registered loss family (core/loss.py LOSS_FAMILIES); one may need no log-prob
     anchor_policies()            anchors the method's loss needs besides the KL variant's (e.g. an EMA old policy)
+    rollout_anchor               one of those anchors samples the rollouts instead of the current policy
+    trained_count(n)             how many of n eligible steps each sample trains (before max_train_steps)
     check_run(sigmas, run)       bad input before any work: a window with no trained step, a group it cannot fill
 
 Method files live in ``methods/`` (installed as grpo_bench.methods).
@@ -113,6 +115,9 @@ class Method:
     the rollout computes it once per group (the same values, G times fewer forwards there)."""
     step_rule: ClassVar[str] = ""
     """One line for ``grpo-bench methods``: which steps are SDE and trained."""
+    rollout_anchor: ClassVar[str | None] = None
+    """The name of one of the method's own anchors (``anchor_policies``) whose parameters sample the rollouts
+    (an old policy that lags the trained one); None: the current policy samples them."""
     revision: ClassVar[int] = 0
     """The recipe's revision: raised when a method's defaults or code change what its runs compute, so its
     cell ids change with it (a stored cell of the old recipe is never taken for the new); 0 stays out of ids."""
@@ -136,6 +141,10 @@ class Method:
 
         OBJECTIVES.get(self.objective, where=f"method {self.name!r}: objective: ")
         LOSS_FAMILIES.get(self.loss_family, where=f"method {self.name!r}: loss_family: ")
+        own = self.anchor_policies()
+        if self.rollout_anchor is not None and self.rollout_anchor not in own:
+            raise UserError(f"method {self.name!r}: rollout_anchor {self.rollout_anchor!r} is not one of its "
+                            f"anchors; allowed: {', '.join(own) or 'none (anchor_policies() is empty)'}")
 
     # --- declared hooks (defaults: a static rule, the clipped objective, nothing else) --------
     @property
@@ -158,6 +167,11 @@ class Method:
     def anchor_params(self) -> dict[str, Any]:
         """Parameters (without prefix) of the method's own anchor policies."""
         return {}
+
+    def trained_count(self, eligible: int) -> int:
+        """How many of ``eligible`` steps each sample trains, before the ``max_train_steps`` cap: by default
+        ``round(train_fraction * eligible)``, at least 1."""
+        return max(1, round(self.config.train_fraction * eligible))
 
     def check_run(self, sigmas: Tensor, run: RunShape) -> None:
         """Refuse (UserError) a run this method cannot train, before any work: by default, a window schedule
@@ -209,7 +223,7 @@ class Method:
         eligible = mask.nonzero().flatten()
         if eligible.numel() == 0:
             raise UserError(f"method {self.name!r}: no trainable (stochastic) step in this schedule")
-        k = max(1, round(self.config.train_fraction * eligible.numel()))
+        k = min(max(1, self.trained_count(eligible.numel())), eligible.numel())
         if self.config.max_train_steps is not None:
             k = min(k, self.config.max_train_steps)
         if k == eligible.numel():

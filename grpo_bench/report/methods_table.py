@@ -29,8 +29,8 @@ def _trained(method, steps: int = 10, shift: float = 3.0) -> str:
     sig = sigmas(steps, shift)
     eligible = method.eligible_steps(sig).nonzero().flatten().tolist()
     span = f"{eligible[0]}..{eligible[-1]}" if eligible else "none"
-    frac = method.config.train_fraction
-    return span if frac >= 1 else f"random {frac:.0%} of {span}"
+    frac, k = method.config.train_fraction, method.trained_count(len(eligible)) if eligible else 0
+    return span if k >= len(eligible) else f"random {k} ({frac:.0%}) of {span}"  # k: the method's own count rule
 
 
 def print_methods(console: Console) -> None:

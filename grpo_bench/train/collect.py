@@ -27,7 +27,7 @@ from grpo_bench.rewards.base import composite, reward_weights
 from grpo_bench.train import distributed
 from grpo_bench.train import metrics as m
 from grpo_bench.train.compute import Compute
-from grpo_bench.train.microbatch import chunked
+from grpo_bench.train.microbatch import WithVelocity, chunked
 
 
 @dataclass(frozen=True)
@@ -107,10 +107,13 @@ def collect(policy: RolloutPolicy, reward: Any, method: Method, prompts: list[st
     steps = method.train_steps(policy.sigmas, P * G, generator(seed, "steps", u), active=active)  # Long[P*G, K]
     mine = shard.rows  # data parallel: this process's rows of the global batch (all of it on one process)
     anchors, compute = policy.anchors, compute or Compute()
+    sampler = policy.sampler
+    if method.rollout_anchor is not None:  # the method samples from one of its anchors (an old policy)
+        sampler = WithVelocity(sampler, chunked(anchors.velocity(method.rollout_anchor), spec.micro_batch))
     share = G if (method.share_prefix and method.config.shared_noise and mine.start % G == 0
                   and (mine.stop - mine.start) % G == 0) else 0
     with policy.autocast():
-        ro = rollout(compute.view(policy.sampler, m.COMPUTE_ROLLOUT), table, rows[mine], x0[mine],
+        ro = rollout(compute.view(sampler, m.COMPUTE_ROLLOUT), table, rows[mine], x0[mine],
                      guidance=spec.guidance, stored=stored, logprob=method.config.logprob,
                      sde_gen=generator(distributed.rank_seed(seed, shard.acc.process_index), "sde", u, dev),
                      anchors={a: compute.velocity(chunked(anchors.velocity(a), spec.micro_batch), m.COMPUTE_REFERENCE)

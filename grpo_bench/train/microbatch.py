@@ -57,3 +57,14 @@ class MicroBatched:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.model, name)
+
+
+class WithVelocity:
+    """A model whose ``velocity`` is another function (e.g. an anchor's parameters, already micro-batched);
+    everything else (prompt encoding, decoding, shapes) is the model's."""
+
+    def __init__(self, model: Any, velocity: VelocityFn) -> None:
+        self.model, self.velocity = model, velocity
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.model, name)

@@ -148,6 +148,7 @@ def optimize(batch: RolloutBatch, loss_ctx: LossContext, state: TrainState, pass
                 copies += anchors.after_optimizer_step(counters.optimizer_steps)
                 if per_step_kl:  # warm-up and feedback count optimizer steps
                     kl_weight.update(_rank_mean(acc, step_kl / pairs))
+    copies += anchors.after_update(counters.optimizer_steps)  # an anchor that follows once per rollout
     counters.anchor_copies += copies
     losses = {k: v / n for k, v in sums.items()}
     w = used[0] if not per_step_kl else sum(used) / len(used)  # the weight these steps used (their mean)
