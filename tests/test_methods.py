@@ -50,7 +50,8 @@ def test_method_contract(name):
 def test_reference_defaults_from_design():
     d = {n: make_method(n).config for n in METHODS.names()}
     assert (d["dance_grpo"].kernel, d["dance_grpo"].noise_level, d["dance_grpo"].shared_noise) == ("dance", 0.3, True)
-    assert (d["flow_grpo"].kernel, d["flow_grpo"].noise_level, d["flow_grpo"].kl) == ("flow", 0.7, "fixed")
+    assert (d["flow_grpo"].kernel, d["flow_grpo"].noise_level, d["flow_grpo"].kl, d["flow_grpo"].adv_norm) == (
+        "flow", 0.7, "flow_grpo", "global")  # its code's KL estimator (train_sd3.py:900) and global_std
     assert (d["cps"].kernel, d["cps"].logprob) == ("cps", "unscaled")
     assert (d["sage_grpo"].kernel, d["sage_grpo"].kl, d["sage_grpo"].equalizer) == ("sage", "dual", True)
     assert all(d[n].clip_range == 1e-4 for n in ("dance_grpo", "flow_grpo", "cps", "sage_grpo"))
