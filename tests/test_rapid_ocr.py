@@ -80,3 +80,24 @@ def test_a_missing_or_unsupported_package_is_one_line_naming_the_pip_command(mon
             recognize([rendered("cat")])
     finally:
         rapid_ocr.engine.cache_clear()
+
+
+def as_still(image: np.ndarray):
+    """H x W x 3 uint8 -> the harness's one-frame clip Tensor[1, 3, 1, H, W] in [-1, 1]."""
+    import torch
+
+    return (torch.from_numpy(image.copy()).permute(2, 0, 1)[None, :, None].float() / 127.5) - 1
+
+
+def test_the_ocr_reward_reads_the_quoted_text_in_a_scene_and_on_a_known_line():
+    from grpo_bench.rewards import load
+
+    scene = np.full((256, 256, 3), 200, np.uint8)  # grey ground, the sign in its middle: detection finds it
+    scene[100:132, 64:192] = rendered("hello world")
+    detect = load("ocr")
+    assert detect(as_still(scene), ['a sign that says "Hello World"'])["ocr"].item() == 1.0
+    assert detect(as_still(scene), ['a sign that says "goodbye"'])["ocr"].item() < 0.4
+    assert detect(as_still(noise()), ['a sign that says "cat"'])["ocr"].item() < 0.4
+    line = load("ocr", detect=False)  # recognition only: the whole image is the line
+    assert line(as_still(rendered("cat")), ['the word "cat"'])["ocr"].item() == 1.0
+    assert line(as_still(scene), ['a sign that says "hello world"'])["ocr"].item() < 0.4  # no detector: misread
