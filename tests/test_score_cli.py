@@ -165,3 +165,40 @@ def test_an_over_large_frame_is_refused_before_it_is_decoded(monkeypatch, files)
     with pytest.raises(UserError, match=r"hello.png: 128x32 pixels is more than 4095 per frame"):
         read_file(files["hello"])
     assert np.prod(rendered("x").shape[:2]) == 128 * 32
+
+
+def moving_square(frames: int = 8, size: int = 16) -> torch.Tensor:
+    """A red 4 x 4 square moving left on black: two colours, so a GIF holds it exactly. [1, 3, F, H, W]."""
+    clip = -torch.ones(1, 3, frames, size, size)
+    for f in range(frames):
+        left = size - 4 - f
+        clip[0, 0, f, 6:10, left:left + 4] = 1
+    return clip
+
+
+def test_a_video_file_scores_as_its_frames_in_memory(monkeypatch, capsys, tmp_path):
+    """The world's oracle and judge of a GIF on disk = of the same clip in memory (frame order, channels, scale)."""
+    import imageio.v3 as iio
+
+    from grpo_bench.rewards import load
+
+    clip, prompt = moving_square(), "a red square moving left"
+    path = tmp_path / "square.gif"
+    iio.imwrite(path, ((clip[0].permute(1, 2, 3, 0) + 1) * 127.5).round().to(torch.uint8).numpy(), loop=0)
+    torch.testing.assert_close(read_file(path).clip, clip)  # lossless here: the comparison below is exact
+    for name in ("world_oracle", "world_judge"):
+        code, lines, err = cli(monkeypatch, capsys, "--reward", name, "--prompt", prompt, "--json", str(path))
+        assert code == 0, err
+        expected = {k: round(float(v[0]), 6) for k, v in load(name)(clip, [prompt]).items()}
+        assert json.loads(lines[0])["scores"] == expected
+        assert json.loads(lines[0])["frames"] == 8
+
+
+def test_a_video_of_another_size_than_the_reward_scores_names_both(monkeypatch, capsys, tmp_path):
+    import imageio.v3 as iio
+
+    path = tmp_path / "big.gif"
+    iio.imwrite(path, ((moving_square(size=32)[0].permute(1, 2, 3, 0) + 1) * 127.5).round().to(torch.uint8).numpy())
+    code, lines, err = cli(monkeypatch, capsys, "--reward", "world_judge", "--prompt", "a red square", str(path))
+    assert code == 2 and lines == []
+    assert "big.gif is frames x height x width 8x32x32 but reward 'world_judge' scores 8x16x16 only" in err
