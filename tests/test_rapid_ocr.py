@@ -64,7 +64,8 @@ def test_an_image_of_the_wrong_kind_is_one_line_naming_it(image, match):
 
 @pytest.mark.parametrize("version, match", [
     (None, "not installed; pip install 'grpo-bench\\[ocr\\]'"),
-    ("1.2.9", "supports rapidocr-onnxruntime >=1.3,<2, found 1.2.9; pip install"),
+    ("1.2.9", "supports rapidocr-onnxruntime >=1.3.5,<2, found 1.2.9; pip install"),
+    ("1.3.4", "found 1.3.4; pip install"),  # runs the detector when told not to
     ("2.0.1", "found 2.0.1; pip install"),
 ])
 def test_a_missing_or_unsupported_package_is_one_line_naming_the_pip_command(monkeypatch, version, match):

@@ -13,7 +13,7 @@ and one score, ``word_score(text, target)`` = 1 - normalised edit distance (see 
 Images are H x W (grey) or H x W x 3 (RGB) uint8 numpy arrays. The wheel's engine expects OpenCV's BGR
 order for a 3-channel array, so RGB is reversed here before it is read.
 
-Supported: rapidocr-onnxruntime 1.3 and 1.4 (``pip install 'grpo-bench[ocr]'``); a missing or other
+Supported: rapidocr-onnxruntime 1.3.5 to 1.4.x (``pip install 'grpo-bench[ocr]'``); a missing or other
 version is one line naming the pip command, before any image is read. The engine is built once per
 thread count and kept (its three ONNX sessions load in about 0.1 s).
 """
@@ -32,10 +32,11 @@ from grpo_bench.errors import UserError
 
 DISTRIBUTION = "rapidocr-onnxruntime"
 MODULE = "rapidocr_onnxruntime"
-SUPPORTED = ((1, 3), (2, 0))
-"""[lowest, first unsupported) (major, minor): 1.3 and 1.4 have the ``RapidOCR()(img, use_det=, use_cls=,
-use_rec=)`` call and the rec-only result layout ``[[text, score]]`` read here; 2.x is a different package."""
-INSTALL = "pip install 'grpo-bench[ocr]' (or: pip install 'rapidocr-onnxruntime>=1.3,<2')"
+SUPPORTED = ((1, 3, 5), (2, 0, 0))
+"""[lowest, first unsupported) (major, minor, patch). Tested: 1.3.5, 1.3.6, 1.3.12, 1.3.25, 1.4.0 and 1.4.4 read
+the rendered test lines right; 1.3.0, 1.3.2 and 1.3.4 run the detector even when called with ``use_det=False``
+(a line comes back as two boxes). 2.x is a different package (``rapidocr``)."""
+INSTALL = "pip install 'grpo-bench[ocr]' (or: pip install 'rapidocr-onnxruntime>=1.3.5,<2')"
 
 
 def check_installed() -> str:
@@ -46,10 +47,10 @@ def check_installed() -> str:
         version = metadata.version(DISTRIBUTION)
     except metadata.PackageNotFoundError:
         raise UserError(f"OCR needs the {DISTRIBUTION} package, which is not installed; {INSTALL}") from None
-    found = re.match(r"(\d+)\.(\d+)", version)
-    key = (int(found.group(1)), int(found.group(2))) if found else (-1, -1)
+    found = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", version)
+    key = tuple(int(part or 0) for part in found.groups()) if found else (-1, -1, -1)
     if not SUPPORTED[0] <= key < SUPPORTED[1]:
-        raise UserError(f"OCR supports {DISTRIBUTION} >=1.3,<2, found {version}; {INSTALL}")
+        raise UserError(f"OCR supports {DISTRIBUTION} >=1.3.5,<2, found {version}; {INSTALL}")
     return version
 
 
