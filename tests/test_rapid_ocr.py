@@ -3,6 +3,7 @@ the real PP-OCRv4 recogniser from the rapidocr-onnxruntime wheel (the ``test`` e
 
 from __future__ import annotations
 
+import re
 from importlib import metadata
 
 import numpy as np
@@ -102,3 +103,26 @@ def test_the_ocr_reward_reads_the_quoted_text_in_a_scene_and_on_a_known_line():
     line = load("ocr", detect=False)  # recognition only: the whole image is the line
     assert line(as_still(rendered("cat")), ['the word "cat"'])["ocr"].item() == 1.0
     assert line(as_still(scene), ['a sign that says "hello world"'])["ocr"].item() < 0.4  # no detector: misread
+
+
+@pytest.mark.parametrize("cause, fix", [
+    ("libGL.so.1: cannot open shared object file: No such file or directory", "apt-get install libgl1"),
+    ("No module named 'onnxruntime'", "reinstall it: pip install 'grpo-bench[ocr]'"),
+])
+def test_an_installed_package_that_does_not_import_names_the_fix(monkeypatch, cause, fix):
+    import importlib
+
+    real = importlib.import_module
+
+    def failing(name, *args):
+        if name == rapid_ocr.MODULE:
+            raise ImportError(cause)
+        return real(name, *args)
+
+    monkeypatch.setattr(importlib, "import_module", failing)
+    rapid_ocr.engine.cache_clear()
+    try:
+        with pytest.raises(UserError, match=f"installed but does not import \\({cause[:20]}.*{re.escape(fix)}"):
+            recognize([rendered("cat")])
+    finally:
+        rapid_ocr.engine.cache_clear()

@@ -61,9 +61,11 @@ def engine(threads: int = 1) -> Any:
     check_installed()
     try:
         module = importlib.import_module(MODULE)
-    except ImportError as exc:  # e.g. onnxruntime or OpenCV missing a system library
-        raise UserError(f"OCR: {DISTRIBUTION} is installed but does not import "
-                        f"({str(exc).splitlines()[0][:120]}); reinstall it: {INSTALL}") from None
+    except ImportError as exc:  # e.g. onnxruntime, or OpenCV without the system's libGL (a bare container)
+        cause = str(exc).splitlines()[0][:120]
+        fix = ("OpenCV needs libGL: apt-get install libgl1, or pip install opencv-python-headless" if "libGL" in cause
+               else f"reinstall it: {INSTALL}")
+        raise UserError(f"OCR: {DISTRIBUTION} is installed but does not import ({cause}); {fix}") from None
     return module.RapidOCR(intra_op_num_threads=int(threads), inter_op_num_threads=1)
 
 
