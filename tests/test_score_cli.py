@@ -202,3 +202,29 @@ def test_a_video_of_another_size_than_the_reward_scores_names_both(monkeypatch, 
     code, lines, err = cli(monkeypatch, capsys, "--reward", "world_judge", "--prompt", "a red square", str(path))
     assert code == 2 and lines == []
     assert "big.gif is frames x height x width 8x32x32 but reward 'world_judge' scores 8x16x16 only" in err
+
+
+def test_an_over_long_video_is_refused_before_it_is_decoded(monkeypatch, files):
+    import imageio.v3 as iio
+
+    from grpo_bench.cli import score_files
+    from grpo_bench.errors import UserError
+
+    decoded = []
+    monkeypatch.setattr(score_files, "MAX_FRAMES", 5)
+    monkeypatch.setattr(iio, "imiter", lambda *a, **k: decoded.append(a) or iter(()))
+    with pytest.raises(UserError, match=r"clip.gif: 6 frames of \d+x\d+ is more than 5 frames"):
+        read_file(files["gif"])
+    assert decoded == []
+
+
+def test_a_stream_of_unknown_length_stops_at_the_frame_limit(monkeypatch, files):
+    """An MP4's frame count is not in its header (imageio says inf): decoding stops one frame past the limit."""
+    from grpo_bench.cli import score_files
+    from grpo_bench.errors import UserError
+
+    monkeypatch.setattr(score_files, "MAX_FRAMES", 4)
+    with pytest.raises(UserError, match=r"clip.mp4 has more than 4 frames; cut it first"):
+        read_file(files["clip"])
+    monkeypatch.setattr(score_files, "MAX_FRAMES", 6)
+    assert read_file(files["clip"]).frames == 6

@@ -8,6 +8,7 @@ the frame count and size are bounded (a 4K hour-long video would not fit in memo
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,7 +57,16 @@ def _pixels(path: Path) -> np.ndarray:
                 return np.asarray(image.convert("RGB"))[None]
         import imageio.v3 as iio
 
-        frames = np.asarray(iio.imread(path, index=None))
+        shape = iio.improps(path, index=None).shape  # [F, H, W, C]; F may be inf (a stream): read before decoding
+        if len(shape) >= 3 and (shape[1] * shape[2] > MAX_PIXELS or MAX_FRAMES < shape[0] < math.inf):
+            raise UserError(f"score: {path}: {shape[0]} frames of {shape[2]}x{shape[1]} is more than {MAX_FRAMES} "
+                            f"frames or {MAX_PIXELS} pixels per frame; cut or resize it first")
+        decoded = []
+        for frame in iio.imiter(path):  # frame by frame: a stream of unknown length stops at the limit
+            if len(decoded) == MAX_FRAMES:
+                raise UserError(f"score: {path} has more than {MAX_FRAMES} frames; cut it first")
+            decoded.append(np.asarray(frame))
+        frames = np.stack(decoded) if decoded else np.zeros((0, 0, 0, 3), np.uint8)
     except UserError:
         raise
     except Exception as exc:  # any decoder's own error: the file is not an image or video it can read
