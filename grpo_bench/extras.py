@@ -16,13 +16,14 @@ EXTRA_OF = {
     "fastapi": "study", "starlette": "study", "uvicorn": "study", "jinja2": "study", "multipart": "study",
     "python_multipart": "study", "httpx": "study", "selenium": "study", "krippendorff": "study",
     "tensorboard": "tensorboard", "wandb": "wandb", "submitit": "cluster", "deepspeed": "deepspeed",
+    "rapidocr_onnxruntime": "ocr",
 }
 """Top-level module -> the extra of pyproject's [project.optional-dependencies] that installs it."""
 DISTRIBUTION_OF = {
     "fastapi": "fastapi", "starlette": "fastapi", "uvicorn": "uvicorn", "jinja2": "jinja2",
     "multipart": "python-multipart", "python_multipart": "python-multipart", "httpx": "httpx",
     "selenium": "selenium", "krippendorff": "krippendorff", "tensorboard": "tensorboard", "wandb": "wandb",
-    "submitit": "submitit", "deepspeed": "deepspeed",
+    "submitit": "submitit", "deepspeed": "deepspeed", "rapidocr_onnxruntime": "rapidocr-onnxruntime",
     "diffusers": "diffusers", "transformers": "transformers", "peft": "peft", "accelerate": "accelerate",
     "safetensors": "safetensors", "imageio_ffmpeg": "imageio-ffmpeg", "imageio": "imageio",
 }

@@ -131,33 +131,48 @@ def test_imagereward_scores_each_prompt_and_image(monkeypatch, tmp_path):
     torch.testing.assert_close(got, torch.tensor([5.4, 9.4]))
 
 
-# --- OCR -----------------------------------------------------------------------------------------
+# --- OCR (the real engine: tests/test_rapid_ocr.py) --------------------------------------------------
 def test_ocr_reward_follows_flow_grpo():
     """flow_grpo/ocr.py: 1 - min(d, len)/len on lower-cased, space-free text; contained = 0 distance."""
-    from grpo_bench.rewards.ocr import OcrReward, levenshtein, ocr_reward, quoted
+    from grpo_bench.rewards.ocr import OcrReward, ocr_reward, quoted
+    from grpo_bench.rewards.rapid_ocr import edit_distance
 
-    assert levenshtein("kitten", "sitting") == 3 and levenshtein("", "abc") == 3
+    assert edit_distance("kitten", "sitting") == 3 and edit_distance("", "abc") == 3
     assert quoted('a sign saying "Hello World" in neon') == "Hello World"
     assert ocr_reward("the sign says helloworld!", "Hello World") == 1.0
     assert ocr_reward("helo world", "Hello World") == pytest.approx(1 - 1 / 10)
     assert ocr_reward("zzzzzzzzzzzzzzzzzzzzzzzz", "abc") == 0.0  # capped at the target's length
 
-    class Engine:
-        def __init__(self):
-            self.texts = iter([[[[None, ("HELLO", 0.9)], [None, ("wor1d", 0.8)], [None, ("junk", 0.0)]]], None])
+    seen = []
 
-        def ocr(self, image, cls):
-            return next(self.texts)
+    def read(images):
+        seen.extend(images)
+        return ["HELLO wor1d", ""]
 
-    got = OcrReward(Engine())(stills(2), ['a sign "hello world"', 'a sign "abc"'])["ocr"]
+    got = OcrReward(read)(stills(2, 8, 12), ['a sign "hello world"', 'a sign "abc"'])["ocr"]
     torch.testing.assert_close(got, torch.tensor([1 - 1 / 10, 0.0]))
+    assert [(im.dtype.name, im.shape) for im in seen] == [("uint8", (8, 12, 3))] * 2  # RGB uint8 per still
+
+
+def test_ocr_reward_never_scores_zero_silently():
+    """An engine failure is an error, not the reference's 0; a prompt with no quoted text is one line."""
+    from grpo_bench.rewards.ocr import OcrReward
+
+    def broken(images):
+        raise RuntimeError("engine crashed")
+
+    with pytest.raises(RuntimeError, match="engine crashed"):
+        OcrReward(broken)(stills(1), ['a sign "abc"'])
+    with pytest.raises(UserError, match="prompt 'a plain sign' has no double-quoted text"):
+        OcrReward(lambda images: ["abc"] * len(images))(stills(2), ['a sign "abc"', "a plain sign"])
+    with pytest.raises(RuntimeError, match="read 1 texts for 2 images"):
+        OcrReward(lambda images: ["abc"])(stills(2), ['a sign "abc"', 'a sign "abc"'])
 
 
 # --- strict loading and one-line failures ------------------------------------------------------------
 @pytest.mark.parametrize(("name", "kwargs", "match"), [
     ("hpsv2", {"checkpoint": "/nonexistent/HPS_v2.1_compressed.pt"}, "never downloads weights"),
     ("imagereward", {"checkpoint": "/nonexistent/ImageReward.pt"}, "hf download THUDM/ImageReward"),
-    ("ocr", {}, "reward_path=DET_DIR"),
 ])
 def test_a_missing_checkpoint_is_one_line(name, kwargs, match):
     with pytest.raises(UserError, match=match) as err:
@@ -169,19 +184,53 @@ def test_a_missing_package_is_one_line_naming_the_install(monkeypatch, tmp_path)
     (tmp_path / "HPS.pt").write_bytes(b"x")
     (tmp_path / "ImageReward.pt").write_bytes(b"x")
     (tmp_path / "med_config.json").write_text("{}")
-    (tmp_path / "det").mkdir()
-    (tmp_path / "rec").mkdir()
-    for module in ("hpsv2", "hpsv2.src", "hpsv2.src.open_clip", "ImageReward", "paddleocr"):
+    for module in ("hpsv2", "hpsv2.src", "hpsv2.src.open_clip", "ImageReward"):
         monkeypatch.setitem(sys.modules, module, None)  # an import of it fails
     for name, kwargs, install in (
-        ("hpsv2", {"checkpoint": str(tmp_path / "HPS.pt")}, "pip install hpsv2"),
-        ("imagereward", {"checkpoint": str(tmp_path / "ImageReward.pt")}, "pip install image-reward"),
-        ("ocr", {"det_model_dir": str(tmp_path / "det"), "rec_model_dir": str(tmp_path / "rec")},
-         "pip install paddleocr paddlepaddle"),
+        ("hpsv2", {"checkpoint": str(tmp_path / "HPS.pt")}, "'hpsv2' package, which is not installed; "
+                                                             "pip install --no-deps hpsv2==1.2.0"),
+        ("imagereward", {"checkpoint": str(tmp_path / "ImageReward.pt")},
+         "not installed; .*pip install .*image-reward"),
     ):
         with pytest.raises(UserError, match=install) as err:
             load(name, **kwargs)
         assert "\n" not in str(err.value)
+
+
+def test_a_package_that_is_installed_but_fails_to_import_says_so(monkeypatch, tmp_path):
+    """Not "not installed": the failing import is named (image-reward 1.5 imports an undeclared ``clip``)."""
+    from grpo_bench.rewards.still_images import optional_module
+
+    package = tmp_path / "brokenpkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("import clip_that_is_not_there\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(UserError, match="'brokenpkg' package is installed but does not import "
+                                        "\\(No module named 'clip_that_is_not_there'\\); pip install X"):
+        optional_module("brokenpkg", "pip install X", "reward x")
+    with pytest.raises(UserError, match="'absentpkg' package, which is not installed; pip install X"):
+        optional_module("absentpkg.sub", "pip install X", "reward x")
+
+
+def test_imagereward_under_transformers_5_is_refused_naming_the_conflict(monkeypatch, tmp_path):
+    from importlib import metadata
+
+    versions = {"image-reward": "1.5", "transformers": "5.25.0"}
+
+    def version(name):
+        if name not in versions:
+            raise metadata.PackageNotFoundError(name)
+        return versions[name]
+
+    monkeypatch.setattr(metadata, "version", version)
+    monkeypatch.setitem(sys.modules, "ImageReward", None)  # never reached: the conflict is told first
+    conflict = ("image-reward 1.5 does not work with transformers 5.25.0: it imports apply_chunking_to_forward, "
+                ".* removed in transformers 5; .*'transformers>=4.46,<5'")
+    with pytest.raises(UserError, match=conflict):
+        load("imagereward", checkpoint=str(tmp_path / "absent.pt"))
+    versions["transformers"] = "4.57.1"  # no conflict: the load goes on to the checkpoint
+    with pytest.raises(UserError, match="checkpoint .* is not a local file"):
+        load("imagereward", checkpoint=str(tmp_path / "absent.pt"))
 
 
 def test_a_still_reward_refuses_a_video():

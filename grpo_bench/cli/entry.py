@@ -14,6 +14,7 @@ import typer
 from grpo_bench.cli.pretrain_commands import pretrain_app
 from grpo_bench.cli.report_commands import claims, compare, report, suites
 from grpo_bench.cli.sampling_commands import methods, sample, samplers
+from grpo_bench.cli.score import score
 from grpo_bench.cli.terminal import error_line, warning_line
 from grpo_bench.cli.train_cost import BUDGET_HELP as TRAIN_BUDGET_HELP
 from grpo_bench.cli.training_commands import ablate, plan, restore, run, train, tune
@@ -50,6 +51,7 @@ app.command()(samplers)
 app.add_typer(pretrain_app, name="pretrain")
 app.add_typer(study_app, name="study")  # grpo-bench study export|serve|analyze
 app.command()(sample)
+app.command()(score)
 app.command(epilog=TRAIN_BUDGET_HELP)(train)
 app.command()(run)
 app.command()(suites)

@@ -7,9 +7,15 @@ transform (resize 224 bicubic, centre crop, OpenAI CLIP mean / std: ``clip_commo
 the score is the diagonal of ``normalize(image_features) @ normalize(text_features).T``, the raw cosine
 (HPSv2.1 scores of good images are about 0.25-0.33); no logit scale.
 
-Optional: ``pip install hpsv2`` (1.2.0 pins pytest==7.2.0 and protobuf<4, so it does not install beside
-this project's test stack here: its scoring is tested on a stand-in model). The checkpoint is a local file
-(``HPS_v2.1_compressed.pt``, e.g. ``hf download xswu/HPSv2 HPS_v2.1_compressed.pt``), never downloaded.
+Optional, installed without its pins: hpsv2 1.2.0 pins pytest==7.2.0 and protobuf<4, which would downgrade
+this project's test stack (pytest>=8) and onnxruntime's protobuf, so ``pip install hpsv2`` is the wrong
+command; none of the pins is needed to score. ``pip install --no-deps hpsv2==1.2.0`` and the modules its
+scoring path imports (read from its files: ``hpsv2/__init__.py`` imports ``hpsv2/utils.py``, which imports
+``clint``; its OpenCLIP imports torchvision and ftfy) install it beside transformers 5: its OpenCLIP
+imports transformers only for HF text towers, inside a try, and ViT-H-14 has none. Checked here up to
+torchvision, which this project's CPU torch has no build of; so its scoring is tested on a stand-in model.
+The checkpoint is a local file (``HPS_v2.1_compressed.pt``, e.g. ``hf download xswu/HPSv2
+HPS_v2.1_compressed.pt``), never downloaded.
 """
 
 from __future__ import annotations
@@ -27,7 +33,8 @@ from grpo_bench.rewards.clip_common import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD, cl
 from grpo_bench.rewards.still_images import local_file, optional_module, stills
 
 DEFAULT_CHECKPOINT = "HPS_v2.1_compressed.pt"
-INSTALL = "pip install hpsv2 (it pins pytest==7.2.0 and protobuf<4: use its own environment)"
+INSTALL = ("pip install --no-deps hpsv2==1.2.0 && pip install torchvision ftfy clint (not plain `pip install "
+           "hpsv2`: it pins pytest==7.2.0 and protobuf<4, which scoring does not need)")
 
 
 class HPSv2:

@@ -6,11 +6,17 @@ flow_grpo's ``flow_grpo/imagereward_scorer.py`` scores each (prompt, image) with
 normalised by the package's fixed mean and std (``(r - mean) / std``, ImageReward.py). Here
 ``model.score(prompt, images)`` is called once per prompt's images (the same numbers).
 
-Optional: ``pip install image-reward`` (1.5 pins timm==0.6.13 and fairscale==0.4.13; not installed in this
-project's environment here: its glue is tested on a stand-in model). Strict loading: the checkpoint
-(``ImageReward.pt``) and its ``med_config.json`` are local files, and the BLIP text tokenizer
-(``bert-base-uncased``) must be in the local Hugging Face cache; the load runs with the hub offline, so a
-missing file is one line, never a download.
+Optional, and NOT under transformers 5: image-reward 1.5 (the latest) imports ``apply_chunking_to_forward``,
+``find_pruneable_heads_and_indices`` and ``prune_linear_layer`` from ``transformers.modeling_utils``
+(``models/BLIP/med.py``); transformers 5 removed all three from there (checked on 5.25: the last is gone
+everywhere), so the import fails. Under transformers >= 5 the load is refused in one line naming that
+conflict, before anything is imported; score ImageReward in an environment with transformers < 5 (the
+project admits >= 4.46). The package also imports OpenAI's ``clip`` without declaring it (``clip-anytorch``
+provides it, and that needs ``pkg_resources``: setuptools < 81) and needs torchvision. Its glue is tested on
+a stand-in model (no environment here imports it: this project's CPU torch has no torchvision build).
+Strict loading: the checkpoint (``ImageReward.pt``) and its ``med_config.json`` are local files, and the
+BLIP text tokenizer (``bert-base-uncased``) must be in the local Hugging Face cache; the load runs with the
+hub offline, so a missing file is one line, never a download.
 """
 
 from __future__ import annotations
@@ -23,10 +29,23 @@ from torch import Tensor
 
 from grpo_bench.errors import UserError
 from grpo_bench.rewards import register
-from grpo_bench.rewards.still_images import local_file, optional_module, pil_images, stills
+from grpo_bench.rewards.still_images import distribution_version, local_file, optional_module, pil_images, stills
 
 DEFAULT_CHECKPOINT = "ImageReward.pt"
-INSTALL = "pip install image-reward (it pins timm==0.6.13 and fairscale==0.4.13)"
+DISTRIBUTION = "image-reward"
+INSTALL = ("in an environment with transformers<5: pip install -e . 'transformers>=4.46,<5' image-reward clip-anytorch "
+           "'setuptools<81' torchvision (image-reward pins timm==0.6.13 and fairscale==0.4.13)")
+REMOVED_IN_TRANSFORMERS_5 = ("apply_chunking_to_forward", "find_pruneable_heads_and_indices", "prune_linear_layer")
+
+
+def refuse_transformers_conflict() -> None:
+    """One line when image-reward is installed beside transformers >= 5, whose removals it cannot import."""
+    have, transformers = distribution_version(DISTRIBUTION), distribution_version("transformers")
+    if have is None or transformers is None or int(transformers.split(".")[0]) < 5:
+        return
+    raise UserError(f"reward imagereward: {DISTRIBUTION} {have} does not work with transformers {transformers}: it "
+                    f"imports {', '.join(REMOVED_IN_TRANSFORMERS_5)} from transformers.modeling_utils, removed in "
+                    f"transformers 5; {INSTALL}")
 
 
 class ImageRewardScore:
@@ -56,6 +75,7 @@ def imagereward(checkpoint: str = DEFAULT_CHECKPOINT, med_config: str = "", devi
     """ImageReward-v1.0 from local files through the image-reward package (never downloads)."""
     from grpo_bench.rewards.videoalign import auto_device
 
+    refuse_transformers_conflict()
     download = "download it first, e.g. `hf download THUDM/ImageReward ImageReward.pt med_config.json`"
     path = local_file(checkpoint, "ImageReward", download)
     config = local_file(med_config or str(path.with_name("med_config.json")), "ImageReward med_config", download)

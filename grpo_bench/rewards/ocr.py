@@ -3,19 +3,24 @@ OCR engine reads back.
 
 Read from yifan123/flow_grpo ``flow_grpo/ocr.py`` (``OcrScorer``): the target is the prompt's first
 double-quoted span (``prompt.split('"')[1]``); the recognised text is the concatenation of the engine's
-lines with confidence > 0; both are lower-cased with spaces removed; distance d = 0 when the target occurs
-in the recognised text, else their Levenshtein distance, capped at the target's length; reward = 1 - d / len.
-An engine failure on one image gives that image the maximum penalty (reward 0), as the reference.
+lines; both are lower-cased with spaces removed; distance d = 0 when the target occurs in the recognised
+text, else their Levenshtein distance, capped at the target's length; reward = 1 - d / len.
 
-Engine: PaddleOCR as the reference (``PaddleOCR(use_angle_cls=False, lang="en")``), optional:
-``pip install paddleocr paddlepaddle`` (not installed in this project's environment here: the formula is
-tested with a stand-in engine). Strict loading: the detection and recognition model folders are local
-(reward_path = det_model_dir, reward_base_path = rec_model_dir); nothing is downloaded.
+Engine: the PP-OCRv4 detection and recognition models that ship inside the ``rapidocr-onnxruntime`` wheel
+(rewards/rapid_ocr.py; ``pip install 'grpo-bench[ocr]'``): the same model family as flow_grpo's PaddleOCR
+(``PaddleOCR(use_angle_cls=False, lang="en")``: detection + recognition, no angle classifier, lines of
+confidence >= 0.5), exported to ONNX, so nothing is downloaded and no Paddle is needed. The PaddleOCR
+engine is dropped: paddleocr 3.x refuses its 2.x arguments, and 2.x needs paddlepaddle, which is not tried.
+``detect=False`` reads each image as one known line (recognition only: a rendered word, a crop).
+
+Unlike the reference, a failure to score is an error, never a 0: an engine failure stops the call, and a
+prompt without a double-quoted span (nothing to read back) is one line naming the prompt. A reading of
+nothing is a legitimate 0.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -24,20 +29,11 @@ from torch import Tensor
 
 from grpo_bench.errors import UserError
 from grpo_bench.rewards import register
-from grpo_bench.rewards.still_images import optional_module, stills
+from grpo_bench.rewards.rapid_ocr import edit_distance
+from grpo_bench.rewards.still_images import stills
 
-INSTALL = "pip install paddleocr paddlepaddle"
-
-
-def levenshtein(a: str, b: str) -> int:
-    """Edit distance (insertions, deletions, substitutions of one character each)."""
-    prev = list(range(len(b) + 1))
-    for i, ca in enumerate(a, 1):
-        cur = [i]
-        for j, cb in enumerate(b, 1):
-            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
-        prev = cur
-    return prev[-1]
+Reader = Callable[[Sequence[np.ndarray]], list[str]]
+"""uint8 H x W x 3 RGB images -> the text read in each."""
 
 
 def quoted(prompt: str) -> str:
@@ -50,8 +46,8 @@ def ocr_reward(recognised: str, target: str) -> float:
     """1 - min(d, len) / len with d = 0 if the target is contained, else the Levenshtein distance."""
     recognised, target = recognised.replace(" ", "").lower(), target.replace(" ", "").lower()
     if not target:
-        return 0.0
-    d = 0 if target in recognised else levenshtein(recognised, target)
+        raise ValueError("ocr_reward: the target text is empty")
+    d = 0 if target in recognised else edit_distance(recognised, target)
     return 1 - min(d, len(target)) / len(target)
 
 
@@ -63,44 +59,38 @@ class OcrReward:
     settings = {"A": {"ocr": 1.0}, "B": {"ocr": 1.0}}
     modality = "image"
 
-    def __init__(self, engine: Any, device: str | torch.device = "cpu") -> None:
-        self.engine, self.device = engine, device
-
-    def read(self, image: np.ndarray) -> str:
-        """The engine's lines with confidence > 0, concatenated (PaddleOCR's ``ocr`` result layout)."""
-        result = self.engine.ocr(image, cls=False)
-        lines = result[0] if result else None
-        return "".join(line[1][0] for line in lines if line[1][1] > 0) if lines else ""
+    def __init__(self, read: Reader, device: str | torch.device = "cpu") -> None:
+        self.read, self.device = read, device
 
     @torch.no_grad()
     def __call__(self, videos: Tensor, prompts: list[str]) -> dict[str, Tensor]:
+        targets = [quoted(p) for p in prompts]
+        for prompt, target in zip(prompts, targets):
+            if not target.replace(" ", ""):
+                raise UserError(f"reward ocr: prompt {prompt!r} has no double-quoted text to read back; "
+                                'the OCR reward scores prompts like: a sign that says "open"')
         images = stills(videos, "OCR")
         pixels = ((images.float().clamp(-1, 1) + 1) * 127.5).round().to(torch.uint8).permute(0, 2, 3, 1).cpu().numpy()
-        scores = []
-        for image, prompt in zip(pixels, prompts):
-            target = quoted(prompt)
-            try:
-                scores.append(ocr_reward(self.read(np.ascontiguousarray(image)), target))
-            except Exception:  # an engine failure on one image: the maximum penalty, as the reference
-                scores.append(0.0)
+        texts = self.read([np.ascontiguousarray(image) for image in pixels])
+        if len(texts) != len(targets):
+            raise RuntimeError(f"reward ocr: the engine read {len(texts)} texts for {len(targets)} images")
+        scores = [ocr_reward(text, target) for text, target in zip(texts, targets)]
         return {self.key: torch.tensor(scores, dtype=torch.float32)}
 
 
 @register("ocr")
-def ocr(det_model_dir: str = "", rec_model_dir: str = "", device: str | None = None, **kw: Any) -> OcrReward:
-    """PaddleOCR from local model folders (never downloads)."""
-    for name, value in (("det_model_dir (reward_path)", det_model_dir), ("rec_model_dir (reward_base_path)",
-                                                                          rec_model_dir)):
-        if not value or not Path(value).expanduser().is_dir():
-            raise UserError(f"reward ocr: {name} {value!r} is not a local folder; grpo-bench never downloads "
-                            "weights: put PaddleOCR's English detection and recognition models on disk and pass "
-                            "reward_path=DET_DIR reward_base_path=REC_DIR")
-    paddleocr = optional_module("paddleocr", INSTALL, "reward ocr")
-    engine = paddleocr.PaddleOCR(use_angle_cls=False, lang="en", det_model_dir=det_model_dir,
-                                 rec_model_dir=rec_model_dir, use_gpu=str(device or "").startswith("cuda"),
-                                 show_log=False)
-    return OcrReward(engine, device or "cpu")
+def ocr(detect: bool = True, threads: int = 1, device: str | None = None, **kw: Any) -> OcrReward:
+    """PP-OCRv4 from the rapidocr-onnxruntime wheel, on the CPU (``threads`` ONNX threads): detection +
+    recognition as flow_grpo, or recognition only (``detect=False``). Checks the package before any image."""
+    from grpo_bench.rewards import rapid_ocr
+
+    rapid_ocr.engine(threads)  # a missing or unsupported package fails here, in one line
+
+    def read(images: Sequence[np.ndarray]) -> list[str]:
+        return (rapid_ocr.read_lines if detect else rapid_ocr.recognize)(images, threads)
+
+    return OcrReward(read, device or "cpu")
 
 
-ocr.path_options = ("det_model_dir", "rec_model_dir")  # reward_path, reward_base_path
+ocr.path_options = ()  # the models ship in the wheel: no reward_path
 ocr.modality = "image"

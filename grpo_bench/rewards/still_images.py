@@ -4,6 +4,7 @@ of stills, and loading an optional package or a local checkpoint with a one-line
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +33,35 @@ def pil_images(images: Tensor) -> list[Any]:
 
 def optional_module(module: str, install: str, what: str) -> Any:
     """``importlib.import_module(module)``, or one line naming the install (a missing optional extra is
-    never a traceback)."""
+    never a traceback). A package that is there but fails to import (a dependency it does not declare, an
+    API its dependency removed) is told apart from one that is missing: "not installed" would send the
+    user to reinstall what they have."""
+    top = module.split(".")[0]
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        raise UserError(f"{what} needs the {module.split('.')[0]!r} package, which is not installed "
-                        f"({str(exc).splitlines()[0][:100]}); {install}") from None
+        cause = str(exc).splitlines()[0][:160]
+        if not installed(top):
+            raise UserError(f"{what} needs the {top!r} package, which is not installed; {install}") from None
+        raise UserError(f"{what}: the {top!r} package is installed but does not import ({cause}); {install}") from None
+
+
+def installed(top: str) -> bool:
+    """Whether the top-level module ``top`` can be found (without importing it)."""
+    try:
+        return importlib.util.find_spec(top) is not None
+    except (ImportError, ValueError):  # a module entry set to None, or one without a spec
+        return False
+
+
+def distribution_version(name: str) -> str | None:
+    """The installed version of the distribution ``name`` (e.g. 'image-reward'); None when not installed."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def local_file(path: str, what: str, download: str) -> Path:
