@@ -69,6 +69,8 @@ def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
         tmp.unlink(missing_ok=True)
         if is_disk_full(exc) and not isinstance(exc, DiskFull):
             raise DiskFull(path) from None
+        if isinstance(exc, (OSError, ValueError)) and name in str(exc):  # a library names the hidden temp file
+            raise UserError(f"cannot write {path}: {str(exc).replace(name, str(path))}") from None
         raise
     return path
 

@@ -312,3 +312,20 @@ def test_lora_targets_the_model_lacks_are_refused_naming_them():
             tiny_sd3(AdapterOptions(frames=1, height=16, width=16, lora_rank=2, lora_targets=targets))
     model = tiny_sd3(AdapterOptions(frames=1, height=16, width=16, lora_rank=2, lora_targets=["to_q", "to_out.0"]))
     assert any(p.requires_grad for p in model.net.transformer.parameters())  # targets it has: adapted as before
+
+
+def test_a_failed_write_names_the_users_file_not_the_hidden_temp_file(tmp_path):
+    """A library that fails while writing the temp file (an unknown format, a permission) names the path it was
+    given, the hidden ``.<name>.*.tmp``: the error must name the file the user asked for."""
+    from grpo_bench.atomic import atomic_write
+    from grpo_bench.errors import UserError
+
+    target = tmp_path / "red.gif"
+
+    def fails(tmp):
+        raise ValueError(f"Could not find a format to write {tmp}")
+
+    with pytest.raises(UserError) as err:
+        atomic_write(target, fails)
+    assert str(target) in str(err.value) and ".tmp" not in str(err.value)
+    assert not list(tmp_path.iterdir())  # the temp file is gone, nothing written
