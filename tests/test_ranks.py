@@ -120,3 +120,13 @@ def test_oracle_vs_compute_draws_one_panel_per_row_with_the_others_in_grey(tmp_p
         assert len(ax.collections) == 1  # one band: the panel's own row
         grey = [line for line in ax.get_lines() if line.get_color() == "0.78"]
         assert len(grey) == 9
+
+
+@pytest.mark.parametrize("suite", ["field.yaml", "field_image.yaml"])
+def test_the_field_suites_report_their_ranks(suite):
+    from pathlib import Path
+
+    from grpo_bench.suite.parse import load_suite
+
+    report = load_suite(Path(__file__).resolve().parents[1] / "suites" / suite).report
+    assert "oracle_ranks" in report.tables and "oracle_ranks" in report.figures
