@@ -3,51 +3,21 @@ synthetic results with known answers; the stored reports, which predate the coun
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from report_support import SEEDS
+from report_support import eval_results as _results
 
 from grpo_bench.report import equal_compute
 from grpo_bench.report.claims import CONTRADICTED, NOT_TESTED, SUPPORTED, Claim, Faster, evaluate
 from grpo_bench.report.parts import FIGURES, TABLES, Context
-from grpo_bench.suite.results import COLUMNS
 from grpo_bench.suite.run_folder import RESULTS
 
 ROOT = Path(__file__).resolve().parents[1]
-SEEDS = [0, 1, 2, 3]
-EVALS = (0, 5, 10)  # eval points (updates); compute is logged on every update line
-
-
-def _results(rows: dict[str, dict]) -> pd.DataFrame:
-    """group -> {method, per_update: training passes of one update, learning: {eval point: per-seed learning}}.
-
-    Setting A weighs the oracle dimensions 1 : 1 : 1, so each dimension carries a third of the learning."""
-    out = [{"suite": "synthetic", "kind": "suite", "text": json.dumps({"name": "synthetic", "report": {}})}]
-    for group, spec in rows.items():
-        cfg = {"setting": "A", "reward": "world_judge", "method": spec["method"]}
-        for i, seed in enumerate(SEEDS):
-            cell = f"{group}-{seed}"
-            base = {"suite": "synthetic", "cell": cell, "group": group, "setting": "A", "seed": seed,
-                    "method": spec["method"], "kl": "none", "equalizer": False}
-            out.append({**base, "kind": "cell", "metric": "wall_time", "value": 1.0,
-                        "text": json.dumps({"labels": {}, "config": {**cfg, "seed": seed}, "status": "done"})})
-            for u in range(10):
-                out.append({**base, "kind": "update", "update": u, "metric": "compute_training",
-                            "value": float(spec["per_update"] * (u + 1))})
-            for point in EVALS:
-                learned = 0.0 if point == 0 else spec["learning"][point][i]
-                line = min(point, 9)  # the final eval (after update 10) sits on update 9's line
-                for dim in ("vq", "mq", "ta"):
-                    out.append({**base, "kind": "update", "update": line, "metric": f"eval_oracle_{dim}",
-                                "value": 0.5 + learned / 3})
-                out.append({**base, "kind": "update", "update": line, "metric": "eval_at", "value": float(point)})
-    frame = pd.DataFrame(out, columns=list(COLUMNS))
-    return frame.astype({k: v for k, v in COLUMNS.items() if v != "object"})
-
 
 NOISE = np.array([0.01, -0.01, 0.005, -0.005])
 ROWS = {
@@ -78,7 +48,7 @@ def test_matched_compute_is_where_the_cheapest_row_ends(tmp_path):
     csv = pd.read_csv(tmp_path / "tables" / "equal_compute.csv")
     assert csv.loc[csv["group"] == "dear", "diff_vs_cheapest"].iloc[0] == pytest.approx(-0.1)
     figure = FIGURES.get("oracle_vs_compute")(Context(_results(ROWS), tmp_path, {}))
-    assert (tmp_path / "figures" / "oracle_vs_compute.png").is_file() and "matched compute" in figure[0].how
+    assert (tmp_path / "figures" / "oracle_vs_compute_A.png").is_file() and "matched compute" in figure[0].how
 
 
 def test_a_row_whose_seeds_spend_different_compute_is_drawn_at_one_x_per_eval_point(tmp_path):

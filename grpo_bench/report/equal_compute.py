@@ -15,7 +15,6 @@ against the cheapest row are paired by seed.
 from __future__ import annotations
 
 import math
-import textwrap
 from typing import Any
 
 import numpy as np
@@ -164,7 +163,10 @@ def at_eval_points(rows: pd.DataFrame) -> pd.DataFrame:
 
 @FIGURES.register("oracle_vs_compute")
 def oracle_vs_compute(ctx: Context) -> list[Section]:
-    from grpo_bench.report.figures import _colours, _figure_legend, _markers, _plot_band, _save, _settings_axes
+    """One figure per family, one small panel per row (grpo_bench/report/small_multiples.py): ten rows'
+    bands in one panel hid each other."""
+    from grpo_bench.report.figures import _colours, _markers, _save
+    from grpo_bench.report.small_multiples import small_multiples
 
     title = "Held-out oracle learning against training compute"
     ev = eval_compute(ctx.df)
@@ -172,28 +174,30 @@ def oracle_vs_compute(ctx: Context) -> list[Section]:
         return [Section(title, "Not available: no held-out oracle evaluations with compute.", "")]
     mt = matched(ctx.df)
     groups = data.group_order(ctx.df)
-    colour, marks = _colours(groups), _markers(groups)
-    fig, axes = _settings_axes(list(dict.fromkeys(ev["setting"])))
-    for setting, ax in axes.items():
-        part = ev[ev["setting"] == setting]
-        for g in [g for g in groups if g in set(part["group"])]:
-            mark = {**marks[g], "markevery": 1}
-            _plot_band(ax, at_eval_points(part[part["group"] == g]), g, colour[g], x=COMPUTE, y="learning", marks=mark)
-        budget = mt.loc[mt["setting"] == setting, "matched_compute"]
-        if len(budget):
-            ax.axvline(float(budget.iloc[0]), color="0.4", ls="--", lw=0.9)
-        ax.axhline(0.0, color="0.7", lw=0.6)
-        ax.set_title(textwrap.fill(f"Setting {setting}", 42), fontsize=9)  # a stratified label is long
-        ax.set(xlabel="training compute (sample-step passes)",
-               ylabel="held-out oracle, change from update 0")
-        ax.ticklabel_format(axis="x", style="sci", scilimits=(0, 3))
-        ax.grid(alpha=0.3)
-    _figure_legend(fig, fontsize=7)
+    colour = _colours(groups)
+    marks = {g: {**m, "markevery": 1} for g, m in _markers(groups).items()}
     derived = " (derived from the stored configs)" if bool(ev["derived"].any()) else ""
-    return [Section(title, f"Each line: a row's mean held-out oracle learning over seeds at its eval points, placed "
-                    f"at the training compute it had spent there{derived}, with the 95% band over seeds; the dashed "
-                    "line is the matched compute of the equal-compute table. Between markers the line is only a "
-                    "guide (no eval there).", _save(ctx, fig, "oracle_vs_compute"))]
+    how = (f"One panel per row: its mean held-out oracle learning over seeds at its eval points, placed at the "
+           f"training compute it had spent there{derived}, with the 95% band over seeds; the family's other rows "
+           "are the thin grey lines behind it, on the same axes. The dashed line is the matched compute of the "
+           "equal-compute table. Between markers a line is only a guide (no eval there).")
+    sections = []
+    for setting in dict.fromkeys(ev["setting"]):
+        part = ev[ev["setting"] == setting]
+        lines = {g: at_eval_points(part[part["group"] == g]) for g in groups if g in set(part["group"])}
+        budget = mt.loc[mt["setting"] == setting, "matched_compute"]
+
+        def decorate(ax, budget=budget):
+            if len(budget):
+                ax.axvline(float(budget.iloc[0]), color="0.4", ls="--", lw=0.9)
+            ax.axhline(0.0, color="0.7", lw=0.6)
+            ax.ticklabel_format(axis="x", style="sci", scilimits=(0, 3))
+
+        fig = small_multiples(lines, colour, COMPUTE, "learning", marks=marks, decorate=decorate,
+                              xlabel="training compute (sample-step passes)",
+                              ylabel="held-out oracle, change from update 0", title=f"Setting {setting}")
+        sections.append(Section(f"{title}, Setting {setting}", how, _save(ctx, fig, f"oracle_vs_compute_{setting}")))
+    return sections
 
 
 def learning_at(df: pd.DataFrame, group_filter: dict[str, Any], budget: float) -> pd.Series:

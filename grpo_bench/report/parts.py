@@ -47,7 +47,7 @@ Part = Callable[[Context], list[Section]]
 _PART_MODULES = (
     "grpo_bench.report.agreement", "grpo_bench.report.equal_compute", "grpo_bench.report.figures",
     "grpo_bench.report.hacking",
-    "grpo_bench.report.liveness",
+    "grpo_bench.report.liveness", "grpo_bench.report.ranks",
     "grpo_bench.report.power_table",
     "grpo_bench.report.tables", "grpo_bench.report.tuning",
 )
