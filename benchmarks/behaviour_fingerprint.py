@@ -1,8 +1,9 @@
 """A behaviour fingerprint: short runs of every method on the tiny test model, hashed, to compare two commits.
 
 For each method x KL (fixed, dual): 3 updates, an eval, diagnostics and checkpoints; prints the sha256 of
-the metrics lines (timings and the compute_* counts left out: counting model passes changes no number of a
-run, and a fingerprint taken before the counters existed stays comparable) and of the checkpoint tensors
+the metrics lines (timings, the compute_* counts and logp_gap left out: counting model passes or measuring the
+rollout-vs-training log-prob gap changes no number of a run, and a fingerprint taken before these observational
+keys existed stays comparable) and of the checkpoint tensors
 (RNG states left out). A refactor that claims to change no behaviour must print the same lines before and
 after, in one process and under data parallelism:
 
@@ -32,6 +33,8 @@ from grpo_bench.train.config import RunConfig  # noqa: E402
 from grpo_bench.train.trainer import train  # noqa: E402
 
 METHODS = ("dance_grpo", "flow_grpo", "cps", "sage_grpo")
+OBSERVATIONAL = ("wall_time", "logp_gap")
+"""Metrics that observe a run without changing it (besides the time_* and compute_* families)."""
 
 
 def fingerprint(method: str, kl: str, folder: Path) -> tuple[str, str] | None:
@@ -45,7 +48,7 @@ def fingerprint(method: str, kl: str, folder: Path) -> tuple[str, str] | None:
     if not PartialState(cpu=True).is_main_process:
         return None
     lines = [json.loads(x) for x in (folder / "metrics.jsonl").read_text().splitlines()]
-    lines = [{k: v for k, v in line.items() if not k.startswith(("time_", "compute_")) and k != "wall_time"}
+    lines = [{k: v for k, v in line.items() if not k.startswith(("time_", "compute_")) and k not in OBSERVATIONAL}
              for line in lines]
     tensors = hashlib.sha256()
     for f in sorted((folder / "checkpoints").rglob("*.safetensors")):

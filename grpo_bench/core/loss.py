@@ -97,6 +97,9 @@ class StepTerms:
     kl: dict[str, Tensor]  # 'kl' (the penalty) and named parts, each [b] (with grad)
     ratio: Tensor  # [b]
     forward_rows: int = 0  # rows the model evaluated for these terms (grad and no-grad forwards)
+    logp_gap: Tensor | None = None
+    """[b] |logp - logp_old| (detached): at the rollout's parameters it measures train-inference consistency
+    (bf16, guidance, batch shape); None for a family that computes no log-prob."""
 
 
 @dataclass
@@ -163,7 +166,8 @@ def policy_gradient_terms(ctx: LossContext, ro: Rollout, adv: Tensor, rows: Tens
                          var=std.flatten() ** 2))
     factor = 2 if ctx.guidance != 1.0 else 1
     live = sum(a not in ctx.method_anchors for a in ctx.live_anchors)
-    return StepTerms(policy, kl, ratio.detach(), forward_rows=factor * len(rows) * (1 + live))
+    return StepTerms(policy, kl, ratio.detach(), forward_rows=factor * len(rows) * (1 + live),
+                     logp_gap=(logp - logp_old).detach().abs())
 
 
 def per_step_grad_norms(
