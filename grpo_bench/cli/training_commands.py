@@ -38,7 +38,7 @@ def _suite_arguments(jobs: int | None, out: Path, device: str | None, overrides:
 def train(
     method: str | None = typer.Option(
         None, "--method", help="Registered method (grpo-bench methods); default sage_grpo, or the --like suite's."),
-    kl: str | None = typer.Option(None, "--kl", help="KL trust region: none, fixed, stepwise, moving, dual."),
+    kl: str | None = typer.Option(None, "--kl", help="KL trust region (grpo-bench methods lists them)."),
     setting: str | None = typer.Option(None, "--setting", help="Reward weights: A (1,1,1) or B (0.5,0.5,1)."),
     seed: int | None = typer.Option(None, "--seed", help="Run seed (prompt order, noise)."),
     updates: int | None = typer.Option(

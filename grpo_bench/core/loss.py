@@ -163,7 +163,7 @@ def policy_gradient_terms(ctx: LossContext, ro: Rollout, adv: Tensor, rows: Tens
             v_ref = guided_velocity(velocity, x, ctx.table.sigma[steps], cond, null, ctx.guidance)
             mu_ref[a] = transition(ctx.table, steps, x, v_ref)[0]  # [b, C, F, H, W]
     kl = ctx.kl(KLInputs(mu=mu, logp=logp, logp_old=logp_old, mu_old=mu_old, mu_ref=mu_ref,
-                         var=std.flatten() ** 2))
+                         var=std.flatten() ** 2, delta=None if ctx.table.delta is None else ctx.table.delta[steps]))
     factor = 2 if ctx.guidance != 1.0 else 1
     live = sum(a not in ctx.method_anchors for a in ctx.live_anchors)
     return StepTerms(policy, kl, ratio.detach(), forward_rows=factor * len(rows) * (1 + live),

@@ -62,7 +62,7 @@ class MethodConfig:
     clip_range: float = 1e-4
     """PPO ratio clip epsilon."""
     kl: str = "none"
-    """Default KL trust region: none, fixed, stepwise, moving, dual."""
+    """Default KL trust region: none, fixed, flow_grpo, stepwise, moving, dual."""
     equalizer: bool = False
     """Weight each step's loss by the gradient-norm equalizer S_i (SAGE-GRPO)."""
     window: tuple[int, int] | None = None

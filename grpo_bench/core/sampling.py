@@ -72,6 +72,7 @@ class StepTable:
     b: Tensor  # [T]
     std: Tensor  # [T] 0 at deterministic steps
     sde: Tensor  # bool [T] the steps that draw noise
+    delta: Tensor | None = None  # [T] sigma_i - sigma_{i+1} (FlowGRPO's KL divides by std^2 / Delta)
 
     @classmethod
     def build(cls, method: Any, sigmas: Tensor, device: torch.device | str = "cpu",
@@ -102,7 +103,8 @@ class StepTable:
         t = torch.tensor(rows, dtype=torch.float64)  # [T, 3] = (a, b, var)
         f32 = dict(dtype=torch.float32, device=device)
         return cls(
-            sigmas[:-1].to(**f32), t[:, 0].to(**f32), t[:, 1].to(**f32), t[:, 2].sqrt().to(**f32), sde.to(device)
+            sigmas[:-1].to(**f32), t[:, 0].to(**f32), t[:, 1].to(**f32), t[:, 2].sqrt().to(**f32), sde.to(device),
+            (sigmas[:-1] - sigmas[1:]).to(**f32),
         )
 
 

@@ -11,6 +11,7 @@ their policies are grpo_bench.core.anchors:
     variant    reference                         anchors (policy)      estimator
     none       -                                 -                     -
     fixed      pi_0                              initial (never)       analytic
+    flow_grpo  pi_0                              initial (never)       analytic / (std^2/Delta): FlowGRPO's code
     stepwise   pi_{k-1} (the rollout policy)     -                     sample: logp_old - logp (or analytic on mu_old)
       (stepwise_ref: previous)  the policy before the last optimizer step   previous (previous, live)   analytic
     moving     pi_{k-N}                          moving (every)        analytic
@@ -72,6 +73,7 @@ class KLInputs:
     mu_old: Tensor  # [b, C, F, H, W] rollout mean
     mu_ref: dict[str, Tensor]  # anchor name -> [b, C, F, H, W] anchor mean (from the rollout)
     var: Tensor  # [b] kernel variance of the step
+    delta: Tensor | None = None  # [b] the step's Delta = sigma - sigma' (FlowGRPO's estimator)
 
 
 class KLVariant(ABC):
@@ -115,6 +117,24 @@ class FixedKL(KLVariant):
 
     def __call__(self, inp: KLInputs) -> dict[str, Tensor]:
         return {KL: analytic_kl(inp.mu, inp.mu_ref["initial"], inp.var)}
+
+
+@register_kl("flow_grpo")
+class FlowGRPOKL(KLVariant):
+    """KL to pi_0 as FlowGRPO's code computes it: mean_e[(mu - mu_ref)^2] / (2 std_dev_t^2), where std_dev_t is
+    the kernel's noise per unit time (std_dev_t^2 = var / Delta; for the flow kernel a^2 sigma/(1-sigma)), not the
+    transition's std: yifan123/flow_grpo@9745241 scripts/train_sd3.py:900 (``kl_loss = ((prev_sample_mean -
+    prev_sample_mean_ref) ** 2).mean(dim=(1, 2, 3), keepdim=True) / (2 * std_dev_t ** 2)``) with std_dev_t from
+    flow_grpo/diffusers_patch/sd3_sde_with_logprob.py:50 (``std_dev_t = sqrt(sigma / (1 - sigma)) * noise_level``,
+    before the ``* sqrt(-dt)`` of the step). It equals ``fixed`` times Delta: at one weight, ``fixed`` is 1/Delta
+    (5-96x on the world's schedules) stronger."""
+
+    anchors = {"initial": "never"}
+
+    def __call__(self, inp: KLInputs) -> dict[str, Tensor]:
+        if inp.delta is None:
+            raise UserError("KL variant 'flow_grpo' needs each step's Delta (StepTable.delta)")
+        return {KL: analytic_kl(inp.mu, inp.mu_ref["initial"], inp.var / inp.delta)}
 
 
 @register_kl("stepwise")

@@ -83,7 +83,7 @@ class MethodOptions:
     clip_range: MaybeFloat = None
     """PPO ratio clip epsilon."""
     kl: MaybeName = None
-    """KL trust region: none, fixed, stepwise, moving, dual."""
+    """KL trust region: none, fixed, flow_grpo, stepwise, moving, dual."""
     equalizer: MaybeBool = None
     """Per-step gradient-norm equalizer S_i."""
     window: MaybeInts = None
