@@ -124,6 +124,8 @@ class LossContext:
     """The method's own parameters (``method.*``), passed to its objective and family."""
     method_anchors: tuple[str, ...] = ()
     """Live anchors the method's family reads itself (left out of the KL inputs)."""
+    detach_uncond: bool = False
+    """Under guidance, no gradient through the unconditional half (FlowGRPO's training forward)."""
 
     def hooks(self) -> tuple[Objective, Callable[..., StepTerms]]:
         """(objective, family) resolved once per context."""
@@ -147,7 +149,8 @@ def policy_gradient_terms(ctx: LossContext, ro: Rollout, adv: Tensor, rows: Tens
     x, x_next = ro.x[rows, slot], ro.x_next[rows, slot]  # [b, C, F, H, W]
     cond = index_cond(ro.cond, rows)
     null = ctx.model.null_cond(len(rows)) if ctx.guidance != 1.0 else None
-    v = guided_velocity(ctx.model.velocity, x, ctx.table.sigma[steps], cond, null, ctx.guidance)  # one call
+    v = guided_velocity(ctx.model.velocity, x, ctx.table.sigma[steps], cond, null, ctx.guidance,
+                        ctx.detach_uncond)  # one call
     mu, std = transition(ctx.table, steps, x, v)  # same function as the rollout: rho == 1 at first
     logp = log_prob(x_next, mu, std, ctx.logprob)  # [b]
     logp_old = ro.logp_old[rows, slot]  # [b]

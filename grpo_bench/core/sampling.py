@@ -52,13 +52,17 @@ def index_cond(c: Any, rows: Tensor) -> Any:
     return c
 
 
-def guided_velocity(velocity: VelocityFn, x: Tensor, sigma: Tensor, cond: Any, null: Any, guidance: float) -> Tensor:
+def guided_velocity(velocity: VelocityFn, x: Tensor, sigma: Tensor, cond: Any, null: Any, guidance: float,
+                    detach_null: bool = False) -> Tensor:
     """v for x: Tensor[b, ...] at sigma: Tensor[b]; with guidance != 1 ONE call on the doubled batch
-    (null rows first): v_null + guidance * (v_cond - v_null)."""
+    (null rows first): v_null + guidance * (v_cond - v_null). ``detach_null``: no gradient through v_null
+    (FlowGRPO's training forward); the value is the same."""
     if guidance == 1.0:
         return velocity(x, sigma, cond)
     v = velocity(torch.cat([x, x]), torch.cat([sigma, sigma]), cat_cond(null, cond))
     v_null, v_cond = v.chunk(2)
+    if detach_null:
+        v_null = v_null.detach()
     return v_null + guidance * (v_cond - v_null)
 
 
