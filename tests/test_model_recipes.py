@@ -63,6 +63,7 @@ def test_flux_and_qwen_image_sample_at_their_pipelines_shift_for_the_runs_resolu
     assert (small.height, small.width) == (512, 768)
     assert small.shift == pytest.approx(_calculate_shift(32 * 48, 256, max_seq, 0.5, max_shift), rel=1e-12)
     assert _cfg(model, "shift=2.5", "guidance=2.0").shift == 2.5  # a given key wins
+    assert cfg.guidance_formula == ("norm_rescaled" if model == "qwen-image" else "cfg")  # its pipeline's true CFG
     assert _cfg(model, "guidance=2.0").guidance == 2.0
 
 

@@ -126,6 +126,8 @@ class LossContext:
     """Live anchors the method's family reads itself (left out of the KL inputs)."""
     detach_uncond: bool = False
     """Under guidance, no gradient through the unconditional half (FlowGRPO's training forward)."""
+    guidance_formula: str = "cfg"
+    """How the guided halves combine (core/sampling.py ``GUIDANCE_FORMULAS``), as in the rollout."""
 
     def hooks(self) -> tuple[Objective, Callable[..., StepTerms]]:
         """(objective, family) resolved once per context."""
@@ -150,7 +152,7 @@ def policy_gradient_terms(ctx: LossContext, ro: Rollout, adv: Tensor, rows: Tens
     cond = index_cond(ro.cond, rows)
     null = ctx.model.null_cond(len(rows)) if ctx.guidance != 1.0 else None
     v = guided_velocity(ctx.model.velocity, x, ctx.table.sigma[steps], cond, null, ctx.guidance,
-                        ctx.detach_uncond)  # one call
+                        ctx.detach_uncond, ctx.guidance_formula)  # one call
     mu, std = transition(ctx.table, steps, x, v)  # same function as the rollout: rho == 1 at first
     logp = log_prob(x_next, mu, std, ctx.logprob)  # [b]
     logp_old = ro.logp_old[rows, slot]  # [b]
@@ -163,7 +165,8 @@ def policy_gradient_terms(ctx: LossContext, ro: Rollout, adv: Tensor, rows: Tens
         for a, velocity in ctx.live_anchors.items():
             if a in ctx.method_anchors:
                 continue
-            v_ref = guided_velocity(velocity, x, ctx.table.sigma[steps], cond, null, ctx.guidance)
+            v_ref = guided_velocity(velocity, x, ctx.table.sigma[steps], cond, null, ctx.guidance,
+                                    formula=ctx.guidance_formula)
             mu_ref[a] = transition(ctx.table, steps, x, v_ref)[0]  # [b, C, F, H, W]
     kl = ctx.kl(KLInputs(mu=mu, logp=logp, logp_old=logp_old, mu_old=mu_old, mu_ref=mu_ref,
                          var=std.flatten() ** 2, delta=None if ctx.table.delta is None else ctx.table.delta[steps]))
