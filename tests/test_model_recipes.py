@@ -32,9 +32,9 @@ def _cfg(model: str, *overrides: str) -> RunConfig:
 def test_a_models_recipe_is_its_suites_base(model, suite):
     base = load_suite(ROOT / "suites" / f"{suite}.yaml").base
     cfg = _cfg(model)
-    recipe = recipes()[model]
+    recipe = {**recipes()[model], **({"window": None} if recipes()[model].get("ode_last_step") else {})}
     shared = sorted(set(recipe) & set(base))
-    assert len(shared) >= 10 and set(recipe) - set(base) <= {"gradient_checkpointing"}
+    assert len(shared) >= 10 and set(recipe) - set(base) <= {"gradient_checkpointing", "ode_last_step"}
     for key in shared:
         assert getattr(cfg, key) == base[key], key  # what a plain `train --model` runs is the suite's
 
@@ -46,6 +46,8 @@ def test_a_plain_sd35_run_is_flow_grpos_recipe_not_the_worlds():
     assert got == {"height": 512, "width": 512, "frames": 1, "guidance": 4.5, "lora_rank": 32, "lora_alpha": 64,
                    "mixed_precision": "bf16", "detach_uncond": True, "max_text_tokens": 128}
     assert (world.height, world.guidance, world.lora_rank) == (16, 1.0, 0)  # what it took before
+    assert cfg.window == [0, 9] and _cfg("sd3.5-medium", "steps=20").window == [0, 19]  # the last step the ODE
+    assert _cfg("sd3.5-medium", "window=[0, 4]").window == [0, 4]
 
 
 def _calculate_shift(tokens: int, base_seq: int, max_seq: int, base_shift: float, max_shift: float) -> float:
