@@ -1,8 +1,9 @@
 """A behaviour fingerprint: short runs of every method on the tiny test model, hashed, to compare two commits.
 
 For each method x KL (fixed, dual): 3 updates, an eval, diagnostics and checkpoints; prints the sha256 of
-the metrics lines (timings and the compute_* counts left out: counting model passes changes no number of a
-run, and a fingerprint taken before the counters existed stays comparable) and of the checkpoint tensors
+the metrics lines (timings, the compute_* counts and logp_gap left out: counting model passes or measuring the
+rollout-vs-training log-prob gap changes no number of a run, and a fingerprint taken before these observational
+keys existed stays comparable) and of the checkpoint tensors
 (RNG states left out). A refactor that claims to change no behaviour must print the same lines before and
 after, in one process and under data parallelism:
 
@@ -35,6 +36,8 @@ METHODS = ("dance_grpo", "flow_grpo", "cps", "sage_grpo")
 FIELD = ("flow_grpo_fast", "mix_grpo", "grpo_guard", "flow_dppo", "tempflow_grpo", "diffusion_nft")
 """The field's methods, printed after the main four (whose lines stay comparable with older fingerprints), each at
 its own KL on a 6-step schedule (Flow-DPPO's 3 sparse steps need 3 in the first half)."""
+OBSERVATIONAL = ("wall_time", "logp_gap")
+"""Metrics that observe a run without changing it (besides the time_* and compute_* families)."""
 
 
 def fingerprint(method: str, kl: str | None, folder: Path, steps: int = 3) -> tuple[str, str] | None:
@@ -48,7 +51,7 @@ def fingerprint(method: str, kl: str | None, folder: Path, steps: int = 3) -> tu
     if not PartialState(cpu=True).is_main_process:
         return None
     lines = [json.loads(x) for x in (folder / "metrics.jsonl").read_text().splitlines()]
-    lines = [{k: v for k, v in line.items() if not k.startswith(("time_", "compute_")) and k != "wall_time"}
+    lines = [{k: v for k, v in line.items() if not k.startswith(("time_", "compute_")) and k not in OBSERVATIONAL}
              for line in lines]
     tensors = hashlib.sha256()
     for f in sorted((folder / "checkpoints").rglob("*.safetensors")):

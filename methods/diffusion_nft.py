@@ -127,8 +127,10 @@ def nft_terms(ctx: LossContext, ro: Rollout, adv: torch.Tensor, rows: torch.Tens
     cond = index_cond(ro.cond, rows)
     null = ctx.model.null_cond(len(rows)) if ctx.guidance != 1.0 else None
     with torch.no_grad():
-        v_old = guided_velocity(ctx.live_anchors[OLD], xt, t, cond, null, ctx.guidance).float()
-    v = guided_velocity(ctx.model.velocity, xt, t, cond, null, ctx.guidance).float()
+        v_old = guided_velocity(ctx.live_anchors[OLD], xt, t, cond, null, ctx.guidance,
+                                formula=ctx.guidance_formula).float()
+    v = guided_velocity(ctx.model.velocity, xt, t, cond, null, ctx.guidance, ctx.detach_uncond,
+                        ctx.guidance_formula).float()
     a = adv[rows].clamp(-p.adv_clip_max, p.adv_clip_max)
     r = (a / p.adv_clip_max / 2 + 0.5).clamp(0, 1)
     positive = _x0_loss(xt - tb * (p.beta * v + (1 - p.beta) * v_old), x0)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from test_diffusers_models import HarnessSpacingScheduler, harness_ode
+from test_diffusers_models import HarnessSpacingScheduler, harness_ode, harness_sigmas
 
 from grpo_bench.errors import UserError
 from grpo_bench.models.adapter_options import AdapterOptions
@@ -125,6 +125,35 @@ def test_qwen_image_two_step_ode_equals_pipeline(qwen):
                   height=32, width=32, max_sequence_length=qwen.max_sequence_length, output_type="latent").images
     assert (ours - noise).abs().max() > 1e-2
     torch.testing.assert_close(ours[:, :, 0], unpack_latents(theirs.float(), h, w), atol=2e-5, rtol=1e-5)
+
+
+def test_qwen_image_true_cfg_is_the_pipelines_norm_rescaled_guidance(qwen):
+    """guidance 4.0 with ``guidance_formula: norm_rescaled`` (core/sampling.py) equals QwenImagePipeline's
+    true_cfg_scale 4.0 on the "" negative prompt; the plain formula does not."""
+    from diffusers import QwenImagePipeline
+
+    from grpo_bench.core.sampling import StepTable, integrate
+    from grpo_bench.models.diffusers_image import pack_latents, unpack_latents
+    from grpo_bench.models.qwen_image import apply_tiny_template
+
+    noise = torch.randn(2, *qwen.latent_shape, generator=torch.Generator().manual_seed(4))
+    prompts = ["a red circle moving left slowly", "a cat"]
+    table = StepTable.ode(harness_sigmas(2, qwen.pipeline_shift()))
+    cond, null = qwen.encode_prompts(prompts), qwen.null_cond(2)
+
+    def ours(formula):
+        return integrate(qwen.velocity, table, noise, cond, null, 4.0, None, formula=formula)
+
+    pipe = QwenImagePipeline(**qwen.pipe.components)
+    apply_tiny_template(pipe)
+    pipe.set_progress_bar_config(disable=True)
+    _, _, _, h, w = noise.shape
+    theirs = pipe(prompt=prompts, negative_prompt="", latents=pack_latents(noise[:, :, 0]), num_inference_steps=2,
+                  true_cfg_scale=4.0, height=32, width=32, max_sequence_length=qwen.max_sequence_length,
+                  output_type="latent").images
+    theirs = unpack_latents(theirs.float(), h, w)
+    torch.testing.assert_close(ours("norm_rescaled")[:, :, 0], theirs, atol=2e-5, rtol=1e-5)
+    assert (ours("cfg")[:, :, 0] - theirs).abs().max() > 1e-2  # the plain formula is another sampler here
 
 
 def test_flux_shift_is_the_pipelines_mu():

@@ -35,6 +35,7 @@ import pytest
 import torch
 
 from grpo_bench.core.kl_weight import ConstantKLWeight
+from grpo_bench.core.loss import StepTerms
 from grpo_bench.errors import UserError
 from grpo_bench.suite.expand import expand
 from grpo_bench.suite.parse import load_suite
@@ -88,7 +89,7 @@ def count(cfg, processes: int):
     def terms(ctx, ro, adv, rows, rows_steps):
         stepper.rows.update(rows.tolist())
         policy = stepper.w * torch.ones(len(rows))
-        return SimpleNamespace(policy=policy, kl={m.KL: torch.zeros(len(rows))}, ratio=torch.ones(len(rows)))
+        return StepTerms(policy, {m.KL: torch.zeros(len(rows))}, torch.ones(len(rows)))
 
     batch = SimpleNamespace(rollout=None, advantages=torch.randn(B, generator=torch.Generator().manual_seed(0)),
                             train_steps=torch.arange(K).expand(B, K))

@@ -27,7 +27,8 @@ PAPER = {"kl_beta_min": 1e-7, "kl_beta_max": 1e-5, "kl_target": 1e-5, "beta_pos"
 post_train.py: weight_decay 0.01, and one optimizer step per rollout, its gradients accumulated over every
 (sample, timestep) backward: tests/test_recipe_schedule.py)."""
 FLOW_GRPO_BETA = 0.01
-"""FlowGRPO's own constant KL weight (yifan123/flow_grpo config/grpo.py pickscore_sd3: config.train.beta = 0.01)."""
+"""FlowGRPO's own constant KL weight (yifan123/flow_grpo config/grpo.py:128 pickscore_sd3: config.train.beta = 0.01),
+applied to its own estimator (scripts/train_sd3.py:895: / (2 std_dev_t^2), no Delta: KL variant ``flow_grpo``)."""
 
 
 def _world_values() -> dict[str, set]:
@@ -73,9 +74,19 @@ def test_hunyuan_suites_carry_the_papers_trust_region(suite):
     for _, cfg in (c for c in REAL if c[0] == suite):
         got = {k: getattr(cfg, k) for k in PAPER}
         if cfg.method == "flow_grpo":  # FlowGRPO's own constant beta on its fixed reference
-            assert (cfg.kl, cfg.kl_adaptive, cfg.kl_weight) == ("fixed", False, FLOW_GRPO_BETA), suite
+            assert (cfg.kl, cfg.kl_adaptive, cfg.kl_weight) == ("flow_grpo", False, FLOW_GRPO_BETA), suite
             got.update({k: PAPER[k] for k in ("kl_beta_min", "kl_beta_max", "kl_target")})  # unused there
         assert got == PAPER, f"{suite}: {cfg.method} kl={cfg.kl}"
+
+
+def test_every_real_flow_grpo_cell_runs_flow_grpos_own_kl_at_its_beta():
+    """FlowGRPO's beta on the harness's ``fixed`` estimator would be 1/Delta (5.6-28x at 10 steps) stronger."""
+    flow = [(suite, cfg) for suite, cfg in REAL if cfg.method == "flow_grpo"]
+    assert {suite for suite, _ in flow} >= {"sd35_flow_grpo", "sd35_flow_grpo_1gpu", "hunyuan15_paper", "wan_small"}
+    for suite, cfg in flow:
+        assert (cfg.kl, cfg.kl_adaptive, cfg.kl_weight) == ("flow_grpo", False, FLOW_GRPO_BETA), suite
+    fair = {cfg.kl for suite, cfg in REAL if suite.startswith("sd35_")}
+    assert fair == {"flow_grpo"}  # the SD3.5 fair block shares FlowGRPO's trust region
 
 
 def test_the_paper_suite_trains_with_muon():

@@ -31,7 +31,8 @@ def build_config(
     device: str | None, overrides: list[str], like: Path | None = None,
 ) -> RunConfig:
     """The validated RunConfig: a suite's base (``--like``), then flags, then key=value overrides (which must
-    not contradict the flags)."""
+    not contradict the flags). Without ``--like``, a named real model's recipe (models/recipes.yaml) fills the
+    keys none of them set."""
     from grpo_bench.errors import UserError
 
     data: dict[str, Any] = dict(suite_base(like)) if like is not None else {}
@@ -44,6 +45,10 @@ def build_config(
         raise UserError(f"grpo-bench train: {k} is given both as --{k.replace('_', '-')} {data[k]} and as "
                         f"{k}={extra[k]}; give it once")
     data.update(extra)
+    if like is None:
+        from grpo_bench.train.model_recipe import recipe_defaults
+
+        data.update(recipe_defaults(data.get("model"), data))
     return from_dict(data, where="grpo-bench train: ")
 
 

@@ -49,7 +49,9 @@ def train(
         True, "--resume/--no-resume", metavar="", help="Continue from the folder's latest checkpoint."),
     model: str | None = typer.Option(
         None, "--model", help="Generator: world, tiny-wan, tiny-hunyuan15, tiny-sd3, tiny-flux, tiny-qwen-image, a "
-        "preset, hub id or folder."
+        "preset, hub id or folder. A named real model (sd3.5-medium, flux.1-dev, qwen-image, wan2.1-1.3b, "
+        "hunyuan15-480p) brings its recipe's resolution, guidance, shift, precision and LoRA unless set here "
+        "or by --like (grpo_bench/models/recipes.yaml)."
     ),
     accelerate_config: str | None = typer.Option(
         None,
@@ -64,7 +66,7 @@ def train(
 ) -> None:
     """Train one GRPO run: config.yaml, metrics.jsonl, checkpoints, final.json, DONE and the exported policy/.
 
-    train's defaults are RunConfig's, not a suite's: to reproduce a suite cell give --like SUITE with the cell's --method, --kl, --setting and --seed."""  # noqa: E501  (one line: rich would keep the break)
+    train's defaults are RunConfig's (a named real --model: its recipe's), not a suite's: to reproduce a suite cell give --like SUITE with the cell's --method, --kl, --setting and --seed."""  # noqa: E501  (one line: rich would keep the break)
     from grpo_bench import preflight
     from grpo_bench.cli.train import build_config, run_train
 

@@ -99,6 +99,9 @@ class StepTerms:
     kl: dict[str, Tensor]  # 'kl' (the penalty) and named parts, each [b] (with grad)
     ratio: Tensor  # [b]
     forward_rows: int = 0  # rows the model evaluated for these terms (grad and no-grad forwards)
+    logp_gap: Tensor | None = None
+    """[b] |logp - logp_old| (detached): at the rollout's parameters it measures train-inference consistency
+    (bf16, guidance, batch shape); None for a family that computes no log-prob."""
 
 
 @dataclass
@@ -123,6 +126,10 @@ class LossContext:
     """The method's own parameters (``method.*``), passed to its objective and family."""
     method_anchors: tuple[str, ...] = ()
     """Live anchors the method's family reads itself (left out of the KL inputs)."""
+    detach_uncond: bool = False
+    """Under guidance, no gradient through the unconditional half (FlowGRPO's training forward)."""
+    guidance_formula: str = "cfg"
+    """How the guided halves combine (core/sampling.py ``GUIDANCE_FORMULAS``), as in the rollout."""
 
     def hooks(self) -> tuple[Objective, Callable[..., StepTerms]]:
         """(objective, family) resolved once per context."""
@@ -146,7 +153,8 @@ def policy_gradient_terms(ctx: LossContext, ro: Rollout, adv: Tensor, rows: Tens
     x, x_next = ro.x[rows, slot], ro.x_next[rows, slot]  # [b, C, F, H, W]
     cond = index_cond(ro.cond, rows)
     null = ctx.model.null_cond(len(rows)) if ctx.guidance != 1.0 else None
-    v = guided_velocity(ctx.model.velocity, x, ctx.table.sigma[steps], cond, null, ctx.guidance)  # one call
+    v = guided_velocity(ctx.model.velocity, x, ctx.table.sigma[steps], cond, null, ctx.guidance,
+                        ctx.detach_uncond, ctx.guidance_formula)  # one call
     mu, std = transition(ctx.table, steps, x, v)  # same function as the rollout: rho == 1 at first
     logp = log_prob(x_next, mu, std, ctx.logprob)  # [b]
     logp_old = ro.logp_old[rows, slot]  # [b]
@@ -161,13 +169,15 @@ def policy_gradient_terms(ctx: LossContext, ro: Rollout, adv: Tensor, rows: Tens
         for a, velocity in ctx.live_anchors.items():
             if a in ctx.method_anchors:
                 continue
-            v_ref = guided_velocity(velocity, x, ctx.table.sigma[steps], cond, null, ctx.guidance)
+            v_ref = guided_velocity(velocity, x, ctx.table.sigma[steps], cond, null, ctx.guidance,
+                                    formula=ctx.guidance_formula)
             mu_ref[a] = transition(ctx.table, steps, x, v_ref)[0]  # [b, C, F, H, W]
     kl = ctx.kl(KLInputs(mu=mu, logp=logp, logp_old=logp_old, mu_old=mu_old, mu_ref=mu_ref,
                          var=std.flatten() ** 2, delta=None if ctx.table.delta is None else ctx.table.delta[steps]))
     factor = 2 if ctx.guidance != 1.0 else 1
     live = sum(a not in ctx.method_anchors for a in ctx.live_anchors)
-    return StepTerms(policy, kl, ratio.detach(), forward_rows=factor * len(rows) * (1 + live))
+    return StepTerms(policy, kl, ratio.detach(), forward_rows=factor * len(rows) * (1 + live),
+                     logp_gap=(logp - logp_old).detach().abs())
 
 
 def per_step_grad_norms(

@@ -85,6 +85,7 @@ def rollout(
     train_steps: Tensor | None = None,
     share_group: int = 0,
     fresh_noise: bool = False,
+    guidance_formula: str = "cfg",
 ) -> Rollout:
     """Sample one trajectory per row (prompt text, group-major) from x0: Tensor[B, C, F, H, W].
 
@@ -93,7 +94,8 @@ def rollout(
     share_group: G > 1 when the G rows of each group start from the same noise and share the ODE prefix
     before the table's first SDE step (a method's ``share_prefix``): that prefix runs once per group and
     branches at the first SDE step. fresh_noise: also draw N(0, I) per (row, stored step) from ``sde_gen``
-    after the trajectory (a likelihood-free loss's forward-process noise)."""
+    after the trajectory (a likelihood-free loss's forward-process noise). guidance_formula: how the guided
+halves combine (core/sampling.py ``GUIDANCE_FORMULAS``)."""
     anchors = anchors or {}
     batch = len(rows)
     cond = model.encode_prompts(rows)
@@ -124,11 +126,12 @@ def rollout(
             raise ValueError("share_group: the rows of a group must start from the same noise")
         lead = torch.arange(0, batch, share_group, device=x0.device)
         x_mid = integrate(model.velocity, table, x0[lead], index_cond(cond, lead),
-                          None if null is None else index_cond(null, lead), guidance, sde_gen, stop=prefix)
+                          None if null is None else index_cond(null, lead), guidance, sde_gen, stop=prefix,
+                          formula=guidance_formula)
         x = integrate(model.velocity, table, x_mid.repeat_interleave(share_group, 0), cond, null, guidance, sde_gen,
-                      on_step=store, start=prefix)
+                      on_step=store, start=prefix, formula=guidance_formula)
     else:
-        x = integrate(model.velocity, table, x0, cond, null, guidance, sde_gen, on_step=store)
+        x = integrate(model.velocity, table, x0, cond, null, guidance, sde_gen, on_step=store, formula=guidance_formula)
     forward_rows = factor * (prefix * (batch // max(share_group, 1)) + (steps_total - prefix) * batch)
     noise = None
     if fresh_noise:
@@ -144,14 +147,14 @@ def rollout(
     return Rollout(
         prompts=rows, cond=cond, stored=stored, slot=slot,
         x=xs, x_next=stack("x_next"), logp_old=stack("logp"), mu_old=mu_old,
-        mu_ref={a: _anchor_means(v, table, xs, mu_old, slot, needs_ref, cond, null, guidance)
+        mu_ref={a: _anchor_means(v, table, xs, mu_old, slot, needs_ref, cond, null, guidance, guidance_formula)
                 for a, v in anchors.items()},
         videos=model.decode(x).float(), final=x, noise=noise, forward_rows=forward_rows,
     )
 
 
 def _anchor_means(velocity: VelocityFn, table: StepTable, xs: Tensor, mu_old: Tensor, slot: Tensor, needs_ref: Tensor,
-                  cond: Any, null: Any, guidance: float) -> Tensor:
+                  cond: Any, null: Any, guidance: float, formula: str = "cfg") -> Tensor:
     """mu_ref [B, S, ...] of one anchor at the (row, step) pairs that train (NaN elsewhere), in one batched
     call after the rollout (larger batches run faster than one call per step, for the same values)."""
     ref = torch.full_like(mu_old, float("nan"))
@@ -161,6 +164,6 @@ def _anchor_means(velocity: VelocityFn, table: StepTable, xs: Tensor, mu_old: Te
         at = slot.to(xs.device)[steps]
         x = xs[rows, at]
         c, n = index_cond(cond, rows), None if null is None else index_cond(null, rows)
-        v_ref = guided_velocity(velocity, x, table.sigma[steps], c, n, guidance)
+        v_ref = guided_velocity(velocity, x, table.sigma[steps], c, n, guidance, formula=formula)
         ref[rows, at] = transition(table, steps, x, v_ref)[0]
     return ref

@@ -2,8 +2,9 @@
 function and the one classifier-free-guidance path.
 
 ``guided_velocity`` is the only guidance implementation: with guidance g > 1 it runs the
-unconditional and conditional halves as ONE doubled batch, ordered (null, cond), and returns
-v_null + g * (v_cond - v_null). ``transition`` is the only step arithmetic (mu = a_i x + b_i v from a
+unconditional and conditional halves as ONE doubled batch, ordered (null, cond), and combines them by a
+registered formula (``GUIDANCE_FORMULAS``: ``cfg`` v_null + g * (v_cond - v_null), or Qwen-Image's
+``norm_rescaled``). ``transition`` is the only step arithmetic (mu = a_i x + b_i v from a
 ``StepTable`` of float32 per-step scalars) and ``integrate`` the only loop: the training rollout (which
 stores transitions through its ``on_step`` hook), the loss's recomputation (``transition`` alone), the
 trainer's evaluation, pretraining's evaluation, the judge's base-sample data and ``grpo-bench sample``
@@ -23,6 +24,8 @@ from torch import Tensor
 
 from grpo_bench.core.schedule import validate
 from grpo_bench.core.sde import Kernel, ODEKernel
+from grpo_bench.errors import UserError
+from grpo_bench.registry import Registry
 
 VelocityFn = Callable[[Tensor, Tensor, Any], Tensor]
 StepHook = Callable[[int, Tensor, Tensor, Tensor, Tensor], None]
@@ -52,14 +55,48 @@ def index_cond(c: Any, rows: Tensor) -> Any:
     return c
 
 
-def guided_velocity(velocity: VelocityFn, x: Tensor, sigma: Tensor, cond: Any, null: Any, guidance: float) -> Tensor:
+GuidanceFormula = Callable[[Tensor, Tensor, float], Tensor]
+GUIDANCE_FORMULAS: Registry[GuidanceFormula] = Registry("guidance formula")
+"""How the unconditional and conditional velocities combine under guidance g: f(v_null, v_cond, g) -> v."""
+
+
+@GUIDANCE_FORMULAS.register("cfg")
+def plain_cfg(v_null: Tensor, v_cond: Tensor, guidance: float) -> Tensor:
+    """Classifier-free guidance: v_null + g (v_cond - v_null) (SD3, Wan, HunyuanVideo pipelines)."""
+    return v_null + guidance * (v_cond - v_null)
+
+
+@GUIDANCE_FORMULAS.register("norm_rescaled")
+def norm_rescaled_cfg(v_null: Tensor, v_cond: Tensor, guidance: float) -> Tensor:
+    """QwenImagePipeline's true CFG (diffusers 0.42.1 pipeline_qwenimage.py:668-672): the plain combination
+    rescaled, per transformer token, to the conditional prediction's norm. A token is a 2 x 2 latent patch of
+    one frame across every channel (``_pack_latents``), so v: [b, C, F, H, W] with even H and W."""
+    comb = plain_cfg(v_null, v_cond, guidance)
+    b, c, f, h, w = comb.shape
+    if h % 2 or w % 2:
+        raise UserError(f"guidance_formula 'norm_rescaled' rescales 2 x 2 latent patches; the latents are {h} x {w}")
+
+    def tokens(v: Tensor) -> Tensor:
+        return v.reshape(b, c, f, h // 2, 2, w // 2, 2)
+
+    def norm(v: Tensor) -> Tensor:  # [b, 1, F, H/2, 1, W/2, 1]: one norm per token
+        return torch.linalg.vector_norm(tokens(v), dim=(1, 4, 6), keepdim=True)
+
+    return (tokens(comb) * (norm(v_cond) / norm(comb))).reshape(comb.shape)
+
+
+def guided_velocity(velocity: VelocityFn, x: Tensor, sigma: Tensor, cond: Any, null: Any, guidance: float,
+                    detach_null: bool = False, formula: str = "cfg") -> Tensor:
     """v for x: Tensor[b, ...] at sigma: Tensor[b]; with guidance != 1 ONE call on the doubled batch
-    (null rows first): v_null + guidance * (v_cond - v_null)."""
+    (null rows first), combined by the registered ``formula`` (``cfg``: v_null + guidance * (v_cond - v_null)).
+    ``detach_null``: no gradient through v_null (FlowGRPO's training forward); the value is the same."""
     if guidance == 1.0:
         return velocity(x, sigma, cond)
     v = velocity(torch.cat([x, x]), torch.cat([sigma, sigma]), cat_cond(null, cond))
     v_null, v_cond = v.chunk(2)
-    return v_null + guidance * (v_cond - v_null)
+    if detach_null:
+        v_null = v_null.detach()
+    return GUIDANCE_FORMULAS.get(formula, where="guidance_formula: ")(v_null, v_cond, guidance)
 
 
 # --- the per-step Gaussian kernel, shared by rollout, training, evaluation and sampling --------
@@ -122,7 +159,7 @@ def transition(table: StepTable, steps: Tensor, x: Tensor, v: Tensor) -> tuple[T
 @torch.no_grad()
 def integrate(velocity: VelocityFn, table: StepTable, x0: Tensor, cond: Any, null: Any, guidance: float,
               noise: torch.Generator | None, on_step: StepHook | None = None, start: int = 0,
-              stop: int | None = None) -> Tensor:
+              stop: int | None = None, formula: str = "cfg") -> Tensor:
     """x after steps ``start``..``stop``-1 of ``table`` (default: all) from x0: Tensor[b, ...] at
     sigma_start (float32; sigma = 1 for start 0).
 
@@ -133,7 +170,7 @@ def integrate(velocity: VelocityFn, table: StepTable, x0: Tensor, cond: Any, nul
     b = x.shape[0]
     for i in range(start, table.a.numel() if stop is None else stop):
         step = torch.full((b,), i, dtype=torch.long, device=x.device)
-        v = guided_velocity(velocity, x, table.sigma[step], cond, null, guidance)
+        v = guided_velocity(velocity, x, table.sigma[step], cond, null, guidance, formula=formula)
         mu, std = transition(table, step, x, v)
         if bool(table.sde[i]):
             device = "cpu" if noise is None else noise.device
@@ -157,6 +194,7 @@ def sample(
     generator: torch.Generator | None = None,
     chunk: int | None = None,
     decode: bool = False,
+    formula: str = "cfg",
 ) -> Tensor:
     """Final latents Tensor[B, *latent_shape] (videos Tensor[B, 3, F, H, W] with ``decode``) from
     initial noise Tensor[B, *latent_shape] at sigma = 1.
@@ -175,6 +213,6 @@ def sample(
         rows = prompts[start : start + size]
         null = model.null_cond(len(rows)) if guidance != 1.0 else None
         x = integrate(model.velocity, table, noise[start : start + size], model.encode_prompts(rows), null, guidance,
-                      generator)
+                      generator, formula=formula)
         out.append(model.decode(x).float() if decode else x)
     return torch.cat(out)

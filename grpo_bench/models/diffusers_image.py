@@ -17,7 +17,9 @@ before any model is built, train/weights.py ``check_modality``).
 from __future__ import annotations
 
 import dataclasses
+import math
 import warnings
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -111,14 +113,17 @@ class DiffusersImageModel(DiffusersVideoModel):
         sched = self.pipe.scheduler.config
         if not sched.get("use_dynamic_shifting", False):
             return float(sched.get("shift", 1.0))
-        import math
-
         _, _, h, w = self.latent_shape
-        seq = (h // 2) * (w // 2)
-        base, top = sched.get("base_image_seq_len", 256), sched.get("max_image_seq_len", 4096)
-        lo, hi = sched.get("base_shift", 0.5), sched.get("max_shift", 1.15)
-        mu = lo + (hi - lo) * (seq - base) / (top - base)
-        return math.exp(mu)
+        return dynamic_shift((h // 2) * (w // 2), sched)
+
+
+def dynamic_shift(image_tokens: int, scheduler: Mapping[str, Any]) -> float:
+    """exp(mu) of the pipelines' ``calculate_shift``: mu linear in the image's token count between
+    (``base_image_seq_len``, ``base_shift``) and (``max_image_seq_len``, ``max_shift``) of a scheduler config
+    with dynamic shifting (FLUX.1, Qwen-Image); the harness's ``shift`` with that value samples on those sigmas."""
+    base, top = scheduler.get("base_image_seq_len", 256), scheduler.get("max_image_seq_len", 4096)
+    lo, hi = scheduler.get("base_shift", 0.5), scheduler.get("max_shift", 1.15)
+    return math.exp(lo + (hi - lo) * (image_tokens - base) / (top - base))
 
 
 def denoiser_flops(net_class: type[ImageVelocityNet], transformer: nn.Module, latent: tuple[int, int, int],

@@ -12,9 +12,9 @@ Mirrors ``diffusers/pipelines/qwenimage/pipeline_qwenimage.py`` (0.42):
 * transformer call: ``timestep = t / 1000`` (= sigma), no guidance embedding; the unpacked output is the
   velocity;
 * guidance: the pipeline's ``true_cfg_scale`` rescales the guided prediction to the conditional one's
-  norm per token (``comb * |v_c| / |comb|``); the harness's guidance is the plain ``v_u + g (v_c - v_u)``
-  (one guidance path for every model, core/sampling.py), so ``guidance > 1`` on Qwen-Image is NOT the
-  pipeline's formula; ``guidance: 1.0`` is exact;
+  norm per token (``comb * |v_c| / |comb|``): ``guidance_formula: norm_rescaled`` (core/sampling.py, the
+  qwen-image recipe's default for ``train --model qwen-image``); the plain ``cfg`` formula is not the
+  pipeline's at ``guidance > 1`` (tests/test_image_models.py compares both with the pipeline);
 * schedule: ``sigmas = linspace(1, 1/T, T)`` with an exponential shift at ``mu = calculate_shift(image
   tokens)`` (``pipeline_shift()``), then the scheduler's ``shift_terminal`` (0.02 for Qwen/Qwen-Image)
   stretches the schedule to end there: the harness has no terminal stretch;

@@ -6,8 +6,10 @@ rollout policy), a clip that never clips, a KL term that is identically zero, or
 weight pinned at its floor makes two rows of a table the same algorithm under different names.
 Updates whose optimizer steps change few weights (``weights_changed``: bf16 parameters that an AdamW step
 of a small lr cannot move) train less than they report, and an update that changed no weight at all
-(``weights_changed`` 0) or that no gradient reached (NaN: a detached loss) is a no-op. This part lists
-every such finding per row, from the per-update metrics alone.
+(``weights_changed`` 0) or that no gradient reached (NaN: a detached loss) is a no-op. A training forward
+whose log-prob differs from the rollout's at the same parameters (``logp_gap`` above ``LOGP_GAP_WARN``)
+trains a policy other than the one that sampled. This part lists every such finding per row, from the
+per-update metrics alone.
 
 A mechanism the recipe itself makes inert is said to be so, not reported as a fault: under one optimizer
 step per rollout (the official SAGE-GRPO schedule, ``minibatches: 1``) the loss sees the rollout policy,
@@ -31,6 +33,13 @@ least this share of the run's last updates, without leaving it again."""
 
 INERT = "inert by the recipe: one optimizer step per rollout, so the loss sees the rollout policy"
 """The finding of a mechanism that a one-step-per-rollout recipe turns off by design."""
+
+
+LOGP_GAP_WARN = 1e-4
+"""A row's train-inference log-prob gap (``logp_gap``: mean |log p_train - log p_rollout| at the rollout's own
+parameters, which an exact implementation holds at ~1e-7 in float32; VeRL-Omni's RFC #280 reports ~2e-5 in bf16)
+is a finding above this: 5x that bf16 figure, and a gap at which the ratio leaves FlowGRPO's whole PPO clip
+range (1e-4) before any optimizer step."""
 
 
 NO_RATIO = "absent by the method: its loss family computes no log-prob, so there is no ratio to clip"
@@ -84,6 +93,9 @@ def findings(df: pd.DataFrame) -> pd.DataFrame:
             share = float(changed.median())
             add("weight updates", f"median {share:.1%} of the trainable elements the gradients reached "
                                   "changed per update: the optimizer steps round away (bf16 parameters at a small lr?)")
+        gap = metric("logp_gap").dropna()
+        if len(gap) and float(gap.max()) > LOGP_GAP_WARN:
+            add("train-inference consistency", _gap_finding(gap, [config[c] for c in ids]))
         by_recipe = all(one_step_per_rollout(config[c]) for c in ids)
         if all(_likelihood_free(config[c]) for c in ids):
             if _dead(metric("ratio_mean") - 1) or _dead(metric("clip_frac")):
@@ -111,6 +123,20 @@ def findings(df: pd.DataFrame) -> pd.DataFrame:
                 add("adaptive KL weight", f"{len(stuck)} of {len(starts)} cells stuck at its {bound} {key} from "
                                           f"update {since} to the end")
     return pd.DataFrame(out, columns=["setting", "group", "mechanism", "finding"])
+
+
+def _gap_finding(gap: pd.Series, configs: list[dict]) -> str:
+    """The log-prob gap between rollout and training at the same parameters, against the threshold and the
+    row's PPO clip range (a gap of the clip's size makes the clip act on rounding, not on policy change)."""
+    over = int((gap > LOGP_GAP_WARN).sum())
+    text = (f"the training forward's log-prob differs from the rollout's at the same parameters by up to "
+            f"{float(gap.max()):.2g} (median {float(gap.median()):.2g}; {over} of {len(gap)} updates above "
+            f"{LOGP_GAP_WARN:g}): rollout and training compute different policies (precision, guidance, batch shape?)")
+    ranges = {float(c["clip_range"]) for c in configs if c.get("clip_range") is not None}
+    if len(ranges) == 1:
+        (clip,) = ranges
+        text += f"; the median gap is {float(gap.median()) / clip:.2g}x the clip range {clip:g}"
+    return text
 
 
 def _ratio_within_clip(ratio: pd.Series, configs: list[dict]) -> str:
@@ -146,8 +172,9 @@ def liveness(ctx: Context) -> list[Section]:
     found = findings(ctx.df)
     how = ("From the per-update metrics of every cell of a row: a mechanism listed here never moved, so rows "
            "that differ only in it are the same algorithm; one marked 'inert by the recipe' is off by the "
-           "recipe's design (one optimizer step per rollout), not a fault. An empty table means every logged "
-           "mechanism acted.")
+           "recipe's design (one optimizer step per rollout), not a fault. Train-inference consistency is listed "
+           f"when a row's logp_gap (mean |log p_train - log p_rollout| at the rollout's parameters) exceeds "
+           f"{LOGP_GAP_WARN:g} in some update. An empty table means every logged mechanism acted.")
     if found.empty:
         return [Section(title, how, "Every logged mechanism acted.\n")]
     rows = [[r.setting, r.group, r.mechanism, r.finding] for r in found.itertuples()]

@@ -43,6 +43,7 @@ class GroupSpec:
     on_bad_reward: str
     adv_norm: str
     setting: str
+    guidance_formula: str = "cfg"
 
 
 @dataclass
@@ -118,7 +119,8 @@ def collect(policy: RolloutPolicy, reward: Any, method: Method, prompts: list[st
                      sde_gen=generator(distributed.rank_seed(seed, shard.acc.process_index), "sde", u, dev),
                      anchors={a: compute.velocity(chunked(anchors.velocity(a), spec.micro_batch), m.COMPUTE_REFERENCE)
                               for a in anchors.stored_names},
-                     train_steps=steps[mine], share_group=share, fresh_noise=not method.needs_logprob)
+                     train_steps=steps[mine], share_group=share, fresh_noise=not method.needs_logprob,
+                     guidance_formula=spec.guidance_formula)
     t1 = m.clock(dev)
     with torch.no_grad():
         local = {k: v.detach().float().cpu() for k, v in reward(ro.videos, ro.prompts).items()}

@@ -96,6 +96,7 @@ ID_NEUTRAL: dict[str, Any] = {
     "step_every": "minibatch", "kl_schedule_unit": "update", "kl_horizon": 10.0, "bestofn": 0, "optimizer": "adamw",
     "embedded_guidance": 0.0, "max_text_tokens": 0,  # image generators (models/options.py)
     "kernel": None, "method_revision": 0,  # a method's own kernel; its recipe's revision (core/method.py)
+    "detach_uncond": False, "guidance_formula": "cfg",
 }
 """Science fields added since the id scheme of release 0.3: the value for which a field is left out of a
 cell id. A new science field must be added here with the value that reproduces the behaviour from before

@@ -108,7 +108,8 @@ def evaluate(model: Any, reward: Any, sigmas: Tensor, cfg: Any, device: torch.de
     x0 = x0[share.start * n : share.stop * n]
     with autocast():
         videos = sample(model, rows, x0, sigmas, make_kernel("ode"), guidance=cfg.guidance,
-                        chunk=cfg.prompts_per_update * cfg.group_size, decode=True) \
+                        chunk=cfg.prompts_per_update * cfg.group_size, decode=True,
+                        formula=cfg.guidance_formula) \
             if rows else x0.new_zeros(0, 3, 1, 1, 1)
     videos = videos.cpu()
     with torch.no_grad():

@@ -42,6 +42,7 @@ KL_TARGET = "kl_target"  # the adaptive weight's target (measured at the end of 
 GRAD_NORM = "grad_norm"
 OPTIMIZER_STEPS = "optimizer_steps"  # run totals
 ANCHOR_COPIES = "anchor_copies"
+LOGP_GAP = "logp_gap"  # mean |log p_train - log p_rollout| over the update's first optimizer step (same parameters)
 WEIGHTS_CHANGED = "weights_changed"  # share of trainable elements the update's optimizer steps changed (landing.py)
 
 # evaluate (ODE sampling, fixed noise): on eval updates only

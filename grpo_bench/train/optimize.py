@@ -58,7 +58,8 @@ class StepGradNorms:
 class OptimizeStats:
     """What one update's optimizer steps did, as means over the whole batch (every rank)."""
 
-    losses: dict[str, float]  # per (sample, trained step): policy_loss, kl and its named parts, ratio_mean, clip_frac
+    losses: dict[str, float]  # per (sample, trained step): policy_loss, kl and its named parts, ratio_mean, clip_frac;
+    # logp_gap per pair of the first optimizer step (the train-inference consistency, at the rollout's parameters)
     kl_weight: float  # the weight these steps used (an adaptive one moves after them)
     grad_norm: float  # mean over the update's optimizer steps, before clipping
     optimizer_steps: int  # run totals
@@ -118,6 +119,7 @@ def optimize(batch: RolloutBatch, loss_ctx: LossContext, state: TrainState, pass
     per_step_kl = passes.kl_schedule_unit == "optimizer_step"
     sums: dict[str, float] = defaultdict(float)
     n, grad_norms, copies, used = 0, [], 0, []
+    gap, gap_pairs = 0.0, 0  # |logp - logp_old| over the first optimizer step's pairs: the rollout's parameters
     probe.begin()
     trained = trained_rows(adv, passes.group_size, passes.bestofn)
     for _ in range(passes.inner_epochs):
@@ -140,6 +142,9 @@ def optimize(batch: RolloutBatch, loss_ctx: LossContext, state: TrainState, pass
                     step_kl += float(terms.kl[m.KL].detach().sum())
                     sums[m.RATIO_MEAN] += float(terms.ratio.sum())
                     sums[m.CLIP_FRAC] += float(((terms.ratio - 1).abs() > loss_ctx.clip_range).sum())
+                    if not grad_norms and terms.logp_gap is not None:  # no optimizer step taken yet
+                        gap += float(terms.logp_gap.sum())
+                        gap_pairs += len(rows)
                     n += len(rows)
                 probe.touch()
                 anchors.before_optimizer_step()  # a 'previous' anchor keeps the parameters about to change
@@ -151,6 +156,8 @@ def optimize(batch: RolloutBatch, loss_ctx: LossContext, state: TrainState, pass
     copies += anchors.after_update(counters.optimizer_steps)  # an anchor that follows once per rollout
     counters.anchor_copies += copies
     losses = {k: v / n for k, v in sums.items()}
+    if gap_pairs:
+        losses[m.LOGP_GAP] = gap / gap_pairs
     w = used[0] if not per_step_kl else sum(used) / len(used)  # the weight these steps used (their mean)
     stats = OptimizeStats(losses, kl_weight=w, grad_norm=sum(grad_norms) / len(grad_norms),
                           optimizer_steps=counters.optimizer_steps, anchor_copies=counters.anchor_copies)

@@ -120,6 +120,14 @@ class Sampling:
     """Schedule shift."""
     guidance: Positive = 1.0
     """Classifier-free guidance scale (1 = off; >1 doubles the batch in one call)."""
+    detach_uncond: bool = False
+    """Under guidance, the training forward detaches the unconditional half, as FlowGRPO does
+    (yifan123/flow_grpo scripts/train_sd3.py:190 ``noise_pred_uncond.detach()``): the gradient of
+    v_u + g (v_c - v_u) is then g dv_c instead of g dv_c + (1 - g) dv_u. Sampling is unchanged."""
+    guidance_formula: Literal["cfg", "norm_rescaled"] = "cfg"
+    """How guidance combines the halves (core/sampling.py ``GUIDANCE_FORMULAS``) wherever the run samples or
+    trains: 'cfg' v_u + g (v_c - v_u), or 'norm_rescaled', Qwen-Image's true CFG (that combination rescaled per
+    2 x 2 latent token to the conditional prediction's norm; the qwen-image recipe's)."""
     prompts_per_update: Annotated[AtLeast1, upto(4096)] = 2
     """P: prompt groups per update (world default sized for ~10 min per 200 updates on 2 cores)."""
     group_size: Annotated[Int, Field(ge=2, json_schema_extra={"below": "GRPO needs a group"}), upto(4096)] = 8
