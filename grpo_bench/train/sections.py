@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import typing
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -285,8 +286,20 @@ a YAML mapping may give a component's keys nested under its name (``trust_region
 def section(cfg: Any, component: type[T]) -> T:
     """The component's own config, its fields of ``cfg``: what a core component is built from, so that it
     never holds (or reads) the whole run config. Any dataclass whose fields are run-config keys works (a
-    phase's inputs: train/collect.py ``GroupSpec``, train/optimize.py ``Passes``)."""
-    return component(**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(component)})
+    phase's inputs: train/collect.py ``GroupSpec``, train/optimize.py ``Passes``); a field typed as another
+    such dataclass is that dataclass's section of the same ``cfg`` (``GroupSpec.advantages``, the core's
+    ``AdvantageRule``)."""
+    nested = _nested_sections(component)
+    return component(**{f.name: section(cfg, nested[f.name]) if f.name in nested else getattr(cfg, f.name)
+                        for f in dataclasses.fields(component)})
+
+
+@functools.cache
+def _nested_sections(component: type) -> dict[str, type]:
+    """Field name -> dataclass type, for the fields of ``component`` that are themselves sections."""
+    hints = typing.get_type_hints(component)
+    return {f.name: hints[f.name] for f in dataclasses.fields(component)
+            if isinstance(hints[f.name], type) and dataclasses.is_dataclass(hints[f.name])}
 
 
 @functools.cache
