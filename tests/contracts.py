@@ -25,7 +25,7 @@ from grpo_bench.core.sde import KERNELS, LOGPROB_FORMS, ScheduleWarning, equaliz
 from grpo_bench.core.trust_region import KL_VARIANTS, KLInputs, make_kl
 from grpo_bench.errors import UserError
 from grpo_bench.report.samplers import analyse_kernel, monte_carlo_variance
-from grpo_bench.train.config import RunConfig
+from grpo_bench.train.config import RunConfig, TrustRegion
 
 SCHEDULES = [(3, 3.0), (10, 1.0), (10, 3.0), (50, 5.0)]
 
@@ -170,7 +170,7 @@ def check_kl_variant(name: str) -> None:
 def check_anchor_policy(name: str) -> None:
     cls = ANCHOR_POLICIES.get(name)
     assert cls.__doc__
-    policy = make_anchor_policy(name, RunConfig(anchor_every=2))
+    policy = make_anchor_policy(name, TrustRegion(anchor_every=2))
     g = torch.Generator().manual_seed(0)
     params = {"w": torch.randn(3, 4, generator=g), "b": torch.randn(4, generator=g)}
     frozen = {k: v.clone() for k, v in params.items()}

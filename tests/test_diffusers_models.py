@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
+from grpo_bench.core.sampling import StepTable, transition
 from grpo_bench.core.schedule import sigmas as harness_sigmas
-from grpo_bench.core.sde import make_kernel
 from grpo_bench.errors import UserError
 from grpo_bench.models.adapter_options import AdapterOptions
 from grpo_bench.models.velocity_net import TextCond
@@ -35,7 +35,7 @@ def hunyuan():
 def harness_ode(model, noise, prompts, steps, shift, guidance):
     """The harness's sampler: shifted schedule, ODE kernel, CFG v_u + g (v_c - v_u)."""
     sig = harness_sigmas(steps, shift)
-    kernel = make_kernel("ode")
+    table = StepTable.ode(sig)  # the evaluation sampler's table, stepped by the training path's transition
     cond = model.encode_prompts(prompts)
     null = model.null_cond(len(prompts))
     x = noise.clone()
@@ -46,7 +46,7 @@ def harness_ode(model, noise, prompts, steps, shift, guidance):
             if guidance > 1:
                 v_u = model.velocity(x, s, null)
                 v = v_u + guidance * (v - v_u)
-            x, _ = kernel.step(x, v, sig, i)
+            x, _ = transition(table, torch.full((x.shape[0],), i, dtype=torch.long), x, v)
     return x
 
 

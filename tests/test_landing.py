@@ -41,16 +41,6 @@ def test_movable_share_of_normal_weights_closed_form():
     assert landing.precision_warning([w], 1e-2) is None
 
 
-@pytest.fixture
-def fresh_accelerate_state():
-    """One precision per accelerate state: these runs use bf16, later tests start from 'no'."""
-    from accelerate.state import AcceleratorState
-
-    AcceleratorState._reset_state(reset_partial_state=True)
-    yield
-    AcceleratorState._reset_state(reset_partial_state=True)
-
-
 def _run(tmp_path, model, param_dtype, **kw):
     cfg = dict(model=model, method="sage_grpo", updates=2, reward="world_oracle", lr=1e-5, prompts_per_update=1,
                group_size=4, threads=1, eval_every=100, eval_samples=1, diag_every=0, checkpoint_every=100,

@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from grpo_bench.core.advantages import group_advantages, group_std
+from grpo_bench.core.advantages import ADV_NORMS, AdvantageRule, group_advantages, group_std
 from grpo_bench.core.loss import clipped_policy_loss
 from grpo_bench.errors import UserError
 
@@ -53,7 +53,7 @@ def test_gradient_is_zero_outside_clip_in_the_improving_direction():
 
 def test_advantages_hand_computed():
     r = torch.tensor([1.0, 2.0, 3.0, 6.0, 5.0, 5.0, 5.0, 5.0])
-    adv, bad = group_advantages(r, 4, clip=5.0)
+    adv, bad = group_advantages(r, 4, AdvantageRule(adv_clip=5.0))
     mean, std = 3.0, math.sqrt((4 + 1 + 0 + 9) / 4)  # population std
     expect = [(x - mean) / (std + 1e-6) for x in (1, 2, 3, 6)] + [0.0] * 4
     torch.testing.assert_close(adv, torch.tensor(expect))
@@ -69,7 +69,7 @@ def test_equal_rewards_are_exactly_zero_even_with_rounding():
 
 def test_advantage_clip():
     r = torch.tensor([0.0] * 99 + [1.0])
-    adv, _ = group_advantages(r, 100, clip=5.0)
+    adv, _ = group_advantages(r, 100, AdvantageRule(adv_clip=5.0))
     assert adv.max().item() == 5.0  # unclipped it would be ~9.95
     assert adv[:99].min().item() == pytest.approx(-0.1005, abs=1e-3)
 
@@ -78,7 +78,7 @@ def test_non_finite_reward_is_an_error_unless_zero():
     r = torch.tensor([1.0, float("nan"), 3.0, 4.0])
     with pytest.raises(UserError, match="non-finite"):
         group_advantages(r, 2)
-    adv, bad = group_advantages(r, 2, on_bad_reward="zero")
+    adv, bad = group_advantages(r, 2, AdvantageRule(on_bad_reward="zero"))
     assert bad == 1
     assert adv[1].item() == 0.0 and adv[0].item() == 0.0  # the group's only finite reward: no signal
     assert adv[2].item() < 0 < adv[3].item()
@@ -89,7 +89,7 @@ def test_non_finite_reward_is_an_error_unless_zero():
 @given(st.lists(st.floats(-100, 100, allow_nan=False), min_size=8, max_size=8))
 def test_advantages_are_normalised_per_group(values):
     r = torch.tensor(values, dtype=torch.float64)
-    adv, _ = group_advantages(r, 4, clip=1e9)
+    adv, _ = group_advantages(r, 4, AdvantageRule(adv_clip=1e9))
     for g, raw in zip(adv.double().reshape(2, 4), r.reshape(2, 4)):
         assert abs(float(g.mean())) < 1e-5
         if float(raw.std(unbiased=False)) > 1e-2:  # above that the +1e-6 is negligible
@@ -112,17 +112,40 @@ def _independent_advantages(rewards, g, norm):
     return out
 
 
-@pytest.mark.parametrize("norm", ["group", "group_unbiased", "global"])
+@pytest.mark.parametrize("norm", ADV_NORMS)
 def test_advantage_norms_match_an_independent_computation(norm):
     r = [0.3, 1.2, -0.4, 2.0, 5.0, 5.5, 4.0, 7.5]
-    adv, _ = group_advantages(torch.tensor(r), 4, clip=1e9, norm=norm)
+    adv, _ = group_advantages(torch.tensor(r), 4, AdvantageRule(adv_clip=1e9, adv_norm=norm))
     torch.testing.assert_close(adv, torch.tensor(_independent_advantages(r, 4, norm)), rtol=1e-5, atol=1e-6)
 
 
 def test_global_norm_keeps_group_scale_differences():
     """FlowGRPO's global std: a group with twice the spread gets twice the advantages (group std equalises them)."""
     r = torch.tensor([0.0, 1.0, 0.0, 2.0])
-    glob, _ = group_advantages(r, 2, clip=1e9, norm="global")
-    grp, _ = group_advantages(r, 2, clip=1e9, norm="group")
+    glob, _ = group_advantages(r, 2, AdvantageRule(adv_clip=1e9, adv_norm="global"))
+    grp, _ = group_advantages(r, 2, AdvantageRule(adv_clip=1e9, adv_norm="group"))
     assert float(glob[3]) == pytest.approx(2 * float(glob[1]), rel=1e-5)
     assert float(grp[3]) == pytest.approx(float(grp[1]), rel=1e-5)
+
+
+@pytest.mark.parametrize("bad,match", [
+    (dict(adv_norm="batch"), r"advantage rule: unknown adv_norm 'batch'; allowed: global, group, group_unbiased"),
+    (dict(adv_norm=None), r"advantage rule: unknown adv_norm None; allowed: global, group, group_unbiased"),
+    (dict(on_bad_reward="skip"), r"advantage rule: unknown on_bad_reward 'skip'; allowed: error, zero"),
+    (dict(adv_clip=0.0), r"advantage rule: key 'adv_clip' must be a finite number > 0, got 0.0"),
+    (dict(adv_clip=float("inf")), r"advantage rule: key 'adv_clip' must be a finite number > 0, got inf"),
+])
+def test_a_bad_advantage_rule_is_one_line_before_any_reward(bad, match):
+    with pytest.raises(UserError, match=match):
+        AdvantageRule(**bad)
+
+
+def test_the_trainer_builds_the_rule_from_the_run_config_and_nothing_else():
+    """The collect phase's GroupSpec holds the rule as its own nested section: the run's three keys, checked."""
+    from grpo_bench.train.collect import GroupSpec
+    from grpo_bench.train.config import RunConfig, section
+
+    spec = section(RunConfig(adv_clip=2.5, adv_norm="global", on_bad_reward="zero", lr=1e-2), GroupSpec)
+    assert spec.advantages == AdvantageRule(adv_clip=2.5, on_bad_reward="zero", adv_norm="global")
+    with pytest.raises(UserError, match="unknown adv_norm None"):  # an unresolved 'method default' never trains
+        section(RunConfig(adv_norm=None), GroupSpec)

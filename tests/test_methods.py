@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from grpo_bench.core.method import METHODS, MethodConfig, make_method
+from grpo_bench.core.sampling import StepTable, transition
 from grpo_bench.core.schedule import sigmas
 from grpo_bench.core.sde import log_prob
 from grpo_bench.errors import UserError
@@ -28,12 +29,14 @@ def test_method_contract(name):
     m = make_method(name)
     assert m.kernel.name == m.config.kernel and m.kernel.noise_level == m.config.noise_level
 
-    # shapes and float32 results under a bfloat16 input
+    # shapes and float32 results under a bfloat16 input, through the table the trainer builds
     x = torch.randn(4, 3, 2, 6, 6).bfloat16()
     v = torch.randn(4, 3, 2, 6, 6).bfloat16()
+    table = StepTable.build(m, SIG)
     for i in m.sde_steps(SIG).nonzero().flatten().tolist():
-        mu, std = m.kernel.step(x, v, SIG, i)
+        mu, std = transition(table, torch.full((4,), i, dtype=torch.long), x, v)
         assert mu.shape == x.shape and mu.dtype == torch.float32 and std.dtype == torch.float32
+        assert std.shape == (4, 1, 1, 1, 1) and (std > 0).all()  # an SDE step draws noise
         x_next = mu + std * torch.randn(mu.shape, generator=torch.Generator().manual_seed(i))
         lp = log_prob(x_next, mu, std, m.config.logprob)
         assert lp.shape == (4,) and lp.dtype == torch.float32 and torch.isfinite(lp).all()

@@ -11,7 +11,7 @@ from torch import nn
 from grpo_bench import models
 from grpo_bench.errors import UserError
 from grpo_bench.train import optimizers
-from grpo_bench.train.config import RunConfig, from_dict
+from grpo_bench.train.config import Optimisation, RunConfig, from_dict
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
@@ -42,15 +42,15 @@ def test_embeddings_and_norms_stay_with_adamw_by_type():
 def test_muon_steps_both_parts_and_round_trips_its_state():
     torch.manual_seed(0)
     net = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 2))
-    cfg = from_dict(dict(optimizer="muon", lr=1e-2, weight_decay=0.01, device="cpu"))
-    opt = optimizers.build(net, list(net.parameters()), cfg)
+    options = Optimisation(optimizer="muon", lr=1e-2, weight_decay=0.01)
+    opt = optimizers.build(net, list(net.parameters()), options)
     assert [type(p).__name__ for p in opt.parts] == ["Muon", "AdamW"]
     assert opt.param_groups[0]["weight_decay"] == 0.01 and len(opt.param_groups) == 2
     before = [p.detach().clone() for p in net.parameters()]
     net(torch.randn(4, 8)).sum().backward()
     opt.step()
     assert all(not torch.equal(a, p) for a, p in zip(before, net.parameters()))
-    again = optimizers.build(net, list(net.parameters()), cfg)
+    again = optimizers.build(net, list(net.parameters()), options)
     again.load_state_dict(opt.state_dict())
     assert again.state_dict()["parts"][0]["state"][0]["momentum_buffer"].shape == (8, 8)
     with pytest.raises(UserError, match="not a Muon \\+ AdamW state"):
@@ -59,16 +59,28 @@ def test_muon_steps_both_parts_and_round_trips_its_state():
 
 def test_muon_on_a_model_without_hidden_matrices_is_one_line():
     net = nn.Sequential(nn.Embedding(10, 4), nn.LayerNorm(4))
-    cfg = from_dict(dict(optimizer="muon", device="cpu"))
     with pytest.raises(UserError, match="no trainable 2-D hidden weight for Muon.*use optimizer: adamw"):
-        optimizers.build(net, list(net.parameters()), cfg)
+        optimizers.build(net, list(net.parameters()), Optimisation(optimizer="muon"))
 
 
 def test_adamw_is_the_default_and_the_choice_is_checked():
-    assert isinstance(optimizers.build(nn.Linear(2, 2), list(nn.Linear(2, 2).parameters()), RunConfig()),
-                      torch.optim.AdamW)
+    net = nn.Linear(2, 2)
+    opt = optimizers.build(net, list(net.parameters()), Optimisation(lr=3e-3, weight_decay=0.02))
+    assert type(opt) is torch.optim.AdamW
+    assert (opt.param_groups[0]["lr"], opt.param_groups[0]["weight_decay"]) == (3e-3, 0.02)
     with pytest.raises(UserError, match="optimizer"):
         from_dict(dict(optimizer="lion", device="cpu"))
+
+
+@pytest.mark.parametrize("bad,match", [
+    (dict(optimizer="lion"), r"optimisation section: unknown optimizer 'lion'.*allowed: adamw, muon"),
+    (dict(lr=-1.0), r"optimisation section: config key 'lr' must be a finite number > 0, got -1"),
+    (dict(weight_decay=float("nan")), r"optimisation section: config key 'weight_decay' must be a finite number"),
+])
+def test_the_builder_checks_its_own_section_before_building(bad, match):
+    net = nn.Linear(2, 2)
+    with pytest.raises(UserError, match=match):
+        optimizers.build(net, list(net.parameters()), Optimisation(**bad))
 
 
 @pytest.mark.slow  # two 2-process launches (~1 min on 2 cores)

@@ -6,6 +6,7 @@ import pytest
 import torch
 from scipy import integrate
 
+from grpo_bench.core.sampling import StepTable, transition
 from grpo_bench.core.schedule import sigmas
 from grpo_bench.core.sde import KERNELS, LOGPROB_FORMS, ScheduleWarning, equalizer, log_prob, make_kernel
 from grpo_bench.report.samplers import analyse_kernel, monte_carlo_variance
@@ -18,12 +19,20 @@ def _xv(seed=0, shape=(3, 2, 4, 5, 5)):
     return torch.randn(shape, generator=g), torch.randn(shape, generator=g)
 
 
+def _step(kernel, x, v, sig, i):
+    """(mu, std) of step i for every row of x through the arithmetic training runs: the kernel's
+    ``StepTable`` and ``transition`` (core/sampling.py). std: the step's one scalar, 0-dim."""
+    mu, std = transition(StepTable.of_kernel(kernel, sig), torch.full((x.shape[0],), i, dtype=torch.long), x, v)
+    assert (std == std.flatten()[0]).all()  # one std per step, whatever the row
+    return mu, std.flatten()[0]
+
+
 @pytest.mark.parametrize("name", KERNELS.names())
 def test_every_kernel_is_the_euler_step_at_zero_noise(name):
     x, v = _xv()
     k = make_kernel(name, 0.0)
     for i in range(len(SIG) - 1):
-        mu, std = k.step(x, v, SIG, i)
+        mu, std = _step(k, x, v, SIG, i)
         delta = float(SIG[i] - SIG[i + 1])
         torch.testing.assert_close(mu, x - delta * v, rtol=1e-5, atol=1e-5)
         assert float(std) == 0.0
@@ -57,7 +66,7 @@ def test_cps_last_step_is_deterministic_and_matches_formula():
     x, v = _xv(1)
     for i in range(len(SIG) - 1):
         s, sn = float(SIG[i]), float(SIG[i + 1])
-        mu, std = k.step(x, v, SIG, i)
+        mu, std = _step(k, x, v, SIG, i)
         x0, x1 = x - s * v, x + (1 - s) * v
         ref = (1 - sn) * x0 + sn * math.cos(a * math.pi / 2) * x1
         torch.testing.assert_close(mu, ref, rtol=1e-5, atol=1e-5)
@@ -71,7 +80,7 @@ def test_score_corrected_mean_matches_design_formula(name):
     x, v = _xv(2)
     for i in range(len(SIG) - 1):
         s, sn = float(SIG[i]), float(SIG[i + 1])
-        mu, std = k.step(x, v, SIG, i)
+        mu, std = _step(k, x, v, SIG, i)
         score = -(x + (1 - s) * v) / s
         ref = x - (s - sn) * v + float(std) ** 2 / 2 * score
         torch.testing.assert_close(mu, ref, rtol=1e-5, atol=1e-5)
@@ -80,7 +89,7 @@ def test_score_corrected_mean_matches_design_formula(name):
 def test_dance_without_score_term_is_euler_mean():
     k = make_kernel("dance", 0.3, score_term=False)
     x, v = _xv(3)
-    mu, std = k.step(x, v, SIG, 4)
+    mu, std = _step(k, x, v, SIG, 4)
     torch.testing.assert_close(mu, x - float(SIG[4] - SIG[5]) * v)
     assert float(std) ** 2 == pytest.approx(0.09 * float(SIG[4] - SIG[5]), rel=1e-6)
 
@@ -92,7 +101,7 @@ def test_sage_negative_variance_becomes_deterministic_with_a_warning():
         var = k.variances(sig)
     assert var[0] == 0.0 and min(var) >= 0 and max(var) > 0
     x, v = _xv(4)
-    mu, std = k.step(x, v, sig, 0)
+    mu, std = _step(k, x, v, sig, 0)
     assert torch.isfinite(mu).all() and float(std) == 0.0
 
 
@@ -189,8 +198,9 @@ def test_flow_variance_matches_design_formula():
 
 
 def _measured_grad_norms(kernel, sig, form: str, n: int = 4000) -> torch.Tensor:
-    """Per stochastic step, the mean norm of d logp / d v measured by autograd through the kernel's own
-    step and the log-prob form (independent of the equalizer's closed-form sensitivity)."""
+    """Per stochastic step, the mean norm of d logp / d v measured by autograd through the kernel's
+    training step (its StepTable and ``transition``) and the log-prob form (independent of the equalizer's
+    closed-form sensitivity). x and v are drawn in float64; ``transition`` computes in float32, as training does."""
     g = torch.Generator().manual_seed(0)
     out = []
     for i, var in enumerate(kernel.variances(sig)):
@@ -198,7 +208,7 @@ def _measured_grad_norms(kernel, sig, form: str, n: int = 4000) -> torch.Tensor:
             continue
         x = torch.randn(n, 8, generator=g, dtype=torch.float64)
         v = torch.randn(n, 8, generator=g, dtype=torch.float64).requires_grad_(True)
-        mu, std = kernel.step(x, v, sig, i)
+        mu, std = _step(kernel, x, v, sig, i)
         x_next = (mu + std * torch.randn(n, 8, generator=g)).detach()
         log_prob(x_next, mu, std, form).sum().backward()
         out.append(v.grad.norm(dim=1).mean())

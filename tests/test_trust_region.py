@@ -12,14 +12,14 @@ from torch import nn
 from grpo_bench.core.anchors import Anchors, make_anchor_policy
 from grpo_bench.core.kl_weight import AdaptiveKLWeight, ConstantKLWeight, make_kl_weight
 from grpo_bench.core.trust_region import KL_VARIANTS, KLInputs, analytic_kl, make_kl
-from grpo_bench.train.config import RunConfig
+from grpo_bench.errors import UserError
+from grpo_bench.train.config import RunConfig, TrustRegion
 
 
 def _policies(every: int, *names: str) -> dict:
     """'initial' never moves, 'moving' is copied every N optimizer steps (the shipped variants' anchors)."""
-    cfg = RunConfig(anchor_every=every)
     kinds = {"initial": "never", "moving": "every"}
-    return {n: make_anchor_policy(kinds[n], cfg) for n in names}
+    return {n: make_anchor_policy(kinds[n], TrustRegion(anchor_every=every)) for n in names}
 
 
 def _reference_kl(mu, mu_ref, var):
@@ -197,11 +197,30 @@ def test_functional_call_anchor_keeps_gradients_off():
     assert isinstance(anchors._call, nn.Module) and list(anchors._call.parameters()) == list(model.net.parameters())
 
 
+def test_an_anchor_policy_keeps_what_it_reads_of_its_section_and_nothing_else():
+    """Built from the trust region's section (or a whole run config: the same), a policy keeps its own
+    parameters and the one setting it reads (the moving anchor's N), never the section it was given."""
+    for options in (TrustRegion(anchor_every=3, beta_pos=0.7), RunConfig(anchor_every=3, lr=1e-2)):
+        every, ema = make_anchor_policy("every", options), make_anchor_policy("ema", options, {"tau": 0.5})
+        assert vars(every) == {"params": every.params, "every": 3}
+        assert vars(ema) == {"params": ema.params} and ema.params.tau == 0.5
+    policies = make_kl(TrustRegion(anchor_every=4), kind="dual", params={"anchor.tau": 0.5}).anchor_policies()
+    assert set(policies) == {"moving"} and policies["moving"].every == 4  # a key of another policy is left alone
+    assert make_anchor_policy("every").every == TrustRegion().anchor_every  # no section: the section's default
+
+
+@pytest.mark.parametrize("every", [0, -2, 2.5, True])
+def test_a_bad_anchor_every_is_one_line_naming_the_key(every):
+    with pytest.raises(UserError, match=rf"anchor policy 'every': trust_region key 'anchor_every' must be an "
+                                        rf"integer >= 1, got {every!r}"):
+        make_anchor_policy("every", TrustRegion(anchor_every=every))
+
+
 def test_ema_anchor_follows_the_closed_form():
     """anchor_k = p + tau^k (anchor_0 - p) for a constant policy p, after k optimizer steps."""
     model = TinyModel(seed=1)
     tau = 0.8
-    anchors = Anchors({"ema": make_anchor_policy("ema", RunConfig(params={"anchor.tau": tau}))}, model, model.net)
+    anchors = Anchors({"ema": make_anchor_policy("ema", TrustRegion(), {"tau": tau})}, model, model.net)
     start = {k: v.clone() for k, v in anchors.snapshots["ema"].items()}
     with torch.no_grad():
         for p in model.net.parameters():

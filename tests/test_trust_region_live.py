@@ -129,16 +129,6 @@ def test_trust_region_terms_are_live(tmp_path, key):
     _check_live(tmp_path, {**cfg, **RUN})
 
 
-@pytest.fixture
-def fresh_accelerate_state():
-    """The real suites run bf16: one precision per accelerate state, later tests start from 'no'."""
-    from accelerate.state import AcceleratorState
-
-    AcceleratorState._reset_state(reset_partial_state=True)
-    yield
-    AcceleratorState._reset_state(reset_partial_state=True)
-
-
 def _real_params() -> list:
     """Full fine-tuning of tiny-hunyuan15 (~37 s a cell here) is opt-in (-m slow): its LoRA cells hold the same
     suite numbers in the default run."""

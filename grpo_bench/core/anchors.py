@@ -9,14 +9,15 @@ evaluates that anchor's mean itself instead of the rollout storing it. The KL va
 are grpo_bench.core.trust_region.
 
 Plug-in policies register with ``register_anchor_policy``; their own parameters are set as
-``anchor.<key>`` (grpo_bench.params).
+``anchor.<key>`` (grpo_bench.params). A policy is built from the trust region's section (``AnchorOptions``:
+the run config's ``TrustRegion``, train/sections.py) and its own parameters, and keeps only what it reads.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import torch
 from torch import Tensor, nn
@@ -37,11 +38,20 @@ def register_anchor_policy(name: str):
 
 
 # --- anchor update policies --------------------------------------------------------------------
+class AnchorOptions(Protocol):
+    """The settings every anchor policy may read: the run config's trust-region section (``TrustRegion``,
+    train/sections.py) carries them; declared here so that the core names no run config."""
+
+    anchor_every: int
+    """Copy the policy into an 'every' anchor every N optimizer steps."""
+
+
 class AnchorPolicy(ABC):
     """When and how an anchor snapshot follows the policy after an optimizer step.
 
-    Parameters of its own go in a nested ``Params`` model, set as ``anchor.<key>=value``; ``cfg``
-    is the run config (for settings shared by all policies, such as ``anchor_every``)."""
+    Parameters of its own go in a nested ``Params`` model, set as ``anchor.<key>=value``. ``options``
+    (``AnchorOptions``: the trust region's section, or None for the defaults) holds the settings shared by all
+    policies; a policy reads what it needs in ``__init__`` and keeps only that, never the section."""
 
     name: str
     Params: type[PluginParams] = NoParams
@@ -50,8 +60,7 @@ class AnchorPolicy(ABC):
     ``before_step`` makes it, or the loss needs it at inputs no rollout holds, as a re-noised sample);
     False: the rollout stores its mean once per update."""
 
-    def __init__(self, cfg: Any = None, **params: Any) -> None:
-        self.cfg = cfg
+    def __init__(self, options: AnchorOptions | None = None, **params: Any) -> None:
         self.params = plugin_params.parse(self.Params, params, "anchor", f"anchor policy {self.name!r}")
 
     def before_step(self, snapshot: dict[str, Tensor], policy: dict[str, Tensor]) -> bool:
@@ -82,11 +91,13 @@ class NeverUpdate(AnchorPolicy):
 class EveryN(AnchorPolicy):
     """Copy the policy into the anchor every N optimizer steps (N = the run's anchor_every)."""
 
-    def __init__(self, cfg: Any = None, **params: Any) -> None:
-        super().__init__(cfg, **params)
-        self.every = int(getattr(cfg, "anchor_every", 10))
-        if self.every < 1:
-            raise UserError(f"anchor policy 'every': anchor_every must be >= 1, got {self.every!r}")
+    def __init__(self, options: AnchorOptions | None = None, **params: Any) -> None:
+        super().__init__(options, **params)
+        every = 10 if options is None else options.anchor_every  # None: TrustRegion's default
+        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+            raise UserError(f"anchor policy 'every': trust_region key 'anchor_every' must be an integer >= 1, "
+                            f"got {every!r}")
+        self.every = every
 
     def update(self, snapshot, policy, optimizer_steps):
         if optimizer_steps % self.every:
@@ -104,8 +115,8 @@ class EMA(AnchorPolicy):
         tau: float = 0.9
         """Weight of the old anchor, in [0, 1): 0 copies the policy every step."""
 
-    def __init__(self, cfg: Any = None, **params: Any) -> None:
-        super().__init__(cfg, **params)
+    def __init__(self, options: AnchorOptions | None = None, **params: Any) -> None:
+        super().__init__(options, **params)
         if not 0 <= self.params.tau < 1:
             raise UserError(f"anchor policy 'ema': anchor.tau must be in [0, 1), got {self.params.tau!r}")
 
@@ -131,14 +142,15 @@ class PreviousStep(AnchorPolicy):
         return False
 
 
-def make_anchor_policy(name: str, cfg: Any = None, params: dict[str, Any] | None = None) -> AnchorPolicy:
-    """A registered policy; ``params`` without the ``anchor.`` prefix (default: the config's ``anchor.*``).
+def make_anchor_policy(name: str, options: AnchorOptions | None = None,
+                       params: Mapping[str, Any] | None = None) -> AnchorPolicy:
+    """A registered policy built from the trust region's section ``options`` (None: the defaults) and its
+    parameters ``params``, keys without the ``anchor.`` prefix (None: none set).
 
     Keys no parameter of this policy declares are left to the other policies of the variant
     (``validate_params`` reports keys nobody takes)."""
     cls = ANCHOR_POLICIES.get(name)
-    values = plugin_params.component(plugin_params.of_config(cfg), "anchor") if params is None else dict(params)
-    return cls(cfg, **{k: v for k, v in values.items() if k in cls.Params.model_fields})
+    return cls(options, **{k: v for k, v in (params or {}).items() if k in cls.Params.model_fields})
 
 
 # --- anchors ---------------------------------------------------------------------------------

@@ -10,8 +10,10 @@ The methods differ only in (a_i, b_i, var_i). With the derived quantities
 
 the score-corrected SDE kernels have mu = x - Delta*v + (var/2)*score, i.e.
     a = 1 - var/(2 sigma),   b = -(Delta + var*(1-sigma)/(2 sigma)).
-The equalizer's lambda_i = |d mu / d v| is |b_i|. Coefficients are float64 Python scalars; the
-tensor work (mu, log-probs) runs in float32 whatever the model dtype.
+The equalizer's lambda_i = |d mu / d v| is |b_i|. Coefficients are float64 Python scalars; a kernel
+has no tensor step of its own: its rows become a ``StepTable`` and every caller (rollout, loss,
+evaluation, sampling, the tests) steps with ``transition`` (core/sampling.py), in float32 whatever
+the model dtype, so there is one arithmetic path.
 """
 
 from __future__ import annotations
@@ -85,14 +87,6 @@ class Kernel(ABC):
         """(a_i, b_i, var_i) for every step."""
         s = [float(v) for v in sigmas]
         return [(*self.coefficients(s[i], s[i + 1], var), var) for i, var in enumerate(self.variances(sigmas))]
-
-    # --- tensors ------------------------------------------------------------------------
-    def step(self, x: Tensor, v: Tensor, sigmas: Tensor, i: int) -> tuple[Tensor, Tensor]:
-        """(mu, std) of x_{i+1} given x_i and velocity v; float32; std is a 0-dim tensor."""
-        var = self.variances(sigmas)[i]
-        a, b = self.coefficients(float(sigmas[i]), float(sigmas[i + 1]), var)
-        mu = a * x.float() + b * v.float()
-        return mu, torch.tensor(math.sqrt(var), dtype=torch.float32, device=x.device)
 
     def __repr__(self) -> str:
         extra = "".join(f", {k}={v!r}" for k, v in self.params.model_dump().items())

@@ -94,7 +94,8 @@ class KLVariant(ABC):
 
     def anchor_policies(self) -> dict[str, AnchorPolicy]:
         """Anchor name -> its update policy, built from the run config."""
-        return {anchor: make_anchor_policy(policy, self.cfg) for anchor, policy in self.anchors.items()}
+        own = plugin_params.component(plugin_params.of_config(self.cfg), "anchor")
+        return {anchor: make_anchor_policy(policy, self.cfg, own) for anchor, policy in self.anchors.items()}
 
     @abstractmethod
     def __call__(self, inp: KLInputs) -> dict[str, Tensor]:

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from grpo_bench.core.advantages import group_advantages, group_std
+from grpo_bench.core.advantages import AdvantageRule, group_advantages, group_std
 from grpo_bench.core.anchors import Anchors
 from grpo_bench.core.method import Method
 from grpo_bench.core.rollout import Rollout, StepTable, generator, initial_noise, rollout
@@ -33,16 +33,15 @@ from grpo_bench.train.microbatch import WithVelocity, chunked
 @dataclass(frozen=True)
 class GroupSpec:
     """How one update's batch is drawn and ranked: P prompts x G rollouts, guidance, forwards of
-    ``micro_batch`` rows, the advantage rule and the setting's reward weights."""
+    ``micro_batch`` rows, the setting's reward weights and the advantage rule (``section`` builds the nested
+    rule from the same run config)."""
 
     prompts_per_update: int
     group_size: int
     guidance: float
     micro_batch: int
-    adv_clip: float
-    on_bad_reward: str
-    adv_norm: str
     setting: str
+    advantages: AdvantageRule
     guidance_formula: str = "cfg"
 
 
@@ -126,7 +125,7 @@ def collect(policy: RolloutPolicy, reward: Any, method: Method, prompts: list[st
         local = {k: v.detach().float().cpu() for k, v in reward(ro.videos, ro.prompts).items()}
     scores = distributed.gather_scores(local, shard.acc)  # every rank: the whole batch
     r = composite(scores, reward_weights(reward, spec.setting))  # [P*G]
-    adv, bad = group_advantages(r, G, spec.adv_clip, spec.on_bad_reward, spec.adv_norm)
+    adv, bad = group_advantages(r, G, spec.advantages)
     batch = RolloutBatch(rollout=ro, advantages=adv[mine].to(dev), train_steps=steps[mine], reward=_nanmean(r),
                          reward_std_in_group=group_std(r, G), bad_rewards=bad, adv_abs_mean=float(adv.abs().mean()),
                          reward_parts={k: _nanmean(scores[k]) for k in m.REWARD_PARTS if k in scores},

@@ -25,6 +25,7 @@ import torch
 from torch import Tensor, nn
 
 from grpo_bench.errors import UserError
+from grpo_bench.train.sections import Optimisation, checked
 
 ADAMW_NAMES = ("embed", "norm", "proj_out")
 """Name parts of 2-D weights that stay with AdamW under Muon (input embeddings, norms, the output layer)."""
@@ -84,12 +85,16 @@ class MuonAdamW(torch.optim.Optimizer):
             part.load_state_dict(state)
 
 
-def build(module: nn.Module, params: list[Tensor], cfg: Any) -> torch.optim.Optimizer:
-    """The optimizer ``cfg.optimizer`` names over ``params`` (the module's trainable parameters)."""
-    if cfg.optimizer == "adamw":
-        return torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+def build(module: nn.Module, params: list[Tensor], options: Optimisation) -> torch.optim.Optimizer:
+    """The optimizer ``options.optimizer`` names over ``params`` (the module's trainable parameters), built from
+    the run's ``Optimisation`` section alone (``section(cfg, Optimisation)``; its optimizer, lr and weight decay),
+    which it checks first (a bad value is one line naming the key and what it allows)."""
+    options = checked(options, Optimisation, "optimisation section: ")
+    if options.optimizer == "adamw":
+        return torch.optim.AdamW(params, lr=options.lr, weight_decay=options.weight_decay)
     muon, adamw = split(module, params)
     if not muon:
-        raise UserError(f"optimizer: muon: model {cfg.model!r} has no trainable 2-D hidden weight for Muon "
-                        "(every trainable parameter is an embedding, norm, bias or output layer); use optimizer: adamw")
-    return MuonAdamW(muon, adamw, cfg.lr, cfg.weight_decay)
+        raise UserError(f"optimizer: muon: the trainable module ({type(module).__name__}) has no trainable 2-D "
+                        "hidden weight for Muon (every trainable parameter is an embedding, norm, bias or output "
+                        "layer); use optimizer: adamw")
+    return MuonAdamW(muon, adamw, options.lr, options.weight_decay)

@@ -7,6 +7,8 @@ config reads. ``RunConfig`` (train/config.py) combines them; the generator's sec
 from __future__ import annotations
 
 import dataclasses
+import functools
+import typing
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -16,6 +18,7 @@ from grpo_bench import params as plugin_params
 from grpo_bench.errors import UserError, unknown
 from grpo_bench.fields import (
     AtLeast1,
+    FieldRules,
     Float,
     Int,
     MaybeBool,
@@ -291,8 +294,35 @@ a YAML mapping may give a component's keys nested under its name (``trust_region
 def section(cfg: Any, component: type[T]) -> T:
     """The component's own config, its fields of ``cfg``: what a core component is built from, so that it
     never holds (or reads) the whole run config. Any dataclass whose fields are run-config keys works (a
-    phase's inputs: train/collect.py ``GroupSpec``, train/optimize.py ``Passes``)."""
-    return component(**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(component)})
+    phase's inputs: train/collect.py ``GroupSpec``, train/optimize.py ``Passes``); a field typed as another
+    such dataclass is that dataclass's section of the same ``cfg`` (``GroupSpec.advantages``, the core's
+    ``AdvantageRule``)."""
+    nested = _nested_sections(component)
+    return component(**{f.name: section(cfg, nested[f.name]) if f.name in nested else getattr(cfg, f.name)
+                        for f in dataclasses.fields(component)})
+
+
+@functools.cache
+def _nested_sections(component: type) -> dict[str, type]:
+    """Field name -> dataclass type, for the fields of ``component`` that are themselves sections."""
+    hints = typing.get_type_hints(component)
+    return {f.name: hints[f.name] for f in dataclasses.fields(component)
+            if isinstance(hints[f.name], type) and dataclasses.is_dataclass(hints[f.name])}
+
+
+@functools.cache
+def _rules(component: type) -> FieldRules:
+    return FieldRules(component)
+
+
+def checked(options: Any, component: type[T], where: str = "") -> T:
+    """The ``component`` section of ``options`` (exactly its fields, nothing else of what was passed), every
+    field converted to its declared type and checked against its constraints (pydantic, grpo_bench/fields.py),
+    or one UserError naming the key and what it allows: a builder checks the section it is given, whoever
+    assembled it (a run config's ``validate``, a test, a plug-in), before it builds anything."""
+    rules = _rules(component)
+    return component(**{f.name: rules.check(f.name, getattr(options, f.name), where)
+                        for f in dataclasses.fields(component)})
 
 
 def flatten_sections(data: dict[str, Any], where: str = "") -> dict[str, Any]:

@@ -37,6 +37,7 @@ from torch import Tensor, nn
 from grpo_bench.errors import UserError
 from grpo_bench.registry import Registry
 from grpo_bench.train import distributed, optimizers, sharding
+from grpo_bench.train.sections import Optimisation, section
 
 STEPPERS: Registry[type[Stepper]] = Registry("launch stepper")
 
@@ -105,7 +106,7 @@ class Stepper:
 
     def _adamw(self) -> torch.optim.Optimizer:
         """The run's optimizer (AdamW, or Muon with AdamW beside it: optimizers.py)."""
-        return optimizers.build(self.module, self.params, self.cfg)
+        return optimizers.build(self.module, self.params, section(self.cfg, Optimisation))
 
     engine_checkpoint = False
     """True when the launch's engine saves its own state (through ``Accelerator.save_state``)."""

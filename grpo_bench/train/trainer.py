@@ -142,8 +142,9 @@ class Trainer:
         if self.stored.numel() == 0:
             raise UserError(f"method {cfg.method!r}: no trainable (stochastic) step with steps={cfg.steps}")
         weight = self._equalizer_weights(cfg)
-        self.kl = make_kl(section(cfg, TrustRegion), kind=cfg.kl, params=cfg.params)  # built from its own section
-        own = {a: make_anchor_policy(p, cfg, self.method.anchor_params())
+        trust_region = section(cfg, TrustRegion)
+        self.kl = make_kl(trust_region, kind=cfg.kl, params=cfg.params)  # built from its own section
+        own = {a: make_anchor_policy(p, trust_region, self.method.anchor_params())
                for a, p in self.method.anchor_policies().items()}  # anchors the method's loss reads itself
         # The loss calls the model as the rollout does (micro_batch rows per call, the guidance halves counted):
         # the same batch composition gives the same bf16 rounding, so the ratio at a rollout's first step is 1
