@@ -52,6 +52,9 @@ def test_a_stored_report_re_renders_byte_for_byte_from_its_results(folder, tmp_p
     from grpo_bench.report import render
 
     monkeypatch.setattr(render, "FIGURES", _NoFigures())
+    (tmp_path / "report").mkdir()
+    if (folder / "chosen.json").is_file():  # a tuning grid's choice is read beside the report it renders
+        (tmp_path / "report" / "chosen.json").write_bytes((folder / "chosen.json").read_bytes())
     out = render.render_report(folder / "results.parquet", out=tmp_path / "report")
     fresh, stored = _tables(out.parent), _tables(folder)
     assert sorted(fresh) == sorted(stored), f"{folder}: tables differ in name; re-render it"
