@@ -156,6 +156,10 @@ def test_report_header_counts_seeds_per_row_and_names_them(tmp_path):
     assert "seeds per row: 3 (seed values 0, 1, 2)" in header
 
 
+def _cell_flags(c) -> dict:
+    return {"method": c.method, "kl": c.kl, "setting": c.setting, "seed": c.seed}
+
+
 def test_train_like_a_suite_reproduces_its_cell_config():
     from grpo_bench.cli.train import build_config
     from grpo_bench.suite.expand import expand
@@ -165,9 +169,9 @@ def test_train_like_a_suite_reproduces_its_cell_config():
     path = ROOT / "suites" / "main_table.yaml"
     cell = expand(load_suite(path))[-1]
     c = cell.config
-    like = build_config(c.method, c.kl, c.setting, c.seed, None, None, [], like=path)
+    like = build_config(_cell_flags(c), [], like=path)
     assert resolve(like).to_dict() == c.to_dict()
-    plain = build_config(c.method, c.kl, c.setting, c.seed, None, None, [])
+    plain = build_config(_cell_flags(c), [])
     assert resolve(plain).to_dict() != c.to_dict()  # why --like exists: train's defaults are not the suites'
 
 
@@ -177,7 +181,8 @@ def test_rerunning_a_finished_train_says_it_is_already_done(tmp_path, monkeypatc
     from grpo_bench.cli import train as train_cli
     from grpo_bench.train.config import resolve
 
-    cfg = train_cli.build_config("cps", None, None, 0, 2, "cpu", ["steps=4", "eval_samples=1"])
+    cfg = train_cli.build_config({"method": "cps", "seed": 0, "updates": 2, "device": "cpu"},
+                                 ["steps=4", "eval_samples=1"])
     fake_train(resolve(cfg), tmp_path / "run")
     calls = []
     monkeypatch.setattr("grpo_bench.train.trainer.train", lambda *a, **k: calls.append(a))

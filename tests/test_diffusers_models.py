@@ -257,3 +257,25 @@ def test_hunyuan15_text_tokens_are_the_rows_that_join_self_attention(hunyuan, mo
     with torch.no_grad():
         hunyuan.velocity(x, torch.full((1,), 0.5), hunyuan.encode_prompts(["a cat"]))
     assert seen and set(seen) == {hunyuan.text_tokens()}
+
+
+def test_loading_passes_the_dtype_by_the_name_this_diffusers_takes_and_nothing_warns(tmp_path):
+    """diffusers 0.40 renamed from_pretrained's torch_dtype to dtype (torch_dtype warns that it goes in 1.0)."""
+    import warnings
+
+    import diffusers
+
+    from grpo_bench import models
+    from grpo_bench.models.pipeline_files import dtype_keyword
+    from grpo_bench.models.wan import tiny_wan_pipeline
+
+    assert [dtype_keyword(v) for v in ("0.36.0", "0.39.2", "0.40.0", "0.42.1", "1.0.0.dev0")] == [
+        "torch_dtype", "torch_dtype", "dtype", "dtype", "dtype"]
+    tiny_wan_pipeline(seed=3).save_pretrained(tmp_path / "wan")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loaded = models.load(str(tmp_path / "wan"), frames=5, height=16, width=16, max_sequence_length=16)
+    about_dtype = [str(w.message) for w in caught if "torch_dtype" in str(w.message)]
+    assert not about_dtype, about_dtype
+    assert next(loaded.pipe.vae.parameters()).dtype == torch.float32  # the per-component dtypes still arrive
+    assert dtype_keyword(diffusers.__version__) == "dtype"  # this environment's diffusers is past the rename

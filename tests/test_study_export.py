@@ -148,3 +148,23 @@ def test_export_says_why_it_made_fewer_pairs_than_asked(tmp_path):
     out = " ".join(res.output.split())
     assert "4 pair(s) per baseline, not 32: the rows share 8 eval videos" in out
     assert "a rater sees each target video once" in out
+
+
+def test_a_null_score_in_final_json_reads_as_a_missing_score(tmp_path):
+    """final.json is strict JSON: a missing score (no oracle on a real model) is null, as NaN was before."""
+    import pandas as pd
+
+    from grpo_bench.report import data
+    from grpo_bench.study.export import _load_row
+
+    run = build_suite(tmp_path / "tiny", oracle=False)
+    assert '"oracle_vq": null' in (run / "dance_grpo-0" / "final.json").read_text()
+    (run / "dance_grpo-1" / "final.json").write_text(json.dumps(  # one cell as an older writer left it: NaN
+        {"eval_videos": [{**v, "oracle_vq": float("nan")} for v in
+                         json.loads((run / "dance_grpo-1" / "final.json").read_text())["eval_videos"]]}))
+    cells = data.cells(pd.read_parquet(run / "results.parquet"))
+    videos = _load_row(run, cells, "dance_grpo kl=none")
+    assert len(videos) == 8 and {v.cell for v in videos.values()} == {"dance_grpo-0", "dance_grpo-1"}
+    for video in videos.values():
+        assert video.scores["oracle_vq"] is None and video.scores["oracle_ta"] is None
+        assert video.scores["judge_reward"] == pytest.approx(-0.6 + 0.1 * video.key[2] + 0.01 * video.key[0])

@@ -55,3 +55,22 @@ def test_missing_tracker_package_names_the_extra(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "wandb" else real(name, *a))
     with pytest.raises(UserError, match=r"grpo-bench\[wandb\]"):
         check_trackers(["wandb"])
+
+
+def test_truncate_rewrites_a_bare_nan_read_back_from_disk_as_null(tmp_path):
+    """metrics.jsonl of an older run (or edited by hand) may hold a bare NaN; the resume rewrite is strict JSON."""
+    import json
+
+    from grpo_bench.train.tracking import METRICS, MetricsSink
+
+    (tmp_path / METRICS).write_text('{"update": 0, "kl": NaN, "reward": 0.5}\n'
+                                    '{"update": 1, "kl": Infinity, "reward": 0.7}\n'
+                                    '{"update": 2, "kl": 0.1, "reward": 0.9}\n')
+    kept = MetricsSink(tmp_path).truncate(before_update=2)
+    assert [r["update"] for r in kept] == [0, 1]
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"bare {constant} in metrics.jsonl")
+
+    lines = [json.loads(line, parse_constant=refuse) for line in (tmp_path / METRICS).read_text().splitlines()]
+    assert lines == [{"update": 0, "kl": None, "reward": 0.5}, {"update": 1, "kl": None, "reward": 0.7}]

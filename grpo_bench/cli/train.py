@@ -26,23 +26,29 @@ def suite_base(path: Path) -> dict[str, Any]:
     return {**suite.base, **suite.budget}
 
 
-def build_config(
-    method: str | None, kl: str | None, setting: str | None, seed: int | None, updates: int | None,
-    device: str | None, overrides: list[str], like: Path | None = None,
-) -> RunConfig:
-    """The validated RunConfig: a suite's base (``--like``), then flags, then key=value overrides (which must
-    not contradict the flags). Without ``--like``, a named real model's recipe (models/recipes.yaml) fills the
-    keys none of them set."""
+FLAG_ALIASES = ("method", "kl", "setting", "seed", "updates", "lr", "device", "model")
+"""The config keys ``train`` also takes as --flags. The rule is key=value for every RunConfig key (docs/cli.md);
+these common ones have a --flag alias each (``--lr 3e-4`` is ``lr=3e-4``), and a test holds train's options to
+this list."""
+
+
+def build_config(flags: dict[str, Any], overrides: list[str], like: Path | None = None) -> RunConfig:
+    """The validated RunConfig: a suite's base (``--like``), then the --flag aliases (``FLAG_ALIASES``, None: not
+    given), then key=value overrides (which must not contradict the flags). Without ``--like``, a named real model's
+    recipe (models/recipes.yaml) fills the keys none of them set."""
     from grpo_bench.errors import UserError
 
     data: dict[str, Any] = dict(suite_base(like)) if like is not None else {}
-    flags = {"method": method, "kl": kl, "setting": setting, "seed": seed, "updates": updates, "device": device}
-    data.update({k: v for k, v in flags.items() if v is not None})
+    given = {k: v for k, v in flags.items() if v is not None}
+    unknown = sorted(set(flags) - set(FLAG_ALIASES))
+    if unknown:  # a programming error, not a user's: the CLI declares exactly these
+        raise ValueError(f"build_config: {unknown[0]} is no flag alias; allowed: {', '.join(FLAG_ALIASES)}")
+    data.update(given)
     extra = parse_overrides(overrides or [])
-    both = sorted(set(extra) & {k for k, v in flags.items() if v is not None})
+    both = sorted(set(extra) & set(given))
     if both:
         k = both[0]
-        raise UserError(f"grpo-bench train: {k} is given both as --{k.replace('_', '-')} {data[k]} and as "
+        raise UserError(f"grpo-bench train: {k} is given both as --{k.replace('_', '-')} {given[k]} and as "
                         f"{k}={extra[k]}; give it once")
     data.update(extra)
     if like is None:
@@ -116,9 +122,10 @@ def run_train(cfg: RunConfig, out: Path | None, resume: bool, console: Console) 
                       markup=False, highlight=False)
 
     interrupt.reset()
-    from grpo_bench.cli.train_cost import estimate_line, plan_line
+    from grpo_bench.cli.train_cost import before_line, estimate_line, plan_line
 
     console.print(plan_line(cfg), highlight=False)
+    console.print(before_line(cfg), highlight=False, soft_wrap=True)
     told: list[bool] = []
     with interrupt.first_stops_second_kills(on_first=first_ctrl_c), \
             Progress(*columns, console=console, transient=False) as bar:

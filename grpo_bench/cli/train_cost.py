@@ -1,4 +1,9 @@
-"""What a ``train`` run will cost: the budget keys in its help, and an estimate after its first update.
+"""What a ``train`` run will cost: the budget keys in its help, an estimate before it starts, and one after its first
+update.
+
+Before the first update the estimate counts the run's sample-step passes (train/compute.py's closed form) and
+prices them at the pace of cells finished on this machine (suite/pace.py ``pass_pace``, every suite folder under
+``runs/``); where none ran here, at ``grpo-bench plan``'s arithmetic for one GPU. Either is labelled as what it is.
 
 The help text is static (the CLI must start without importing the config and pydantic), so a test
 holds it to RunConfig's defaults. The estimate reads the first update's own phase times from its
@@ -8,14 +13,15 @@ one, gradient diagnostics every ``diag_every``.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 BUDGET_HELP = (
     "Budget keys (key=value; RunConfig's defaults): updates=200, prompts_per_update=2, group_size=8 (rollouts "
     "per prompt), steps=10 (sampler steps), minibatches=2 (optimizer steps per rollout), inner_epochs=1, "
     "eval_every=25, eval_samples=4, diag_every=50, video_size=16. Each update samples prompts_per_update x "
-    "group_size videos of steps steps; train prints an estimate of the whole run after its first update "
-    "(--updates 5 for a first look)."
+    "group_size videos of steps steps; train prints an estimate of the whole run before it starts and a "
+    "measured one after its first update (--updates 5 for a first look)."
 )
 BUDGET_DEFAULTS = {"updates": 200, "prompts_per_update": 2, "group_size": 8, "steps": 10, "minibatches": 2,
                    "inner_epochs": 1, "eval_every": 25, "eval_samples": 4, "diag_every": 50, "video_size": 16}
@@ -35,6 +41,33 @@ def plan_line(cfg: Any) -> str:
     """Before the first update: how much work the run is."""
     return (f"{cfg.updates} updates x {cfg.prompts_per_update} prompts x {cfg.group_size} rollouts, {cfg.steps} "
             f"sampler steps; an evaluation every {cfg.eval_every} updates")
+
+
+def suite_folders(runs: Path) -> list[Path]:
+    """The suite folders under ``runs`` (each holds cell folders; ``runs/train`` holds none and measures nothing)."""
+    return sorted(p for p in runs.iterdir() if p.is_dir()) if runs.is_dir() else []
+
+
+def before_line(cfg: Any, runs: Path = Path("runs")) -> str:
+    """Before the first update: what the whole run will take, and what that estimate rests on."""
+    from grpo_bench.suite.pace import pass_pace, run_passes
+    from grpo_bench.train.config import resolve
+
+    resolved = resolve(cfg)
+    passes = run_passes(resolved)
+    measured = pass_pace(suite_folders(runs), resolved.model)
+    if measured is not None:
+        pace, cells = measured
+        return (f"estimate: about {clock(passes * pace)} for {passes:,} sample-step passes, at the pace of {cells} "
+                f"cell(s) of model {resolved.model} finished on this machine ({runs}/); a measured estimate "
+                "follows update 1")
+    from grpo_bench.cli.plan import DEFAULT_TFLOPS
+    from grpo_bench.train.plan import estimate
+
+    plan = estimate(resolved, tflops=DEFAULT_TFLOPS)
+    return (f"estimate: about {clock(plan.seconds_per_update * resolved.updates)} by grpo-bench plan's arithmetic "
+            f"for one GPU at {DEFAULT_TFLOPS:g} TFLOP/s (no cell measured on this machine yet; a CPU is slower); "
+            "a measured estimate follows update 1")
 
 
 def _count(start: int, stop: int, every: int) -> int:

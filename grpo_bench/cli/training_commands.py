@@ -37,21 +37,25 @@ def _suite_arguments(jobs: int | None, out: Path, device: str | None, overrides:
 
 def train(
     method: str | None = typer.Option(
-        None, "--method", help="Registered method (grpo-bench methods); default sage_grpo, or the --like suite's."),
-    kl: str | None = typer.Option(None, "--kl", help="KL trust region (grpo-bench methods lists them)."),
-    setting: str | None = typer.Option(None, "--setting", help="Reward weights: A (1,1,1) or B (0.5,0.5,1)."),
-    seed: int | None = typer.Option(None, "--seed", help="Run seed (prompt order, noise)."),
+        None, "--method", help="Registered method (method=...; grpo-bench methods); default sage_grpo, or the --like "
+        "suite's."),
+    kl: str | None = typer.Option(None, "--kl", help="KL trust region (kl=...; grpo-bench methods lists them)."),
+    setting: str | None = typer.Option(
+        None, "--setting", help="Reward weights (setting=...): A (1,1,1) or B (0.5,0.5,1)."),
+    seed: int | None = typer.Option(None, "--seed", help="Run seed (seed=...; prompt order, noise)."),
     updates: int | None = typer.Option(
-        None, "--updates", help="Number of GRPO updates (default 200: hours on a CPU; see the budget below)."),
+        None, "--updates", help="Number of GRPO updates (updates=...; default 200; train prints what they will take "
+        "before it starts; see the budget below)."),
+    lr: float | None = typer.Option(None, "--lr", help="Learning rate (lr=...; default 1e-4)."),
     out: Path | None = typer.Option(None, "--out", help="Run folder (default: a new folder under runs/train/)."),
-    device: str | None = typer.Option(None, "--device", help="auto, cpu, cuda or cuda:N."),
+    device: str | None = typer.Option(None, "--device", help="device=...: auto, cpu, cuda or cuda:N."),
     resume: bool = typer.Option(
         True, "--resume/--no-resume", metavar="", help="Continue from the folder's latest checkpoint."),
     model: str | None = typer.Option(
-        None, "--model", help="Generator: world, tiny-wan, tiny-hunyuan15, tiny-sd3, tiny-flux, tiny-qwen-image, a "
-        "preset, hub id or folder. A named real model (sd3.5-medium, flux.1-dev, qwen-image, wan2.1-1.3b, "
-        "hunyuan15-480p) brings its recipe's resolution, guidance, shift, precision and LoRA unless set here "
-        "or by --like (grpo_bench/models/recipes.yaml)."
+        None, "--model", help="Generator (model=...): world, tiny-wan, tiny-hunyuan15, tiny-sd3, tiny-flux, "
+        "tiny-qwen-image, a preset, hub id or folder. A named real model (sd3.5-medium, flux.1-dev, qwen-image, "
+        "wan2.1-1.3b, hunyuan15-480p) brings its recipe's resolution, guidance, shift, precision and LoRA unless set "
+        "here or by --like (grpo_bench/models/recipes.yaml)."
     ),
     accelerate_config: str | None = typer.Option(
         None,
@@ -62,7 +66,9 @@ def train(
     like: Path | None = typer.Option(
         None, "--like", help="Start from this suite's base config and budget (its cells' lr, warm-up, KL target, "
         "updates, ...); without it train uses RunConfig's defaults, which differ from the suites'."),
-    overrides: list[str] | None = typer.Argument(None, help="key=value config overrides (any RunConfig key)."),
+    overrides: list[str] | None = typer.Argument(
+        None, help="key=value config overrides: any RunConfig key (the --flags above are aliases of the common "
+        "ones; docs/cli.md)."),
 ) -> None:
     """Train one GRPO run: config.yaml, metrics.jsonl, checkpoints, final.json, DONE and the exported policy/.
 
@@ -72,8 +78,9 @@ def train(
 
     if out is not None:
         preflight.out_dir(out)
-    cfg = build_config(method, kl, setting, seed, updates, device,
-                       [*(overrides or []), *([f"model={model}"] if model else [])], like=like)
+    flags = {"method": method, "kl": kl, "setting": setting, "seed": seed, "updates": updates, "lr": lr,
+             "device": device, "model": model}
+    cfg = build_config(flags, overrides or [], like=like)
     if accelerate_config is not None:
         from grpo_bench.train import distributed
 

@@ -1,5 +1,5 @@
 """How a diffusers model is set up for RL (``AdapterOptions``) and the dtypes those options give each
-component: stored, loaded (``from_pretrained``'s ``torch_dtype``) and cast to."""
+component: stored, loaded (``from_pretrained``'s ``dtype``) and cast to."""
 
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ def transformer_dtype(opts: AdapterOptions) -> torch.dtype:
 
 
 def load_dtypes(opts: AdapterOptions) -> dict[str, torch.dtype]:
-    """``torch_dtype`` for ``from_pretrained`` per component: each weight is materialised once, in the
+    """The load dtype (``dtype``) for ``from_pretrained`` per component: each weight is materialised once, in the
     dtype it is used in (with accelerate's low-CPU-memory loading, no float32 host copy of a bf16
     component): transformer as ``transformer_dtype``, text encoders in the compute dtype, VAE float32."""
     compute = torch.bfloat16 if opts.mixed_precision == "bf16" else torch.float32

@@ -65,7 +65,7 @@ class DiffusersVideoModel(BaseVideoModel, ABC):
         import diffusers
 
         pipeline = getattr(diffusers, cls.pipeline_class)
-        pipe = load_pipeline(pipeline, cls.hub_ids.get(source, source), cls.family, torch_dtype=load_dtypes(options))
+        pipe = load_pipeline(pipeline, cls.hub_ids.get(source, source), cls.family, dtype=load_dtypes(options))
         return cls(pipe, options)
 
     def __init__(self, pipe: Any, options: AdapterOptions) -> None:

@@ -10,6 +10,16 @@ from typing import Any
 
 from grpo_bench.errors import UserError
 
+DTYPE_KEYWORD_SINCE = (0, 40)
+"""diffusers 0.40 renamed ``from_pretrained``'s ``torch_dtype`` to ``dtype`` (the old name warns that it goes in
+1.0); earlier releases know only ``torch_dtype`` (checked in the 0.39.0 and 0.40.0 wheels)."""
+
+
+def dtype_keyword(diffusers_version: str) -> str:
+    """The name ``from_pretrained`` of this diffusers release takes the load dtype by."""
+    release = tuple(int(part) for part in diffusers_version.split(".")[:2])
+    return "dtype" if release >= DTYPE_KEYWORD_SINCE else "torch_dtype"
+
 
 def looks_local(source: str) -> bool:
     """A filesystem path rather than a registered name or an ``org/name`` hub id."""
@@ -25,12 +35,17 @@ def missing_model(source: str, what: str) -> UserError:
     )
 
 
-def load_pipeline(pipeline_cls: Any, source: str, what: str, **kwargs: Any) -> Any:
-    """``pipeline_cls.from_pretrained`` from a local folder or the local Hugging Face cache only.
+def load_pipeline(pipeline_cls: Any, source: str, what: str, dtype: Any = None, **kwargs: Any) -> Any:
+    """``pipeline_cls.from_pretrained`` from a local folder or the local Hugging Face cache only, ``dtype`` (a dtype
+    or one per component) under the name this diffusers release takes it by.
 
     Never downloads and never retries: a model that is not present gives a one-line UserError
     naming what to download and where to put it.
     """
+    if dtype is not None:
+        import diffusers
+
+        kwargs[dtype_keyword(diffusers.__version__)] = dtype
     path = Path(os.path.expanduser(source))
     local = path.exists()
     if local and not (path / "model_index.json").is_file():

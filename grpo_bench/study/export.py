@@ -97,9 +97,10 @@ def _load_row(run_dir: Path, cells: Any, row: str) -> dict[VideoKey, Video]:
         videos = torch.load(clip_path, map_location="cpu", weights_only=True)  # run folders are untrusted
         for i, v in enumerate(rows[: videos.shape[0]]):
             key = (int(v.get("seed", cell.seed)), str(v["prompt"]), int(v.get("sample", 0)))
-            scores = {k: (float(x) if math.isfinite(float(x)) else None) for k, x in v.items()
+            # a missing score is null in final.json (strict JSON) or NaN in one written before: None either way
+            scores = {k: (float(x) if x is not None and math.isfinite(float(x)) else None) for k, x in v.items()
                       if k not in ("prompt", "sample", "seed")
-                      and isinstance(x, (int, float)) and not isinstance(x, bool)}
+                      and (x is None or isinstance(x, (int, float)) and not isinstance(x, bool))}
             out[key] = Video(row, cell.cell, key, scores, videos[i])
     return out
 

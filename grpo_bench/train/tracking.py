@@ -14,7 +14,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from grpo_bench.atomic import append_line, atomic_write_text, read_jsonl
+from grpo_bench.atomic import append_line, atomic_write_text, read_jsonl, strict_json
 
 METRICS = "metrics.jsonl"
 TRACKERS = {
@@ -67,9 +67,12 @@ class MetricsSink:
         self.accelerator = accelerator
 
     def truncate(self, before_update: int) -> list[dict[str, Any]]:
-        """Keep the lines of updates < before_update (atomic rewrite); returns them."""
+        """Keep the lines of updates < before_update (atomic rewrite, strict JSON); returns them.
+
+        The kept lines are read back from disk, where a file written before lines were cleaned (or by hand) may
+        hold a bare NaN: it is rewritten as null, like every line ``log`` writes."""
         rows = [r for r in read_jsonl(self.path) if int(r.get("update", -1)) < before_update]
-        atomic_write_text(self.path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+        atomic_write_text(self.path, "".join(strict_json(r, sort_keys=True) + "\n" for r in rows))
         return rows
 
     def log(self, line: dict[str, Any]) -> None:
