@@ -63,7 +63,7 @@ class FlowGRPOFast(Method):
         start = int(torch.randint(lo, hi + 1, (1,), generator=generator))
         mask = torch.zeros(steps, dtype=torch.bool)
         mask[start : start + self.params.window_size] = True
-        return mask
+        return mask & self.sde_steps(sigmas)  # a window reaching a deterministic step (CPS's last) samples it by ODE
 
     def check_run(self, sigmas, run: RunShape) -> None:
         steps = len(sigmas) - 1

@@ -143,7 +143,8 @@ def _kl_inputs(anchors, seed: int, b: int = 4, same: bool = False) -> KLInputs:
     logp = torch.randn(b, generator=g)
     other = (lambda: mu.detach().clone()) if same else (lambda: torch.randn(shape, generator=g))
     return KLInputs(mu=mu, logp=logp, logp_old=logp.clone() if same else torch.randn(b, generator=g),
-                    mu_old=other(), mu_ref={a: other() for a in anchors}, var=torch.rand(b, generator=g) + 0.05)
+                    mu_old=other(), mu_ref={a: other() for a in anchors}, var=torch.rand(b, generator=g) + 0.05,
+                    delta=torch.rand(b, generator=g) * 0.2 + 0.01)  # the loss gives every estimator its step's Delta
 
 
 def check_kl_variant(name: str) -> None:

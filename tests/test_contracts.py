@@ -46,6 +46,10 @@ def _build_or_skip(build):
         pytest.skip(f"not buildable offline: {str(exc)[:80]}")
 
 
+WORLD_PROMPTS = ("a red circle moving left", "a blue square moving up")
+"""What a reward or model is fed unless it declares ``example_prompts`` (the prompts it takes)."""
+
+
 @pytest.mark.parametrize("name", rewards.names())
 def test_reward_contract(name, monkeypatch):
     factory = rewards.REWARDS.get(name)
@@ -55,9 +59,10 @@ def test_reward_contract(name, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     reward = _build_or_skip(lambda: rewards.load(name, device="cpu"))
     frames = 1 if getattr(factory, "modality", "any") == "image" else 8  # a reward of stills scores one frame
-    videos = torch.rand(2, 3, frames, 16, 16, generator=torch.Generator().manual_seed(0)) * 2 - 1
-    with torch.no_grad():
-        scores = reward(videos, ["a red circle moving left", "a blue square moving up"])
+    size = getattr(factory, "media_size", 16)  # a reward bound to one size (an embedded world's checker) says so
+    videos = torch.rand(2, 3, frames, size, size, generator=torch.Generator().manual_seed(0)) * 2 - 1
+    with torch.no_grad():  # prompts of the form the reward declares it scores, else the video world's
+        scores = reward(videos, list(getattr(factory, "example_prompts", WORLD_PROMPTS)))
     assert set(reward.dimensions) <= set(scores)
     for key in reward.dimensions:
         assert scores[key].shape == (2,) and torch.isfinite(scores[key].float()).all()
@@ -71,7 +76,7 @@ def test_model_contract(name, monkeypatch):
     model = _build_or_skip(lambda: models.build(name, pretrained=False))
     shape = tuple(model.latent_shape)
     x = torch.randn(2, *shape, generator=torch.Generator().manual_seed(0))
-    cond = model.encode_prompts(["a red circle moving left", "a blue square moving up"])
+    cond = model.encode_prompts(list(getattr(factory, "example_prompts", WORLD_PROMPTS)))
     with torch.no_grad():
         v = model.velocity(x, torch.tensor([0.3, 0.9]), cond)
         v_null = model.velocity(x, torch.tensor([0.3, 0.9]), model.null_cond(2))

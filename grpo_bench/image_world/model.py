@@ -139,6 +139,7 @@ def check_config(cfg: Any, where: str = "") -> None:
 
 image_world_model.modality = "image"
 image_world_model.embedded = True
+image_world_model.example_prompts = ("a red circle", "three blue squares")  # prompts of its grammar
 image_world_model.shipped_weights = DEFAULT_WEIGHTS
 image_world_model.check_config = check_config
 image_world_model.run_defaults = {"frames": 1, "video_size": SIZE, "prompts": PROMPT_SET, "reward": ORACLE,

@@ -25,6 +25,8 @@ class ImageWorldOracleReward:
     modality = "image"
     embedded = True
     label = "oracle"
+    example_prompts = ("a red circle", "three blue squares")  # prompts of the form it scores (grammar.py)
+    media_size = 32  # the checker reads 32x32 images
 
     def __init__(self, device: str | torch.device = "cpu") -> None:
         self.device = device  # the checker runs on the CPU; scores go back to the images' device

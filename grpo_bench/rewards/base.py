@@ -9,6 +9,9 @@ declares (``RewardDeclaration``, read once by ``declaration``):
     video_shape   (C, F, H, W) it scores; None: any
     ground_truth  optional ``ground_truth(videos, prompts)``: exact scores for evaluation; a reward that has
                   one registers as a prompt set's ground truth (``register(name, ground_truth_for="world")``)
+    example_prompts  optional: prompts of the form it scores (a quoted word for OCR, an embedded world's grammar);
+                  the generic contract tests feed it these (models declare the same)
+    media_size    optional: the one image size it scores (an embedded world's checker)
 """
 
 from __future__ import annotations

@@ -94,3 +94,4 @@ def ocr(detect: bool = True, threads: int = 1, device: str | None = None, **kw: 
 
 ocr.path_options = ()  # the models ship in the wheel: no reward_path
 ocr.modality = "image"
+ocr.example_prompts = ('a sign that says "open"', 'a mug that says "cat"')  # prompts of the form it scores
