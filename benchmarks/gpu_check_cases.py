@@ -310,12 +310,13 @@ def videoalign_inputs(conf: Any, frames: int, height: int, width: int, text_toke
 
 def run_videoalign(ctx: Context, shape: dict | None = None) -> Iterator[dict]:
     """A Qwen2-VL-2B-size model (random weights) on one video of 6 frames at 336 x 588, bf16, no grad."""
-    from grpo_bench.train.plan_costs import REWARD_PARAMS, reward_cost
+    from grpo_bench.rewards.videoalign import MODEL_WEIGHTS
+    from grpo_bench.train.plan_costs import reward_cost
 
     act, flops = reward_cost("videoalign", 81)
     r = row("VideoAlign (Qwen2-VL-2B size) 6 x 336 x 588", tokens=int(3 * 24 * 42 / 4 + 128),
-            params=int(REWARD_PARAMS["videoalign"]), predicted_gb=act / 2 / GB,  # one video of the batch of 2
-            predicted_weights_gb=REWARD_PARAMS["videoalign"] * 2 / GB, flops=flops)
+            params=int(MODEL_WEIGHTS.params), predicted_gb=act / 2 / GB,  # one video of the batch of 2
+            predicted_weights_gb=MODEL_WEIGHTS.bytes("cuda") / GB, flops=flops)
     if ctx.args.dry_run:
         yield r
         return

@@ -165,6 +165,36 @@ def test_cell_totals_vae_reward_and_communication_terms():
     assert estimate(cfg, processes=1).seconds["communication"] == 0
 
 
+@pytest.mark.parametrize(("reward", "device", "reward_bytes"), [
+    ("pickscore", "auto", 9.86e8 * 4),  # CLIP ViT-H/14 in float32
+    ("clip_score", "auto", 4.28e8 * 4),  # CLIP ViT-L/14 in float32
+    ("hpsv2", "auto", 9.86e8 * 4),  # OpenCLIP ViT-H-14, precision "amp": float32 weights
+    ("imagereward", "auto", 4.46e8 * 4),  # BLIP ViT-L + BERT-base + MLP in float32
+    ("videoalign", "auto", 2.21e9 * 2),  # Qwen2-VL-2B + head, bfloat16 on a GPU
+    ("videoalign", "cpu", 2.21e9 * 4),  # ... and float32 on the CPU
+    ("world_oracle", "auto", 0.0),
+])
+def test_the_reward_is_counted_while_prompts_are_cached_in_its_load_dtype(reward, device, reward_bytes):
+    """The trainer loads the reward before it caches the prompts (train/trainer.py), so the cache phase holds the
+    whole transformer, the VAE, the text encoders and the reward, in the dtype its factory loads it in. A spec
+    with 40B text-encoder parameters makes that phase the peak; the peak is then in closed form."""
+    import dataclasses
+
+    from grpo_bench.train.plan import FRAGMENTATION, GPU_OVERHEAD_GB
+
+    cfg = hy(reward=reward, device=device, frames=1 if reward in ("hpsv2", "imagereward") else 81)
+    spec = dataclasses.replace(model_spec(cfg), text_encoder_params=40_000_000_000)
+    p = estimate(cfg, processes=8, spec=spec)
+    assert p.gpu["reward"] == pytest.approx(reward_bytes)
+    cache_phase = spec.transformer_params * 2 + spec.vae_params * 4 + spec.text_encoder_params * 2 + reward_bytes
+    if device == "cpu":  # everything on the host
+        assert p.gpu_peak == 0
+        assert p.host_peak == pytest.approx(p.host["baseline"] + cache_phase + p.host["prompt_cache"])
+    else:  # bf16 LoRA base, float32 VAE, bf16 text encoders
+        assert p.gpu_peak == pytest.approx(cache_phase * FRAGMENTATION + GPU_OVERHEAD_GB * GB)
+    assert p.host["reward_load"] == pytest.approx(reward_bytes)
+
+
 def test_plan_checks_every_cell_against_an_h200_when_nothing_is_declared(monkeypatch, tmp_path):
     import torch
     import yaml

@@ -52,8 +52,39 @@ def test_reward_paths_map_to_each_rewards_options_and_are_checked(tmp_path):
     with pytest.raises(UserError, match="'reward_base_path': reward 'clip_score' takes only reward_path"):
         check_weight_paths(RunConfig(reward="clip_score", reward_path=str(tmp_path / "ck"),
                                      reward_base_path=str(tmp_path / "base")))
-    with pytest.raises(UserError, match="takes no weight folder"):
+    with pytest.raises(UserError, match="takes no weight path"):
         check_weight_paths(RunConfig(reward="world_oracle", reward_path=str(tmp_path / "ck")))
+
+
+def test_reward_paths_are_the_file_or_folder_each_reward_declares(tmp_path):
+    """HPSv2 and ImageReward take checkpoint files, VideoAlign and the CLIP family folders: each path is held to
+    its reward's declaration (rewards/base.py), and the wrong kind is one line naming the key and the kind."""
+    weights = tmp_path / "HPS_v2.1_compressed.pt"
+    weights.write_bytes(b"not read before the load")
+    med = tmp_path / "med_config.json"
+    med.write_text("{}")
+    folder = tmp_path / "VideoReward"
+    folder.mkdir()
+    check_weight_paths(RunConfig(reward="hpsv2", reward_path=str(weights)))
+    check_weight_paths(RunConfig(reward="imagereward", reward_path=str(weights), reward_base_path=str(med)))
+    check_weight_paths(RunConfig(reward="world_judge", reward_path=str(weights)))
+    check_weight_paths(RunConfig(reward="videoalign", reward_path=str(folder)))
+    with pytest.raises(UserError, match=r"'reward_path': '.*VideoReward' is not a file \(reward 'hpsv2' takes its "
+                                        r"checkpoint as a local file\)$"):
+        check_weight_paths(RunConfig(reward="hpsv2", reward_path=str(folder)))
+    with pytest.raises(UserError, match=r"'reward_base_path': .* is not a file .*its med_config as a local file"):
+        check_weight_paths(RunConfig(reward="imagereward", reward_path=str(weights), reward_base_path=str(folder)))
+    with pytest.raises(UserError, match=r"'reward_path': .*HPS_v2.1_compressed.pt' is not a folder .*its checkpoint "
+                                        r"as a local folder"):
+        check_weight_paths(RunConfig(reward="videoalign", reward_path=str(weights)))
+    # every registered reward declares a kind for each of its path options
+    from grpo_bench.rewards import REWARDS
+    from grpo_bench.rewards.base import FILE, FOLDER, PATH_KINDS, factory_declaration
+
+    for name in REWARDS.names():
+        assert set(factory_declaration(REWARDS.get(name)).path_options.values()) <= set(PATH_KINDS), name
+    assert factory_declaration(REWARDS.get("hpsv2")).path_options == {"checkpoint": FILE}
+    assert factory_declaration(REWARDS.get("pickscore")).path_options == {"model": FOLDER, "processor": FOLDER}
 
 
 def test_world_judge_on_a_tiny_diffusers_model_is_refused_before_sampling():

@@ -7,6 +7,7 @@ GPU) and a cell that does not fit is refused in one line (exit 2). ``grpo-bench 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +79,28 @@ def plan_cells(suite: Suite, cells: list[Cell], tflops: float = DEFAULT_TFLOPS) 
     return out
 
 
+@dataclass(frozen=True)
+class SuiteTotals:
+    """What a suite's plans add up to (seeds counted as the cells they are)."""
+
+    cells: int
+    processes: int
+    longest_cell_s: float
+    gpu_hours: float
+    serial_s: float
+    """All cells one at a time on ``processes`` GPUs."""
+
+    @property
+    def node_days(self) -> float:
+        return self.gpu_hours / NODE_GPUS / 24
+
+
+def suite_totals(plans: list[tuple[Cell, Plan]]) -> SuiteTotals:
+    cell_s = [p.seconds_per_cell for _, p in plans]
+    gpu_h = sum(s * p.processes for s, (_, p) in zip(cell_s, plans)) / 3600
+    return SuiteTotals(len(plans), max(p.processes for _, p in plans), max(cell_s), gpu_h, sum(cell_s))
+
+
 def print_plan(suite: Suite, plans: list[tuple[Cell, Plan]], gpu_memory_gb: float | None, console: Console,
                source: str = "") -> None:
     """One row per distinct plan (seeds share one): the run's label, its cells, the prediction, whether it
@@ -104,12 +127,10 @@ def print_plan(suite: Suite, plans: list[tuple[Cell, Plan]], gpu_memory_gb: floa
                       f"{p.tokens:,} tokens per video; worst cell {max(q.gpu_peak for _, q in plans) / GB:.1f} GB GPU, "
                       f"{max(q.host_peak for _, q in plans) / GB:.1f} GB host per process", highlight=False)
     if plans:
-        gpus = max(p.processes for _, p in plans)
-        cell_s = [p.seconds_per_cell for _, p in plans]
-        gpu_h = sum(s * p.processes for s, (_, p) in zip(cell_s, plans)) / 3600
-        console.print(f"total: {len(plans)} cells, longest {duration(max(cell_s))}; {gpu_h:,.0f} GPU-hours = "
-                      f"{gpu_h / NODE_GPUS / 24:,.1f} node-days of {NODE_GPUS} GPUs ({duration(sum(cell_s))} one cell "
-                      f"at a time on {gpus} GPU(s))", highlight=False)
+        t = suite_totals(plans)
+        console.print(f"total: {t.cells} cells, longest {duration(t.longest_cell_s)}; {t.gpu_hours:,.0f} GPU-hours = "
+                      f"{t.node_days:,.1f} node-days of {NODE_GPUS} GPUs ({duration(t.serial_s)} one cell "
+                      f"at a time on {t.processes} GPU(s))", highlight=False)
     if gpu_memory_gb:
         console.print(f"fits: checked against {gpu_memory_gb:.0f} GB per GPU ({source})", highlight=False)
 

@@ -25,19 +25,21 @@ _FILES_HELP = "Images (.png .jpg .webp ...; a still) or videos (.mp4 .webm .gif 
 
 def _reward_kwargs(name: str, factory: Any, reward_path: str | None, reward_base_path: str | None) -> dict[str, str]:
     """``--reward-path`` / ``--reward-base-path`` as the factory's keyword arguments (as train's ``reward_path``
-    and ``reward_base_path``); each must exist (a file or a folder: the factory says which it needs)."""
-    from grpo_bench.train.weights import reward_kwargs
+    and ``reward_base_path``); each must exist and be the file or folder the factory declares for it."""
+    from grpo_bench.rewards.base import factory_declaration
+    from grpo_bench.train.weights import check_path, reward_kwargs
 
-    options = tuple(getattr(factory, "path_options", ()))
+    kinds = factory_declaration(factory).path_options
+    options = tuple(kinds)
     for flag, value, index in (("--reward-path", reward_path, 0), ("--reward-base-path", reward_base_path, 1)):
         if value is None:
             continue
         if len(options) <= index:
             raise UserError(f"score: {flag}: reward {name!r} takes "
                             f"{'no weight path' if not options else 'only --reward-path'}")
-        if not Path(value).expanduser().exists():
-            raise UserError(f"score: {flag} {value!r} does not exist (a local file or folder is expected; "
-                            "grpo-bench never downloads weights)")
+        option = options[index]
+        check_path(flag, value, kinds[option], "score: ", taker=f"reward {name!r} takes its {option} as a local "
+                   f"{kinds[option]}")
     cfg = SimpleNamespace(reward=name, reward_path=reward_path, reward_base_path=reward_base_path)
     return reward_kwargs(cfg)
 

@@ -12,6 +12,14 @@ declares (``RewardDeclaration``, read once by ``declaration``):
     example_prompts  optional: prompts of the form it scores (a quoted word for OCR, an embedded world's grammar);
                   the generic contract tests feed it these (models declare the same)
     media_size    optional: the one image size it scores (an embedded world's checker)
+
+Its registered factory declares, as attributes read once by ``factory_declaration`` before anything is loaded:
+
+    path_options  option -> FILE or FOLDER, in the order ``reward_path``, ``reward_base_path`` fill them
+                  (``{"checkpoint": FILE}``: ``reward_path`` must be a file); train/weights.py checks each path
+    modality      'image' (stills), 'video' or 'any' (every frame; the default)
+    model_weights RewardModelWeights: the parameters it loads and their dtype on a GPU and on the CPU
+                  (``grpo-bench plan`` counts them from the load on); None: negligible (the world's rewards)
 """
 
 from __future__ import annotations
@@ -59,6 +67,50 @@ def declaration(reward: Any) -> RewardDeclaration:
         video_shape=None if shape is None else tuple(shape),
         has_ground_truth=callable(getattr(reward, "ground_truth", None)),
     )
+
+
+FILE, FOLDER, FILE_OR_FOLDER = "file", "folder", "file or folder"
+PATH_KINDS = (FILE, FOLDER, FILE_OR_FOLDER)
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
+@dataclass(frozen=True)
+class RewardModelWeights:
+    """The model a reward's factory loads: its parameter count and the dtype it holds them in on a GPU and on
+    the CPU (the factory's own default: ``dtype(device)`` is what it loads when no dtype is passed)."""
+
+    params: float
+    gpu_dtype: str = "float32"
+    cpu_dtype: str = "float32"
+
+    def dtype(self, device: str) -> str:
+        return self.gpu_dtype if str(device).startswith("cuda") else self.cpu_dtype
+
+    def bytes(self, device: str) -> float:
+        """Bytes of the loaded weights on ``device`` ('cuda...' or 'cpu')."""
+        return self.params * DTYPE_BYTES[self.dtype(device)]
+
+
+@dataclass(frozen=True)
+class FactoryDeclaration:
+    """What a registered reward's factory declares (the module docstring), its defaults filled in."""
+
+    path_options: Mapping[str, str]
+    modality: str
+    model_weights: RewardModelWeights | None
+
+
+def factory_declaration(factory: Any) -> FactoryDeclaration:
+    """The factory's declaration: the one place its optional attributes are read. A plain tuple of path
+    options (a plug-in that names no kinds) accepts a file or a folder for each."""
+    options = getattr(factory, "path_options", None) or {}
+    kinds = dict(options) if isinstance(options, Mapping) else dict.fromkeys(options, FILE_OR_FOLDER)
+    bad = {k: v for k, v in kinds.items() if v not in PATH_KINDS}
+    if bad:  # a programming error of the reward module, not of the user's input
+        raise ValueError(f"reward factory {getattr(factory, '__name__', factory)!r}: path option kinds {bad}; "
+                         f"allowed: {', '.join(PATH_KINDS)}")
+    return FactoryDeclaration(path_options=kinds, modality=str(getattr(factory, "modality", "any")),
+                              model_weights=getattr(factory, "model_weights", None))
 
 
 def reward_weights(reward: object, setting: str) -> dict[str, float]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from grpo_bench.rewards import register
+from grpo_bench.rewards.base import FOLDER, RewardModelWeights
 from grpo_bench.rewards.clip_common import ClipLikeReward, load_clip_parts
 
 DEFAULT_MODEL = "openai/clip-vit-large-patch14"
@@ -37,5 +38,7 @@ def clip_score(
     return ClipScore(net, tokenizer, frames=frames, batch_size=batch_size, device=device, **numbers, **kw)
 
 
-clip_score.path_options = ("model",)  # reward_path, reward_base_path
+clip_score.path_options = {"model": FOLDER}  # reward_path (a model folder)
+# CLIP ViT-L/14: 427.6M parameters, held in float32 (ClipLikeReward's dtype)
+clip_score.model_weights = RewardModelWeights(4.28e8)
 clip_score.modality = "any"  # every sampled frame: a still is a one-frame clip

@@ -28,7 +28,7 @@ from torch import Tensor, nn
 
 from grpo_bench.errors import UserError
 from grpo_bench.rewards import register
-from grpo_bench.rewards.base import refuse_mismatched_keys
+from grpo_bench.rewards.base import FILE, RewardModelWeights, refuse_mismatched_keys
 from grpo_bench.rewards.clip_common import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD, clip_preprocess
 from grpo_bench.rewards.still_images import local_file, optional_module, stills
 
@@ -79,5 +79,7 @@ def hpsv2(checkpoint: str = DEFAULT_CHECKPOINT, device: str | None = None, **kw:
     return HPSv2(model, open_clip.get_tokenizer("ViT-H-14"), device=auto_device(device))
 
 
-hpsv2.path_options = ("checkpoint",)  # reward_path
+hpsv2.path_options = {"checkpoint": FILE}  # reward_path: the .pt file
+# OpenCLIP ViT-H-14: 986M parameters; precision="amp" keeps them float32 (autocast computes in 16 bits)
+hpsv2.model_weights = RewardModelWeights(9.86e8)
 hpsv2.modality = "image"

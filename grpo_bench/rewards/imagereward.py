@@ -29,6 +29,7 @@ from torch import Tensor
 
 from grpo_bench.errors import UserError
 from grpo_bench.rewards import register
+from grpo_bench.rewards.base import FILE, RewardModelWeights
 from grpo_bench.rewards.still_images import distribution_version, local_file, optional_module, pil_images, stills
 
 DEFAULT_CHECKPOINT = "ImageReward.pt"
@@ -96,5 +97,8 @@ def imagereward(checkpoint: str = DEFAULT_CHECKPOINT, med_config: str = "", devi
     return ImageRewardScore(model.eval(), device=device)
 
 
-imagereward.path_options = ("checkpoint", "med_config")  # reward_path, reward_base_path
+imagereward.path_options = {"checkpoint": FILE, "med_config": FILE}  # reward_path, reward_base_path
+# BLIP ViT-L/16 303.3M + BERT-base with cross-attention to 1024-wide image tokens 142.0M + MLP head 0.9M, counted
+# on the meta device from those configs (446.2M; float32 as the package loads it)
+imagereward.model_weights = RewardModelWeights(4.46e8)
 imagereward.modality = "image"

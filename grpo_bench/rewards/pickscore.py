@@ -18,6 +18,7 @@ import torch
 from torch import Tensor
 
 from grpo_bench.rewards import register
+from grpo_bench.rewards.base import FOLDER, RewardModelWeights
 from grpo_bench.rewards.clip_common import ClipLikeReward, load_clip_parts
 
 DEFAULT_MODEL = "yuvalkirstain/PickScore_v1"
@@ -49,5 +50,7 @@ def pickscore(
                      **numbers, **kw)
 
 
-pickscore.path_options = ("model", "processor")  # reward_path, reward_base_path
+pickscore.path_options = {"model": FOLDER, "processor": FOLDER}  # reward_path, reward_base_path
+# CLIP ViT-H/14: 986M parameters, held in float32 (the dtype the factory passes)
+pickscore.model_weights = RewardModelWeights(9.86e8)
 pickscore.modality = "any"  # every sampled frame: a still is a one-frame clip

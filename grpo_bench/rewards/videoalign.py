@@ -31,11 +31,14 @@ from torch import Tensor, nn
 
 from grpo_bench.errors import UserError
 from grpo_bench.rewards import register
-from grpo_bench.rewards.base import refuse_mismatched_keys
+from grpo_bench.rewards.base import FOLDER, RewardModelWeights, refuse_mismatched_keys
 from grpo_bench.rewards.videoalign_prep import SPECIAL_TOKENS, VIDEO_MIN_PIXELS, build_text, patchify, prepare_frames
 
 DEFAULT_CHECKPOINT = "KlingTeam/VideoReward"
 DIMS = ("vq", "mq", "ta")
+MODEL_WEIGHTS = RewardModelWeights(2.21e9, gpu_dtype="bfloat16", cpu_dtype="float32")
+"""Qwen2-VL-2B (vision tower 0.67B, language model 1.54B) plus the reward head, loaded in bfloat16 on a GPU and
+float32 on the CPU unless ``dtype`` is passed (the factory's default reads this declaration)."""
 
 
 class VideoAlignReward:
@@ -231,7 +234,7 @@ def videoalign(
     from transformers import AutoTokenizer
 
     device = auto_device(device)
-    dtype = dtype or ("bfloat16" if device.startswith("cuda") else "float32")
+    dtype = dtype or MODEL_WEIGHTS.dtype(device)
     ck = _local(checkpoint, "model_config.json", "VideoAlign checkpoint")
     config = json.loads((ck / "model_config.json").read_text())
     base = base_model or config["model_config"]["model_name_or_path"]
@@ -245,7 +248,8 @@ def videoalign(
                             use_norm=use_norm)
 
 
-videoalign.path_options = ("checkpoint", "base_model")  # reward_path, reward_base_path
+videoalign.path_options = {"checkpoint": FOLDER, "base_model": FOLDER}  # reward_path, reward_base_path
+videoalign.model_weights = MODEL_WEIGHTS
 videoalign.modality = "video"  # scores motion and frames at the source fps (train/weights.py check_modality)
 
 
@@ -257,6 +261,7 @@ def videoalign_16fps(**kw: Any) -> VideoAlignReward:
 
 
 videoalign_16fps.path_options = videoalign.path_options
+videoalign_16fps.model_weights = MODEL_WEIGHTS
 videoalign_16fps.modality = "video"
 
 

@@ -24,6 +24,7 @@ from torch import Tensor, nn
 
 from grpo_bench.errors import UserError
 from grpo_bench.rewards import register
+from grpo_bench.rewards.base import FILE
 from grpo_bench.world.generator import palette_rgb
 from grpo_bench.world.vocab import COLORS, MOTIONS, SHAPES, parse
 
@@ -236,7 +237,7 @@ class WorldJudgeReward:
     """The learned judge as a reward: z-scored {"vq", "mq", "ta"} under no_grad."""
 
     dimensions = DIMENSIONS
-    path_options = ("path",)  # reward_path: judge weights (.safetensors)
+    path_options = {"path": FILE}  # reward_path: judge weights (.safetensors)
     modality = "video"  # the embedded world's 8-frame videos
     shipped_weights = DEFAULT_WEIGHTS  # its digest is part of the id of every cell that loads it
     embedded = True  # ships with the package: no transformers needed

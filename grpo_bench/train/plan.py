@@ -15,7 +15,8 @@ plan predicts per process:
   attention term (fused / memory-efficient attention kernels) (``train/plan_costs.py``, as the VAE,
   reward and communication terms);
 * the rollout store (x, x', mu and one mu_ref per anchor at every stored step), decoded videos,
-  the VAE and reward weights, and the text encoders while prompts are cached (offloaded after);
+  the VAE and reward weights (the reward's in the dtype its factory declares it loads), and the text
+  encoders while prompts are cached (offloaded after; the reward is loaded before the cache is built);
 * host memory: the interpreter baseline, the pipeline materialised once in its load dtypes, the
   offloaded text encoders and the prompt cache (on a CPU run, also everything above);
 * sequence parallelism (``sequence_parallel: sp``): each process of a group holds 1/sp of a forward's
@@ -43,7 +44,6 @@ from grpo_bench.errors import UserError
 from grpo_bench.train.plan_costs import (
     CALL_OVERHEAD_S,
     LINK_GB_S,
-    REWARD_PARAMS,
     ROLLOUT_BYTES,
     VAE_DECODE_MAPS,
     VAE_THROUGHPUT,
@@ -51,6 +51,7 @@ from grpo_bench.train.plan_costs import (
     communication_bytes,
     optimizer_step_seconds,
     reward_cost,
+    reward_weight_bytes,
     training_activation_bytes,
     training_pass_factor,
 )
@@ -156,7 +157,9 @@ def estimate(cfg: Any, processes: int = 1, sharding: str = "none", tflops: float
                         + (trainable * 4 / world if sharding == "deepspeed_zero2" else 0))
     gpu["anchors"] = anchors * trainable * train_bytes / shard_all
     gpu["vae"] = spec.vae_params * 4
-    gpu["reward"] = REWARD_PARAMS.get(cfg.reward, 0.0) * 2
+    on_cpu = str(getattr(cfg, "device", "auto")) == "cpu"
+    reward_bytes = reward_weight_bytes(cfg.reward, "cpu" if on_cpu else "cuda")  # at the dtype it loads in there
+    gpu["reward"] = reward_bytes
     latent = math.prod(spec.latent)
     video = 3 * math.prod(spec.video)
     gpu["rollout_store"] = rows * stored * (3 + anchors) * latent * 4 + rows * video * 4
@@ -185,9 +188,9 @@ def estimate(cfg: Any, processes: int = 1, sharding: str = "none", tflops: float
     static = sum(v for k, v in gpu.items() if k not in phase_only)
     forward_phase = static + gpu["activations"] + gpu["autocast_copy"]  # autocast's copies live with the forward
     train_phase = max(forward_phase, static + gpu["vae_decode"], static + gpu["reward_activations"])
-    # at load the whole transformer reaches the GPU before it is sharded, with the text encoders
-    cache_phase = spec.transformer_params * base_bytes + gpu["vae"] + encoders
-    on_cpu = str(getattr(cfg, "device", "auto")) == "cpu"
+    # at load the whole transformer reaches the GPU before it is sharded, with the text encoders; the trainer
+    # loads the reward before it caches the prompts (train/trainer.py), so the reward is there too
+    cache_phase = spec.transformer_params * base_bytes + gpu["vae"] + encoders + gpu["reward"]
     gpu["peak"] = 0.0 if on_cpu else (max(train_phase, cache_phase) * FRAGMENTATION + GPU_OVERHEAD_GB * GB)
 
     prompts = load_prompt_set(cfg.prompts)
@@ -197,7 +200,7 @@ def estimate(cfg: Any, processes: int = 1, sharding: str = "none", tflops: float
     host["load"] = spec.transformer_params * base_bytes + encoders + spec.vae_params * 4
     host["offloaded_text_encoders"] = encoders
     host["prompt_cache"] = n_prompts * spec.text_tokens * text_dim * compute
-    host["reward_load"] = REWARD_PARAMS.get(cfg.reward, 0.0) * 2
+    host["reward_load"] = reward_bytes  # materialised on the host in its load dtype, then moved
     host["peak"] = host["baseline"] + max(host["load"], encoders + host["reward_load"]) + host["prompt_cache"]
     if on_cpu:
         host["peak"] = host["baseline"] + max(train_phase, cache_phase) + host["prompt_cache"]

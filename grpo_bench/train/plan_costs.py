@@ -41,9 +41,18 @@ VAE_THROUGHPUT = 0.25
 bf16 throughput (assumed)."""
 
 # --- the reward model ----------------------------------------------------------------------------
-REWARD_PARAMS = {"videoalign": 2.21e9, "videoalign_16fps": 2.21e9, "clip_score": 4.28e8, "pickscore": 9.86e8}
-"""Parameters of the real reward models (Qwen2-VL-2B + head, CLIP ViT-L/14, CLIP ViT-H/14); the
-world's rewards are negligible."""
+def reward_weight_bytes(reward: str, device: str) -> float:
+    """Bytes of the reward model's weights on ``device`` ('cuda' or 'cpu'): the parameters and load dtype its
+    factory declares (rewards/base.py ``RewardModelWeights``: CLIPScore, PickScore, HPSv2 and ImageReward
+    float32, VideoAlign bfloat16 on a GPU and float32 on the CPU); 0 for a reward that declares none (the
+    world's, negligible)."""
+    from grpo_bench.rewards import REWARDS
+    from grpo_bench.rewards.base import factory_declaration
+
+    weights = factory_declaration(REWARDS.get(reward)).model_weights
+    return 0.0 if weights is None else weights.bytes(device)
+
+
 REWARD_SHAPES = {  # vision tower (params, hidden), language model (params, hidden), frames' pixels, source fps
     "videoalign": (6.7e8, 1280, 1.54e9, 1536, 336 * 588, 24.0),
     "videoalign_16fps": (6.7e8, 1280, 1.54e9, 1536, 336 * 588, 16.0),

@@ -4,9 +4,11 @@ before any work starts.
 ``model`` is a registered name (tiny presets, named checkpoints found in the Hugging Face cache),
 a hub id (``org/name``, the local cache only) or a local folder. Anything that looks like a path
 (starts with ``/``, ``.`` or ``~``, or has more than one ``/``) must be an existing folder; the
-error names the key and the path, never a download command for a path. Rewards take their folders
-through the keyword arguments their factory lists in ``path_options`` (VideoAlign: checkpoint,
-base_model; CLIPScore: model; PickScore: model, processor; world judge: path).
+error names the key and the path, never a download command for a path. Rewards take their weights
+through the keyword arguments their factory declares in ``path_options``, each a file or a folder
+(rewards/base.py ``factory_declaration``; VideoAlign: checkpoint and base_model folders; CLIPScore: a model
+folder; PickScore: model and processor folders; HPSv2: a checkpoint file; ImageReward: checkpoint and
+med_config files; world judge: a weights file).
 """
 
 from __future__ import annotations
@@ -16,15 +18,18 @@ from typing import Any
 
 from grpo_bench.errors import UserError
 from grpo_bench.models.pipeline_files import looks_local
+from grpo_bench.rewards.base import FILE, FOLDER, factory_declaration
 
 
-def _folder(key: str, value: str, where: str, file_ok: bool = False) -> None:
+def check_path(what: str, value: str, kind: str, where: str = "", taker: str = "") -> None:
+    """``value`` exists and is of ``kind`` (rewards/base.py FILE, FOLDER or FILE_OR_FOLDER), else one line
+    naming ``what`` (the key or flag), the path and what is expected (``taker``: who expects it, and how)."""
     path = Path(value).expanduser()
+    expected = taker or f"a local {kind} is expected"
     if not path.exists():
-        raise UserError(f"{where}config key {key!r}: {value!r} does not exist (a local "
-                        f"{'file or ' if file_ok else ''}folder is expected; grpo-bench never downloads weights)")
-    if not file_ok and not path.is_dir():
-        raise UserError(f"{where}config key {key!r}: {value!r} is not a folder")
+        raise UserError(f"{where}{what}: {value!r} does not exist ({expected}; grpo-bench never downloads weights)")
+    if (kind == FOLDER and not path.is_dir()) or (kind == FILE and not path.is_file()):
+        raise UserError(f"{where}{what}: {value!r} is not a {kind} ({expected})")
 
 
 def check_model(cfg: Any, where: str = "") -> None:
@@ -35,7 +40,7 @@ def check_model(cfg: Any, where: str = "") -> None:
     if name in models.names():
         return
     if looks_local(name) or Path(name).expanduser().exists():
-        _folder("model", name, where)
+        check_path("config key 'model'", name, FOLDER, where)
         if not (Path(name).expanduser() / "model_index.json").is_file():
             raise UserError(f"{where}config key 'model': folder {name!r} has no model_index.json "
                             "(expected a diffusers pipeline folder, e.g. from `hf download ID --local-dir DIR`)")
@@ -52,23 +57,26 @@ def reward_kwargs(cfg: Any) -> dict[str, str]:
     paths = [p for p in (cfg.reward_path, cfg.reward_base_path)]
     if not any(paths):
         return {}
-    options = tuple(getattr(REWARDS.get(cfg.reward), "path_options", ()))
+    options = tuple(factory_declaration(REWARDS.get(cfg.reward)).path_options)
     return {opt: p for opt, p in zip(options, paths) if p}
 
 
 def check_reward(cfg: Any, where: str = "") -> None:
-    """The reward exists, takes the paths given, and each path exists."""
+    """The reward exists, takes the paths given, and each path exists and is the file or folder its
+    factory declares for that option."""
     from grpo_bench.rewards import REWARDS
 
-    factory = REWARDS.get(cfg.reward, where=where)
-    options = tuple(getattr(factory, "path_options", ()))
+    kinds = factory_declaration(REWARDS.get(cfg.reward, where=where)).path_options
+    options = tuple(kinds)
     for key, value, index in (("reward_path", cfg.reward_path, 0), ("reward_base_path", cfg.reward_base_path, 1)):
         if not value:
             continue
         if len(options) <= index:
             raise UserError(f"{where}config key {key!r}: reward {cfg.reward!r} takes "
-                            f"{'no weight folder' if not options else 'only reward_path'}")
-        _folder(key, value, where, file_ok=cfg.reward.startswith("world"))
+                            f"{'no weight path' if not options else 'only reward_path'}")
+        option = options[index]
+        check_path(f"config key {key!r}", value, kinds[option], where,
+                   taker=f"reward {cfg.reward!r} takes its {option} as a local {kinds[option]}")
 
 
 def check_modality(cfg: Any, where: str = "") -> None:
@@ -98,7 +106,7 @@ def check_modality(cfg: Any, where: str = "") -> None:
 
 def reward_modality(factory: Any) -> str:
     """What a registered reward scores: 'image' (stills), 'video' or 'any' (every frame; the default)."""
-    return str(getattr(factory, "modality", "any"))
+    return factory_declaration(factory).modality
 
 
 def check_model_present(cfg: Any, where: str = "") -> None:
