@@ -26,6 +26,10 @@ CHECKPOINT_HELP = ("give a run folder (runs/train/...), its policy/ folder, a ch
                    "world-model .safetensors file")
 
 
+
+MAX_SAMPLER_STEPS = 1000
+"""The most sampler steps `sample` takes (the run config's own bound on ``steps``)."""
+
 def load_policy(path: Path) -> tuple[Any, str]:
     """(world model, what was loaded) from a weights file, a run folder, its policy/ or a checkpoint folder.
 
@@ -108,7 +112,6 @@ def _sampler_checked(cfg: dict[str, Any], source: Path) -> dict[str, Any]:
     """The run's own steps and shift, which ``sample`` reuses, within the range the command line allows."""
     import math
 
-    from grpo_bench.cli.sampling_commands import MAX_SAMPLER_STEPS
 
     steps, shift = cfg.get("steps"), cfg.get("shift")
     if steps is not None and not (isinstance(steps, int) and not isinstance(steps, bool)

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import typer
 
+from grpo_bench.cli.sample import MAX_SAMPLER_STEPS
 from grpo_bench.cli.terminal import console
 from grpo_bench.errors import UserError
 
-MAX_SAMPLER_STEPS = 1000
 MAX_SAMPLE_VIDEOS = 256
 
 
