@@ -16,7 +16,8 @@ A new GRPO variant is one file that imports only this module (and torch/math)::
         defaults = MethodConfig(kernel="gamma", noise_level=0.5, kl="fixed")
 
 A method changes the rest of a run only through declared hooks (core/method.py): its step rule
-(``Method.own_step_rule`` returning a ``RuleSpec`` of a registered rule, ``register_step_rule``), a shared ODE prefix per group (``share_prefix``), a per-step ratio objective
+(``Method.own_step_rule`` returning a ``RuleSpec`` of a registered rule, ``register_step_rule``), a shared ODE
+prefix per group (``share_prefix``), a per-step ratio objective
 (``register_objective``, ``RatioInputs``), a loss family that may need no log-prob (``register_loss_family``,
 ``LossContext``, ``Rollout``, ``StepTerms``), anchors of its own (``anchor_policies``) and its refusals
 (``check_run``, ``RunShape``).
