@@ -111,7 +111,8 @@ class WindowParams(PluginParams):
     range_start: int = Field(0, ge=0)
     """Lowest first step of the window."""
     range_end: int | None = None
-    """Exclusive end of the window's range; negative counts from T (-2: T - 2); None: T // 2, at least size."""
+    """Exclusive end of the window's range; negative counts from T (-2: T - 2); None: T // 2 (at least size) for a
+    random window (Flow-GRPO-Fast's configs), T for a fixed or sliding one."""
     placement: Literal["random", "fixed", "sliding"] = "random"
     """random: start uniform in [range_start, range_end - size], drawn per update; fixed: at range_start;
     sliding: from range_start, moving ``stride`` steps every ``iters_per_window`` updates, back at the end."""
@@ -130,7 +131,7 @@ class Window(StepRule):
     def end(self, steps: int) -> int:
         end = self.params.range_end
         if end is None:
-            return max(steps // 2, self.params.size)
+            return max(steps // 2, self.params.size) if self.params.placement == "random" else steps
         return steps + end if end < 0 else end
 
     def start(self, steps: int, update: int, generator: torch.Generator | None) -> int:
