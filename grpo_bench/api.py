@@ -15,8 +15,9 @@ A new GRPO variant is one file that imports only this module (and torch/math)::
     class GammaGRPO(Method):
         defaults = MethodConfig(kernel="gamma", noise_level=0.5, kl="fixed")
 
-A method changes the rest of a run only through declared hooks (core/method.py): a window schedule
-(``Method.update_steps``), a shared ODE prefix per group (``share_prefix``), a per-step ratio objective
+A method changes the rest of a run only through declared hooks (core/method.py): its step rule
+(``Method.own_step_rule`` returning a ``RuleSpec`` of a registered rule, ``register_step_rule``), a shared ODE
+prefix per group (``share_prefix``), a per-step ratio objective
 (``register_objective``, ``RatioInputs``), a loss family that may need no log-prob (``register_loss_family``,
 ``LossContext``, ``Rollout``, ``StepTerms``), anchors of its own (``anchor_policies``) and its refusals
 (``check_run``, ``RunShape``).
@@ -43,6 +44,7 @@ from grpo_bench.core.method import Method, MethodConfig, RunShape, register_meth
 from grpo_bench.core.rollout import Rollout
 from grpo_bench.core.sampling import guided_velocity, index_cond
 from grpo_bench.core.sde import Kernel, ScheduleWarning, register_kernel, register_logprob
+from grpo_bench.core.step_rules import RuleSpec, StepRule, register_step_rule
 from grpo_bench.core.trust_region import KLInputs, KLVariant, analytic_kl, register_kl
 from grpo_bench.errors import UserError
 from grpo_bench.models.registry import register as register_model
@@ -64,8 +66,10 @@ __all__ = [
     "PluginParams",
     "RatioInputs",
     "Rollout",
+    "RuleSpec",
     "RunShape",
     "ScheduleWarning",
+    "StepRule",
     "StepTerms",
     "UserError",
     "analytic_kl",
@@ -81,4 +85,5 @@ __all__ = [
     "register_model",
     "register_objective",
     "register_reward",
+    "register_step_rule",
 ]

@@ -8,10 +8,10 @@ A plug-in class declares its own parameters as a nested pydantic model::
             \"\"\"Share of the noise ...\"\"\"
 
 and reads them as ``self.params.gamma``. Runs, suites and the command line set them with the
-component as prefix: ``kernel.gamma=0.3``, ``kl.tau=0.9``, ``anchor.tau=0.99``, ``method.window_size=2``
-(``PREFIXES``; ``method.*`` are a method's own parameters: its step schedule and loss hooks). The
-resolved run config stores every such value, defaults included, under ``params``, so a cell's id
-changes when a plug-in's default changes.
+component as prefix: ``kernel.gamma=0.3``, ``kl.tau=0.9``, ``anchor.tau=0.99``, ``method.window_size=2``,
+``steps.size=3`` (``PREFIXES``; ``method.*`` are a method's own parameters: its step schedule and loss hooks;
+``steps.*`` those of the step rule a run chose, core/step_rules.py). The resolved run config stores every such
+value, defaults included, under ``params``, so a cell's id changes when a plug-in's default changes.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from grpo_bench.errors import UserError
 
-PREFIXES = ("kernel", "kl", "anchor", "method")
+PREFIXES = ("kernel", "kl", "anchor", "method", "steps")
 """Components whose parameters are set as ``<prefix>.<name>``."""
 
 

@@ -8,8 +8,7 @@ from grpo_bench.api import (
     MethodConfig,
     PluginParams,
     RatioInputs,
-    RunShape,
-    UserError,
+    RuleSpec,
     register_method,
     register_objective,
 )
@@ -74,23 +73,10 @@ class FlowDPPO(Method):
         equalizer=False,
     )
 
-    def _pool(self, steps: int) -> tuple[int, int]:
-        return int(steps * self.params.range_start), int(steps * self.params.range_end)
-
-    def update_steps(self, sigmas, update, generator=None):
-        steps = len(sigmas) - 1
-        lo, hi = self._pool(steps)
-        chosen = lo + torch.randperm(hi - lo, generator=generator)[: self.params.sde_steps]
-        mask = torch.zeros(steps, dtype=torch.bool)
-        mask[chosen] = True
-        return mask
-
-    def check_run(self, sigmas, run: RunShape) -> None:
-        steps = len(sigmas) - 1
-        lo, hi = self._pool(steps)
-        trainable = int(self.eligible_steps(sigmas)[lo:hi].sum()) if hi > lo else 0
-        if trainable < self.params.sde_steps:  # UniRL refuses num_sde_steps > pool size (scheduler_utils.py:103)
-            raise UserError(f"method {self.name!r}: method.sde_steps={self.params.sde_steps} distinct trained steps "
-                            f"do not fit in [{lo}, {hi}) of a {steps}-step schedule ({trainable} trainable there); "
-                            "allowed: sde_steps <= the stochastic steps in [int(T*range_start), int(T*range_end))")
-        super().check_run(sigmas, run)
+    def own_step_rule(self) -> RuleSpec:
+        """Sparse SDE steps (core/step_rules.py ``sparse``): UniRL's AllSDEScheduler draws ``num_sde_steps``
+        distinct steps from [int(T*start), int(T*end)) and refuses more than the pool holds
+        (scheduler_utils.py:103)."""
+        p = self.params
+        return RuleSpec("sparse", {"n": p.sde_steps, "range_start": p.range_start, "range_end": p.range_end},
+                        {"n": "method.sde_steps", "range_start": "method.range_start", "range_end": "method.range_end"})

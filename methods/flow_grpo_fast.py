@@ -1,15 +1,6 @@
 """Flow-GRPO-Fast (Liu et al., 2025): ODE sampling but for a short random window of CPS steps, only those trained."""
 
-import torch
-
-from grpo_bench.api import Field, Method, MethodConfig, PluginParams, RunShape, UserError, register_method
-
-
-def window_bounds(params, steps: int) -> tuple[int, int]:
-    """(lowest start, highest start) of the window on a T-step schedule: [range_start, range_end - size]; the
-    default end T // 2 (the official configs) grows to the window on schedules too short for it."""
-    end = params.window_range_end if params.window_range_end is not None else max(steps // 2, params.window_size)
-    return params.window_range_start, end - params.window_size
+from grpo_bench.api import Field, Method, MethodConfig, PluginParams, RuleSpec, register_method
 
 
 @register_method("flow_grpo_fast")
@@ -41,7 +32,8 @@ class FlowGRPOFast(Method):
         window_range_start: int = Field(0, ge=0)
         """Lowest window start."""
         window_range_end: int | None = Field(None, ge=1)
-        """The window ends at or before this step; None: T // 2 (the official configs), at least window_size."""
+        """The window ends at or before this step; None: T // 2 (the official configs), at least window_size (the
+        default end grows to the window on schedules too short for it)."""
 
     defaults = MethodConfig(
         kernel="cps",  # sde_type = "cps" (config/grpo.py:351)
@@ -54,28 +46,10 @@ class FlowGRPOFast(Method):
         equalizer=False,
     )
 
-    def update_steps(self, sigmas, update, generator=None):
-        steps = len(sigmas) - 1
-        lo, hi = window_bounds(self.params, steps)
-        if hi < lo:
-            raise UserError(f"method {self.name!r}: method.window_size={self.params.window_size} does not fit in "
-                            f"the window range of a {steps}-step schedule")
-        start = int(torch.randint(lo, hi + 1, (1,), generator=generator))
-        mask = torch.zeros(steps, dtype=torch.bool)
-        mask[start : start + self.params.window_size] = True
-        return mask & self.sde_steps(sigmas)  # a window reaching a deterministic step (CPS's last) samples it by ODE
-
-    def check_run(self, sigmas, run: RunShape) -> None:
-        steps = len(sigmas) - 1
-        lo, hi = window_bounds(self.params, steps)
-        end = hi + self.params.window_size
-        if hi < lo or end > steps:
-            raise UserError(f"method {self.name!r}: method.window_size={self.params.window_size} does not fit in the "
-                            f"window range [{lo}, {end}) of a {steps}-step schedule; allowed: window_range_start + "
-                            f"window_size <= window_range_end <= steps")
-        eligible = self.eligible_steps(sigmas)
-        for start in range(lo, hi + 1):  # every start the draw can take must leave a trained step
-            if not eligible[start : start + self.params.window_size].any():
-                last = start + self.params.window_size - 1
-                raise UserError(f"method {self.name!r}: the window at steps {start}..{last} has no trained "
-                                f"(stochastic) step with steps={steps}")
+    def own_step_rule(self) -> RuleSpec:
+        """A random window (core/step_rules.py ``window``): the start drawn once per update."""
+        p = self.params
+        return RuleSpec("window", {"size": p.window_size, "range_start": p.window_range_start,
+                                   "range_end": p.window_range_end, "placement": "random"},
+                        {"size": "method.window_size", "range_start": "method.window_range_start",
+                         "range_end": "method.window_range_end"})

@@ -1,8 +1,6 @@
 """MixGRPO (Li et al., 2025): FlowGRPO's SDE and training only inside a window sliding over the schedule."""
 
-import torch
-
-from grpo_bench.api import Field, Method, MethodConfig, PluginParams, register_method
+from grpo_bench.api import Field, Method, MethodConfig, PluginParams, RuleSpec, register_method
 
 
 @register_method("mix_grpo")
@@ -45,15 +43,11 @@ class MixGRPO(Method):
         equalizer=False,
     )
 
-    def window_start(self, steps: int, update: int) -> int:
-        """The window's first step at ``update`` (rolls back to 0 before the window would be empty)."""
-        last = steps - 2  # exclusive end of the trained range (max_timesteps)
-        positions = max(1, -(-last // self.params.window_stride))  # starts 0, s, 2s, ... below `last`
-        return (update // self.params.iters_per_window) % positions * self.params.window_stride
-
-    def update_steps(self, sigmas, update, generator=None):
-        steps = len(sigmas) - 1
-        start = self.window_start(steps, update)
-        mask = torch.zeros(steps, dtype=torch.bool)
-        mask[start : min(start + self.params.window_size, steps - 2)] = True
-        return mask
+    def own_step_rule(self) -> RuleSpec:
+        """A sliding window (core/step_rules.py ``window``) over steps 0..T-3: the official ``max_timesteps =
+        sampling_steps - 2`` is the range's exclusive end."""
+        p = self.params
+        return RuleSpec("window", {"size": p.window_size, "range_start": 0, "range_end": -2, "placement": "sliding",
+                                   "iters_per_window": p.iters_per_window, "stride": p.window_stride},
+                        {"size": "method.window_size", "iters_per_window": "method.iters_per_window",
+                         "stride": "method.window_stride"})

@@ -10,6 +10,7 @@ from grpo_bench.api import (
     Method,
     MethodConfig,
     RatioInputs,
+    RuleSpec,
     RunShape,
     UserError,
     clipped_policy_loss,
@@ -54,12 +55,9 @@ class TempFlowGRPO(Method):
         equalizer=False,
     )
 
-    def update_steps(self, sigmas, update, generator=None):
-        eligible = self.eligible_steps(sigmas).nonzero().flatten()
-        k = eligible[int(torch.randint(0, eligible.numel(), (1,), generator=generator))]
-        mask = torch.zeros(len(sigmas) - 1, dtype=torch.bool)
-        mask[k] = True
-        return mask
+    def own_step_rule(self) -> RuleSpec:
+        """One branching step per update (core/step_rules.py ``branch``)."""
+        return RuleSpec("branch")
 
     def check_run(self, sigmas, run: RunShape) -> None:
         if run.group_size < 2 or not run.shared_noise:
@@ -68,3 +66,4 @@ class TempFlowGRPO(Method):
                             f"shared_noise={str(run.shared_noise).lower()})")
         if not self.eligible_steps(sigmas).any():
             raise UserError(f"method {self.name!r}: no step to branch at with steps={len(sigmas) - 1}")
+        super().check_run(sigmas, run)  # a step rule a run chose instead refuses what it cannot train

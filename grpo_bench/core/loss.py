@@ -124,6 +124,9 @@ class LossContext:
     """The method's registered loss family (``LOSS_FAMILIES``)."""
     method_params: Any = None
     """The method's own parameters (``method.*``), passed to its objective and family."""
+    objective_is_methods: bool = True
+    """The objective is the method's own, so it reads ``method_params``; one a run chose for another method reads
+    its own defaults (None): another method's parameters are not its."""
     method_anchors: tuple[str, ...] = ()
     """Live anchors the method's family reads itself (left out of the KL inputs)."""
     detach_uncond: bool = False
@@ -163,7 +166,7 @@ def policy_gradient_terms(ctx: LossContext, ro: Rollout, adv: Tensor, rows: Tens
     policy, ratio = objective(RatioInputs(logp, logp_old, adv[rows], ctx.weight[steps], ctx.clip_range, mu, mu_old,
                                           std.flatten(), ctx.table.b[steps].abs(), ctx.table.std, steps,
                                           None if ctx.table.delta is None else ctx.table.delta[steps]),
-                                ctx.method_params)
+                                ctx.method_params if ctx.objective_is_methods else None)
     mu_ref = {a: ref[rows, slot] for a, ref in ro.mu_ref.items()}  # stored by the rollout
     with torch.no_grad():
         for a, velocity in ctx.live_anchors.items():

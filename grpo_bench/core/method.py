@@ -5,7 +5,8 @@ A method is a registered class with a typed, frozen ``MethodConfig`` of defaults
 regions, the optimizer) is shared core, and core never names a method:
 
     sde_steps / eligible_steps   which steps are stochastic, which may be trained (static)
-    update_steps(sigmas, u, g)   the steps that are SDE *and* trained at update u (a window schedule); None: static
+    own_step_rule()              the method's step rule (core/step_rules.py STEP_RULES: all, window, sparse, branch)
+    update_steps(sigmas, u, g)   the steps that are SDE *and* trained at update u (the step rule's); None: static
     share_prefix                 the group's rollouts share the ODE prefix before the first SDE step (branching)
     objective                    the registered per-step ratio objective (core/loss.py OBJECTIVES: clip, mask, ...)
     loss_family                  the registered loss family (core/loss.py LOSS_FAMILIES); one may need no log-prob
@@ -30,6 +31,8 @@ from torch import Tensor
 
 from grpo_bench import params as plugin_params
 from grpo_bench.core.sde import LOGPROB_FORMS, Kernel, make_kernel, stochastic_steps
+from grpo_bench.core.step_rules import PREFIX as STEPS_PREFIX
+from grpo_bench.core.step_rules import RuleSpec, StepRule, make_step_rule
 from grpo_bench.errors import UserError
 from grpo_bench.params import NoParams, PluginParams
 from grpo_bench.registry import Registry
@@ -72,6 +75,11 @@ class MethodConfig:
     (the as-shipped readings) takes it; a run's explicit value overrides it."""
     window: tuple[int, int] | None = None
     """(k, w): sample with the SDE and train only on steps k..k+w-1, ODE elsewhere ('fast' variants)."""
+    step_rule: str | None = None
+    """Registered step rule (core/step_rules.py) a run chose in place of the method's own; None: the method's own
+    (``Method.own_step_rule``). Its parameters are ``steps.<key>``."""
+    objective: str | None = None
+    """Registered ratio objective (core/loss.py OBJECTIVES) a run chose in place of the method's own; None: its own."""
     params: Mapping[str, Any] = field(default_factory=dict)
     """Plug-in parameters the method sets by default, dotted: {"kernel.gamma": 0.3, "anchor.tau": 0.99}."""
 
@@ -139,12 +147,36 @@ class Method:
                                           "method", f"method {self.name!r}")
         from grpo_bench.core.loss import LOSS_FAMILIES, OBJECTIVES  # a hook core does not hold: one line, now
 
-        OBJECTIVES.get(self.objective, where=f"method {self.name!r}: objective: ")
-        LOSS_FAMILIES.get(self.loss_family, where=f"method {self.name!r}: loss_family: ")
-        own = self.anchor_policies()
-        if self.rollout_anchor is not None and self.rollout_anchor not in own:
+        owner = f"method {self.name!r}"
+        if self.config.objective is not None:  # the run's choice, for this instance only
+            self.objective = self.config.objective
+        OBJECTIVES.get(self.objective, where=f"{owner}: objective: ")
+        family = LOSS_FAMILIES.get(self.loss_family, where=f"{owner}: loss_family: ")
+        if not self.own_objective and not getattr(family, "needs_logprob", True):
+            raise UserError(f"{owner}: objective {self.objective!r} is a ratio of log-probs, and its loss family "
+                            f"{self.loss_family!r} computes none; allowed: leave objective unset for this method")
+        own_anchors = self.anchor_policies()
+        if self.rollout_anchor is not None and self.rollout_anchor not in own_anchors:
             raise UserError(f"method {self.name!r}: rollout_anchor {self.rollout_anchor!r} is not one of its "
-                            f"anchors; allowed: {', '.join(own) or 'none (anchor_policies() is empty)'}")
+                            f"anchors; allowed: {', '.join(own_anchors) or 'none (anchor_policies() is empty)'}")
+        own = self.own_step_rule()
+        spec = own if self.config.step_rule in (None, own.name) else RuleSpec(self.config.step_rule)
+        self.rule: StepRule = make_step_rule(spec, plugin_params.component(self.config.params, STEPS_PREFIX), owner)
+        self.own_rule = spec is own and self.rule.params == make_step_rule(own).params
+
+    @property
+    def own_objective(self) -> bool:
+        """True when the run uses the method's own objective (which then reads the method's parameters)."""
+        return self.objective == type(self).objective
+
+    def own_step_rule(self) -> RuleSpec:
+        """The method's default step rule: a registered rule with its parameter values (core/step_rules.py)."""
+        return RuleSpec("all")
+
+    def step_rule_params(self) -> dict[str, Any]:
+        """``steps.*`` of the resolved config: none for the method's own rule (its parameters are the method's),
+        every value, defaults filled in, for a rule the run chose or refined."""
+        return {} if self.own_rule else plugin_params.dump(self.rule.params, STEPS_PREFIX)
 
     # --- declared hooks (defaults: a static rule, the clipped objective, nothing else) --------
     @property
@@ -156,9 +188,11 @@ class Method:
                             "needs_logprob", True))
 
     def update_steps(self, sigmas: Tensor, update: int, generator: torch.Generator | None = None) -> Tensor | None:
-        """Bool Tensor[T]: the steps sampled with the kernel *and* trainable at update ``update`` (a window
-        schedule, e.g. MixGRPO's sliding window); ODE elsewhere. None (default): the static ``sde_steps``."""
-        return None
+        """Bool Tensor[T]: the steps sampled with the kernel *and* trainable at update ``update`` (the step rule's
+        window, sparse draw or branching step); ODE elsewhere. None (rule ``all``): the static ``sde_steps``."""
+        if self.rule.static:
+            return None
+        return self.rule.active(self.eligible_steps(sigmas), update, generator)
 
     def anchor_policies(self) -> dict[str, str]:
         """Anchor name -> registered update policy the method's loss needs besides the KL variant's."""
@@ -183,6 +217,7 @@ class Method:
                             "step, weights every step's loss by 0 and trains nothing; allowed: equalizer=off for "
                             "this method, or a stochastic kernel")
         eligible = self.eligible_steps(sigmas)
+        self.rule.check(eligible, run.shared_noise, f"method {self.name!r}")
         stride = max(1, run.updates // 500)  # every update of a world run; 500 spread ones of a longer run
         for u in sorted({*range(0, run.updates, stride), run.updates - 1}):
             active = self.update_steps(sigmas, u, torch.Generator().manual_seed(u))
@@ -193,7 +228,8 @@ class Method:
     def describe(self) -> dict[str, str]:
         """What ``grpo-bench methods`` prints: kernel, trained-step rule, loss family, source."""
         family = self.loss_family if self.objective == "clipped" else f"{self.loss_family} ({self.objective})"
-        return {"kernel": self.config.kernel, "steps": self.step_rule or _default_rule(self.config),
+        steps = (self.step_rule or _default_rule(self.config)) if self.own_rule else self.rule.describe()
+        return {"kernel": self.config.kernel, "steps": steps,
                 "loss": family, "source": self.source or self.paper}
 
     # --- which steps are stochastic, which are trained ------------------------------------

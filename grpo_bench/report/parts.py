@@ -45,7 +45,8 @@ class Context:
 Part = Callable[[Context], list[Section]]
 
 _PART_MODULES = (
-    "grpo_bench.report.agreement", "grpo_bench.report.equal_compute", "grpo_bench.report.figures",
+    "grpo_bench.report.agreement", "grpo_bench.report.equal_compute", "grpo_bench.report.factors",
+    "grpo_bench.report.figures",
     "grpo_bench.report.hacking",
     "grpo_bench.report.liveness", "grpo_bench.report.ranks",
     "grpo_bench.report.power_table",

@@ -31,7 +31,7 @@ from grpo_bench.suite.values import check_name, config_values, grid_values, mapp
 from grpo_bench.train.config import coerce
 
 SUITE_KEYS = ("name", "description", "preset", "base", "grid", "union", "seeds", "budget", "report", "decide",
-              "tune")
+              "tune", "design")
 BUDGET_CONFIG_KEYS = (
     "updates", "prompts_per_update", "group_size", "steps", "video_size", "inner_epochs", "minibatches",
     "micro_batch", "eval_every", "eval_samples", "diag_every", "checkpoint_every", "save_videos",
@@ -93,6 +93,12 @@ def parse_suite(data: Any, path: str = "<suite>", overrides: dict[str, Any] | No
     if not isinstance(union_raw, list):
         raise UserError(f"{where}union must be a list of grids, got {type(union_raw).__name__}")
     union = [grid_values(g, where, f"union[{j}]") for j, g in enumerate(union_raw)]
+    design = None
+    if data.get("design") is not None:  # a factorial: its points join the union, its claims checked now
+        from grpo_bench.suite.design import parse_design
+
+        design = parse_design(data["design"], where, {k for g in [grid, *union] for k in g}, base.get("method"))
+        union = [*union, *design.union()]
     seeds = data.get("seeds", [0])
     if (not isinstance(seeds, list) or not seeds
             or not all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s <= MAX_SEED for s in seeds)):
@@ -130,6 +136,8 @@ def parse_suite(data: Any, path: str = "<suite>", overrides: dict[str, Any] | No
     for key, value in overrides.items():
         check_name(key, value, "command line: ")
     report = parse_report(data.get("report", {}), where)
+    if design is not None:
+        report.design = design.to_dict()
     description = data.get("description", "")
     if not isinstance(description, str):
         raise UserError(f"{where}description must be text, got {type(description).__name__}")
@@ -143,7 +151,7 @@ def parse_suite(data: Any, path: str = "<suite>", overrides: dict[str, Any] | No
         tune = parse_tune(data["tune"], where, seeds=seeds, grid=grid, union=union, base={**base, **overrides},
                           updates=updates, budget_keys=BUDGET_CONFIG_KEYS)
     return Suite(name, path, base, grid, union, seeds, budget, resources, report, description, overrides,
-                 decide=decide, tune=tune)
+                 decide=decide, tune=tune, design=design)
 
 
 def load_suite(path: str | Path, overrides: dict[str, Any] | None = None) -> Suite:

@@ -36,6 +36,8 @@ class ReportSpec:
     held_out: bool = True
     """Whether the report shows held-out eval numbers at all (off for a tuning grid: its selection never reads
     them, and neither does its reader)."""
+    design: dict[str, Any] = field(default_factory=dict)
+    """The suite's factorial design (suite/design.py ``Design.to_dict``), for the factor-effects part; empty: none."""
     strata: list[str] = field(default_factory=lambda: ["setting"])
     """Config keys that split the report into separate families (each with its own baseline row,
     bold, Holm family and power rows), e.g. [setting, reward] for a table with two reward tracks."""
@@ -115,6 +117,8 @@ class Suite:
     """The ``decide`` block (None: the suite has none; ``run --until-decided`` then refuses)."""
     tune: TuneSpec | None = None
     """The ``tune`` block (suite/tune.py): each method runs at its own point chosen on tuning seeds."""
+    design: Any = None
+    """The ``design`` block (suite/design.py ``Design``): a factorial whose points are part of ``union``."""
 
     def to_yaml(self) -> str:
         """The suite as a file (what ``run`` stores next to the results of a generated suite)."""

@@ -129,6 +129,8 @@ def per_update(cfg: Any) -> dict[str, int]:
     mult = 1 if cfg.guidance == 1.0 else 2  # a guided call runs the doubled batch
     method = make_method(cfg.method, **cfg.method_overrides())
     own = [h for h in HOOKS if getattr(type(method), h, None) != getattr(Method, h, None)]
+    if not method.rule.static:  # a window, sparse draw or branching step (the method's or the run's)
+        own.append(f"step rule {method.rule.name!r}")
     if own:
         raise ClosedFormUnknown(f"method {cfg.method!r} declares {', '.join(own)}: its passes are counted, not derived")
     sigmas = schedule.sigmas(cfg.steps, cfg.shift)

@@ -97,6 +97,7 @@ ID_NEUTRAL: dict[str, Any] = {
     "embedded_guidance": 0.0, "max_text_tokens": 0,  # image generators (models/options.py)
     "kernel": None, "method_revision": 0,  # a method's own kernel; its recipe's revision (core/method.py)
     "detach_uncond": False, "guidance_formula": "cfg",
+    "step_rule": None, "objective": None,  # a method's own step rule and objective (core/step_rules.py, core/loss.py)
 }
 """Science fields added since the id scheme of release 0.3: the value for which a field is left out of a
 cell id. A new science field must be added here with the value that reproduces the behaviour from before
@@ -257,6 +258,7 @@ def _plugin_params(cfg: RunConfig) -> dict[str, Any]:
     params.update(cfg.params)
     out = plugin_params.dump(method.kernel.params, "kernel")
     out.update(plugin_params.dump(method.params, "method"))  # a method's own parameters (none for most)
+    out.update(method.step_rule_params())  # steps.*: none while the method's own rule runs (ids unchanged)
     out.update(resolved_params(dataclasses.replace(cfg, kl=kl, params=params)))
     return out
 
@@ -331,6 +333,12 @@ def resolve(cfg: RunConfig) -> RunConfig:
     filled = {k: getattr(method.config, k) for k in METHOD_OPTIONS}
     if filled["kernel"] == method.defaults.kernel:
         filled["kernel"] = None  # the method's own kernel, whichever revision: ``method_revision`` names that
+    if method.own_rule:
+        filled["step_rule"] = None  # the method's own rule, named or not: one cell, one id
+    else:
+        filled["step_rule"] = method.rule.name
+    if method.own_objective:
+        filled["objective"] = None
     filled["method_revision"] = type(method).revision
     if cfg.adv_norm is None:
         filled["adv_norm"] = method.config.adv_norm

@@ -77,6 +77,14 @@ class MethodOptions:
     Any method runs with any kernel, so "method x sampler" is a grid (its noise_level is that kernel's scale)."""
     noise_level: MaybeFloat = None
     """Kernel noise scale (eta or a)."""
+    step_rule: MaybeName = None
+    """Registered step rule: which steps of an update are SDE and trained (all, window, sparse, branch;
+    core/step_rules.py), its parameters as ``steps.<key>`` (``steps.size=3``); None: the method's own. Any method
+    runs with any rule, so "method x step rule" is a grid."""
+    objective: MaybeName = None
+    """Registered per-step ratio objective (clipped, kl_mask, ratio_norm, noise_weighted); None: the method's own.
+    A policy-gradient method takes any; a likelihood-free loss family none. A chosen objective runs at its own
+    defaults (another method's ``method.*`` are not its parameters)."""
     logprob: MaybeName = None
     """'gaussian' or 'unscaled'."""
     score_term: MaybeBool = None

@@ -152,7 +152,8 @@ class Trainer:
                                self.method.config.clip_range, self.method.config.logprob, cfg.guidance,
                                objective=self.method.objective, family=self.method.loss_family,
                                method_params=self.method.params, method_anchors=tuple(own),
-                               detach_uncond=cfg.detach_uncond, guidance_formula=cfg.guidance_formula)
+                               detach_uncond=cfg.detach_uncond, guidance_formula=cfg.guidance_formula,
+                               objective_is_methods=self.method.own_objective)
         self.anchors = Anchors({**self.kl.anchor_policies(), **own}, model, module)
         self.ctx.live_anchors = {a: chunked(self.anchors.velocity(a), cfg.micro_batch) for a in self.anchors.live_names}
         # what changes between updates (checkpoint.save / load): optimizer and module, anchors, KL weight, counters

@@ -1,0 +1,152 @@
+"""Factor effects of a factorial suite (suite/design.py): main effects and the two-factor interactions the design
+estimates, each with a 95% interval over seeds; table ``factor_effects`` and figure ``factor_effects``.
+
+The model is the suite's own: the intercept plus every effect its ``design.estimates`` claims, in effect
+(sum-to-zero) coding, fitted by least squares to every finished cell's learning (the held-out oracle gain, Table
+2's headline) with the seed as the cluster: V = (X'X)^-1 (sum_s X_s' u_s u_s' X_s) (X'X)^-1 * G / (G - 1), a t
+interval on G - 1 degrees of freedom. When every seed holds every point this is exactly the t interval over seeds
+of each seed's own fit (tests/test_factors.py checks it). A level's main effect is its deviation from the grand
+mean; an interaction cell's the deviation of that pair beyond both main effects.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only; never open a window
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from scipy import stats  # noqa: E402
+
+from grpo_bench.report import data  # noqa: E402
+from grpo_bench.report.parts import FIGURES, TABLES, Context, Section  # noqa: E402
+from grpo_bench.report.stats import LEVEL  # noqa: E402
+from grpo_bench.report.tables import write_table  # noqa: E402
+from grpo_bench.suite.design import effect_columns, model_matrix  # noqa: E402
+
+RESPONSE = "eval_oracle_overall"
+"""Table 2's headline: the held-out oracle score after the last update minus at update 0."""
+COLUMNS = ["effect", "level", "estimate", "low", "high", "seeds"]
+
+
+def _code(levels: list[str], level: str) -> np.ndarray:
+    return effect_columns(levels, [level])[0]
+
+
+def fit_effects(frame: pd.DataFrame, factors: dict[str, list[str]], effects: list[str],
+                response: str = "y", level: float = LEVEL) -> pd.DataFrame:
+    """One row per main-effect level and per interaction cell: estimate and interval (seed-clustered OLS).
+
+    ``frame`` holds one row per cell: a column per factor (its level), ``seed`` and ``response``."""
+    frame = frame.dropna(subset=[response])
+    rows = frame[list(factors)].astype(str).to_dict("records")
+    x, y = model_matrix(factors, rows, effects), frame[response].to_numpy(float)
+    bread = np.linalg.pinv(x.T @ x)
+    beta = bread @ x.T @ y
+    resid = y - x @ beta
+    seeds = frame["seed"].to_numpy()
+    groups = list(dict.fromkeys(seeds.tolist()))
+    meat = sum(np.outer(x[seeds == s].T @ resid[seeds == s], x[seeds == s].T @ resid[seeds == s]) for s in groups)
+    g = len(groups)
+    cov = bread @ meat @ bread * (g / (g - 1)) if g > 1 else np.full_like(bread, np.nan)
+    t = stats.t.ppf((1 + level) / 2, g - 1) if g > 1 else np.nan
+    out, start = [], 1
+    for effect in effects:
+        names = effect.split(":")
+        width = int(np.prod([len(factors[f]) - 1 for f in names]))
+        for combo in _combos([factors[f] for f in names]):
+            c = np.zeros(x.shape[1])
+            code = _code(factors[names[0]], combo[0])
+            for f, lv in zip(names[1:], combo[1:]):
+                code = np.kron(code, _code(factors[f], lv))
+            c[start : start + width] = code
+            est, half = float(c @ beta), float(t * np.sqrt(max(c @ cov @ c, 0.0)))
+            out.append({"effect": effect, "level": " × ".join(combo), "estimate": est, "low": est - half,
+                        "high": est + half, "seeds": g})
+        start += width
+    return pd.DataFrame(out, columns=COLUMNS)
+
+
+def _combos(levels: list[list[str]]) -> list[tuple[str, ...]]:
+    out: list[tuple[str, ...]] = [()]
+    for lv in levels:
+        out = [(*o, v) for o in out for v in lv]
+    return out
+
+
+def design_frame(df: pd.DataFrame, design: dict[str, Any], response: str = RESPONSE) -> pd.DataFrame:
+    """One row per finished cell of the design: its level of each factor (read from the cell's grid labels),
+    seed and response; cells outside the design (another method, a baseline row) are left out."""
+    learned = data.learning(df)
+    if learned.empty or response not in learned:
+        return pd.DataFrame()
+    labels = {r.cell: json.loads(r.text).get("labels", {}) for r in df[df["kind"] == "cell"].itertuples()
+              if isinstance(r.text, str)}
+    out = []
+    for r in learned.itertuples():
+        lab = labels.get(r.cell, {})
+        if lab.get("method") != design["method"]:
+            continue
+        point = {f: next((lv for lv, values in levels.items() if all(lab.get(k) == v for k, v in values.items())),
+                         None) for f, levels in design["factors"].items()}
+        if None not in point.values():
+            out.append({**point, "seed": r.seed, "y": getattr(r, response)})
+    return pd.DataFrame(out)
+
+
+def _effects(ctx: Context) -> pd.DataFrame | None:
+    design = ctx.spec.get("design") or {}
+    if not design:
+        return None
+    frame = design_frame(ctx.df, design)
+    if frame.empty or frame["seed"].nunique() < 2:
+        return None
+    factors = {f: list(levels) for f, levels in design["factors"].items()}
+    return fit_effects(frame, factors, design["estimates"], "y")
+
+
+@TABLES.register("factor_effects")
+def factor_effects_table(ctx: Context) -> list[Section]:
+    design = ctx.spec.get("design") or {}
+    effects = _effects(ctx)
+    title = "Factor effects"
+    if effects is None:
+        return [Section(title, "Needs a suite with a design block and finished cells on two seeds or more.",
+                        "_No factorial results yet._")]
+    rows = [[r.effect, r.level, f"{r.estimate:+.4f}", f"[{r.low:+.4f}, {r.high:+.4f}]"] for r in effects.itertuples()]
+    md = write_table(ctx.out, "factor_effects", ["Effect", "Level", "Estimate", "95% CI"], rows, effects)
+    aliased = ", ".join(design.get("not_estimated", [])) or "none"
+    how = (f"Least squares over the design's cells (effect coding; oracle gain, final − update 0) with the seed as "
+           f"the cluster, t interval over {int(effects['seeds'].iloc[0])} seeds; a level's deviation from the grand "
+           f"mean. Not estimated by this design: {aliased}.")
+    return [Section(title, how, md)]
+
+
+@FIGURES.register("factor_effects")
+def factor_effects_figure(ctx: Context) -> list[Section]:
+    effects = _effects(ctx)
+    if effects is None:
+        return []
+    mains = [e for e in dict.fromkeys(effects["effect"]) if ":" not in e]
+    fig, axes = plt.subplots(1, len(mains), figsize=(3.2 * len(mains), 3), sharey=True, squeeze=False)
+    for ax, effect in zip(axes[0], mains):
+        part = effects[effects["effect"] == effect]
+        pos = np.arange(len(part))
+        ax.errorbar(pos, part["estimate"], yerr=[part["estimate"] - part["low"], part["high"] - part["estimate"]],
+                    fmt="o", capsize=3)
+        ax.axhline(0, color="grey", lw=0.8)
+        ax.set_xticks(pos, part["level"], rotation=30)
+        ax.set_title(effect)
+    axes[0][0].set_ylabel("oracle gain vs grand mean")
+    folder = ctx.out / "figures"
+    folder.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(folder / "factor_effects.png", dpi=120)
+    plt.close(fig)
+    return [Section("Factor main effects", "Each level's deviation from the grand mean, 95% interval over seeds.",
+                    "![factor effects](figures/factor_effects.png)")]
