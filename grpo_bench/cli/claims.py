@@ -21,7 +21,8 @@ def claims_command(reports_dir: Path, out: Path | None, console: Console) -> int
     from grpo_bench.report.claims import write_ledger
 
     path, verdicts = write_ledger(reports_dir, target)
-    kinds = ("supported", "contradicted", "undecided", "not tested", "depends on the reference")
+    from grpo_bench.report.claims.finding import VERDICTS as kinds
+
     counts = {k: sum(v.verdict == k for v in verdicts) for k in kinds}
     counts = {k: n for k, n in counts.items() if n or k in kinds[:3]}
     console.print(f"claims: {path} ({', '.join(f'{n} {k}' for k, n in counts.items())} of {len(verdicts)})",

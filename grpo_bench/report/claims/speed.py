@@ -79,7 +79,12 @@ class Faster:
             d = d[np.isfinite(d)]
             label = f"{short_label(rows[0], self.split)} − {short_label(rivals[0], self.split)}{where}"
             ratio = f"compute to finish {finish_a:,.0f} vs {finish_b:,.0f} ({finish_a / finish_b:.2f}×)"
-            out.append(self._decide(label, d, suite.min_effect(self.metric), ratio, budget))
+            found = self._decide(label, d, suite.min_effect(self.metric), ratio, budget)
+            standing = suite.standing(cells, rows[0], rivals[0])
+            if standing:  # measured and shown, not decided
+                verdict, why, needed = standing
+                found = Finding(label, verdict, f"{found.effect}; {verdict}: {why}", needed=needed)
+            out.append(found)
         return out or [self.not_tested(f"no rows in `{suite.name}`")]
 
     def not_tested(self, why: str) -> Finding:
