@@ -145,6 +145,13 @@ def test_development_seeds_and_an_untuned_suite_are_not_tested_as_named(tmp_path
 
 
 def test_the_old_fingerprints_file_reads_and_recording_keeps_it(tmp_path):
+    import hashlib
+
+    from grpo_bench.report.claims.provenance import output_digest
+
+    # the script's printed lines, hashed as `sha256sum` hashes its stdout
+    assert output_digest(["cps fixed 12 34", "cps dual 56 78"]) == hashlib.sha256(
+        b"cps fixed 12 34\ncps dual 56 78\n").hexdigest()
     (tmp_path / "fingerprints.json").write_text(json.dumps({CLEAN: "1" * 64}))
     assert read_fingerprints(tmp_path) == {CLEAN: {LEGACY_CPU: "1" * 64}}
     record(tmp_path / "fingerprints.json", CLEAN + "+dirty", "Intel(R) Xeon(R) Processor", "2" * 64)

@@ -90,3 +90,18 @@ def record(path: Path, commit: str, cpu: str, digest: str) -> Fingerprints:
     prints.setdefault(commit, {})[cpu] = digest
     atomic_write_text(path, json.dumps(dict(sorted(prints.items())), indent=1, sort_keys=True) + "\n")
     return prints
+
+
+def output_digest(lines: list[str]) -> str:
+    """The fingerprint of ``benchmarks/behaviour_fingerprint.py``'s printed lines: sha256 of the text as printed
+    (``sha256sum`` of its stdout)."""
+    import hashlib
+
+    return hashlib.sha256("".join(f"{line}\n" for line in lines).encode()).hexdigest()
+
+
+def record_output(path: Path, commit: str, cpu: str, lines: list[str]) -> str:
+    """Record the fingerprint of ``lines`` for (commit, cpu) in ``path``; the digest."""
+    digest = output_digest(lines)
+    record(path, commit, cpu, digest)
+    return digest
