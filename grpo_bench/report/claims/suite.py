@@ -122,7 +122,7 @@ class Suite:
                        and not provenance.verified(self.fingerprints, self.code[c][0])})
 
     def not_as_named(self, cells: Sequence[str], *groups: str) -> str:
-        """Why the groups are not the rows the claim names ("rows a, b: development seeds 0–2, untuned (...)"); ''
+        """Why the groups are not the rows the claim names ("a and b: development seeds 0–2, untuned (...)"); ''
         when they are, or when the claim reads rows as they ran (``requires`` None)."""
         if self.requires is None:
             return ""
