@@ -12,6 +12,15 @@ after, in one process and under data parallelism:
     accelerate launch --num_processes 2 --cpu benchmarks/behaviour_fingerprint.py /tmp/fp   # 2 processes
 
 (Under a launch every process must see one run folder: give it as the argument; it is emptied first.)
+
+A fingerprint is a fact about a (commit, CPU) pair: float kernels differ between CPUs (an Intel Xeon with AMX
+prints other hashes than an AMD EPYC for one commit), so it is recorded with the CPU and compared like with like:
+
+    python benchmarks/behaviour_fingerprint.py --record reports/fingerprints.json
+
+adds {commit: {cpu: sha256 of the printed lines}} for this checkout (its whole commit string, ``+dirty`` kept: a
+dirty tree's cells count in the claims ledger only where its behaviour is recorded so) and this CPU
+(grpo_bench/report/claims/provenance.py).
 """
 
 from __future__ import annotations
@@ -64,22 +73,41 @@ def fingerprint(method: str, kl: str | None, folder: Path, steps: int = 3) -> tu
 def main() -> None:
     from accelerate import PartialState
 
+    args = sys.argv[1:]
+    record = None
+    if "--record" in args:
+        at = args.index("--record")
+        if at + 1 >= len(args):
+            raise SystemExit("error: --record needs the fingerprints file (e.g. reports/fingerprints.json)")
+        record = Path(args[at + 1])
+        del args[at:at + 2]
     torch.set_num_threads(1)  # float sums reduce in another order with more threads
+    printed = []
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tmp)
+        root = Path(args[0]) if args else Path(tmp)
         state = PartialState(cpu=True)
-        if state.is_main_process and len(sys.argv) > 1:
+        if state.is_main_process and args:
             shutil.rmtree(root, ignore_errors=True)
         state.wait_for_everyone()
         for method in METHODS:
             for kl in ("fixed", "dual"):
                 got = fingerprint(method, kl, root / f"{method}-{kl}")
                 if got is not None:
-                    print(method, kl, *got, flush=True)
+                    printed.append(" ".join((method, kl, *got)))
+                    print(printed[-1], flush=True)
         for method in FIELD:
             got = fingerprint(method, None, root / f"{method}-own", steps=6)
             if got is not None:
-                print(method, "own", *got, flush=True)
+                printed.append(" ".join((method, "own", *got)))
+                print(printed[-1], flush=True)
+    if record is not None and state.is_main_process:
+        from grpo_bench.report.claims.provenance import cpu_of, record_output
+        from grpo_bench.suite.machine import host
+        from grpo_bench.train.export import provenance
+
+        commit, cpu = provenance()["git_commit"], cpu_of(host())
+        digest = record_output(record, commit, cpu, printed)
+        print(f"recorded {commit} on {cpu}: {digest} in {record}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -83,6 +83,7 @@ MaybeBool = Annotated[bool | None, _null("null", "none")]
 MaybeName = Annotated[Name | None, _null("null")]
 MaybeInts = Annotated[Annotated[list[Int], BeforeValidator(_list)] | None, _null("null", "none")]
 Names = Annotated[list[Name], BeforeValidator(_list)]
+Ints = Annotated[list[Int], BeforeValidator(_list)]
 
 
 YAML_WORDS = {False: "no", True: "yes"}

@@ -32,6 +32,9 @@ def eval_results(rows: dict[str, dict], seeds: list[int] = SEEDS) -> pd.DataFram
             for u in range(10):
                 out.append({**base, "kind": "update", "update": u, "metric": "compute_training",
                             "value": float(spec["per_update"] * (u + 1))})
+                if "reference" in spec:  # the KL reference's passes of one update (a part of per_update)
+                    out.append({**base, "kind": "update", "update": u, "metric": "compute_reference",
+                                "value": float(spec["reference"] * (u + 1))})
             for point in EVALS:
                 learned = 0.0 if point == 0 else spec["learning"][point][i]
                 line = min(point, 9)  # the final eval (after update 10) sits on update 9's line

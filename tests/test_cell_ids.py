@@ -86,6 +86,8 @@ def _another_value(name: str, value: typing.Any) -> typing.Any:
         return "cpu" if value != "cpu" else "auto"
     if name == "trackers":
         return [] if value else ["tensorboard"]
+    if name == "eval_at":
+        return [] if value else [1]
     raise AssertionError(f"no other value known for execution field {name!r}: add it here")
 
 

@@ -14,6 +14,7 @@ from report_support import eval_results as _results
 
 from grpo_bench.report import equal_compute
 from grpo_bench.report.claims import CONTRADICTED, NOT_TESTED, SUPPORTED, Claim, Faster, evaluate
+from grpo_bench.report.claims.finding import NOT_AS_NAMED
 from grpo_bench.report.parts import FIGURES, TABLES, Context
 from grpo_bench.suite.run_folder import RESULTS
 
@@ -128,3 +129,29 @@ def test_stored_reports_get_derived_compute():
     # its 9 eligible steps (5) per sample, no KL: 16 x 5 forwards + as many backwards
     assert finish["dance_grpo"] == 90 * (160 + 2 * 16 * 5)
     assert set(mt["matched_compute"]) == {finish["dance_grpo"]}
+
+
+def test_a_speed_claim_reads_quality_at_an_eval_at_the_named_compute_never_between_two(tmp_path):
+    """Mix at 0.3 of dance's 2,000 passes: 600, reached after update 6 (100 a update); its evals are at 0, 5 and
+    10, so the quality there was not measured: a straight line from update 5 to 10 does not stand in for it."""
+    root = _write(tmp_path, ROWS)
+    v = evaluate(_claim(0.3), root)
+    assert v.verdict == NOT_AS_NAMED and "no held-out eval at update 6" in v.effect and "evals at 0, 5, 10" in v.effect
+    assert "eval at update 6" in v.needed
+    measured = evaluate(_claim(0.25), root)  # 500: update 5, an eval point: read there
+    assert measured.verdict == CONTRADICTED and "at update 5 (compute 500, within the named 500)" in measured.effect
+    # 0.27 x 2,000 = 540: the last update within it is still 5 (600 would exceed it): read at 5, never past it
+    assert "at update 5 (compute 500, within the named 540)" in evaluate(_claim(0.27), root).effect
+
+
+def test_a_speed_claim_states_the_part_of_its_saving_that_is_a_dropped_kl_reference(tmp_path):
+    """Dance spends 200 passes a update, 50 of them its KL reference's; mix 100 and no reference. At half of
+    dance's compute (1,000: mix's end) the saving is 2,000 - 1,000 = 1,000 passes, 500 of them (50%) the reference
+    forwards that mix skips by having no KL."""
+    rows = {"cheap": {**ROWS["cheap"], "reference": 0, "learning": {5: 0.2 + NOISE, 10: 0.3 + NOISE}},
+            "dear": {**ROWS["dear"], "reference": 50}}
+    v = evaluate(_claim(0.5), _write(tmp_path, rows))
+    assert v.verdict == SUPPORTED and "saving 1,000 passes, of which a dropped KL reference 500 (50%)" in v.effect
+    # at a quarter (500: mix's update 5) the saving is 1,500, the reference part 500 still: a third
+    assert "saving 1,500 passes, of which a dropped KL reference 500 (33%)" in evaluate(_claim(0.25),
+                                                                                       tmp_path).effect

@@ -19,13 +19,13 @@ def claims_command(reports_dir: Path, out: Path | None, console: Console) -> int
     target = out if out is not None else reports_dir / "CLAIMS.md"
     preflight.out_file(target, "--out" if out is not None else "claims ledger")
     from grpo_bench.report.claims import write_ledger
-    from grpo_bench.report.claims.stored import read_fingerprints
-    from grpo_bench.report.claims.suite import FINGERPRINTS
+    from grpo_bench.report.claims.provenance import read_fingerprints
 
-    read_fingerprints(reports_dir / FINGERPRINTS)  # shared by every suite: damaged, it is refused, not skipped
+    read_fingerprints(reports_dir)  # shared by every suite: damaged, it is refused, not skipped
 
     path, verdicts = write_ledger(reports_dir, target)
-    kinds = ("supported", "contradicted", "undecided", "not tested", "depends on the reference")
+    from grpo_bench.report.claims.finding import VERDICTS as kinds
+
     counts = {k: sum(v.verdict == k for v in verdicts) for k in kinds}
     counts = {k: n for k, n in counts.items() if n or k in kinds[:3]}
     console.print(f"claims: {path} ({', '.join(f'{n} {k}' for k, n in counts.items())} of {len(verdicts)})",

@@ -81,6 +81,7 @@ def estimate_line(done: int, total: int, line: dict[str, Any], cfg: Any) -> str:
     per_update = sum(work.values())
     left = total - done
     evals = _count(done, total - 1, cfg.eval_every) + 1  # the schedule's evaluations, then the final one
+    evals += sum(1 for u in set(getattr(cfg, "eval_at", ())) if done <= u < total - 1 and u % cfg.eval_every)
     diags = _count(done, total, cfg.diag_every)
     t_eval, t_diag = line.get("time_eval"), line.get("time_diag")
     rest = left * per_update + evals * float(t_eval or per_update) + diags * float(t_diag or 0.0)

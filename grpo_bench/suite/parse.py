@@ -34,7 +34,7 @@ SUITE_KEYS = ("name", "description", "preset", "base", "grid", "union", "seeds",
               "tune", "design")
 BUDGET_CONFIG_KEYS = (
     "updates", "prompts_per_update", "group_size", "steps", "video_size", "inner_epochs", "minibatches",
-    "micro_batch", "eval_every", "eval_samples", "diag_every", "checkpoint_every", "save_videos",
+    "micro_batch", "eval_every", "eval_at", "eval_samples", "diag_every", "checkpoint_every", "save_videos",
 )
 RESOURCE_KEYS = {"gpus_per_cell": int, "timeout_min": int, "cpus_per_cell": int, "gpu_memory_gb": int,
                  "accelerate_config": str, "requeue": int}

@@ -155,20 +155,23 @@ def per_update(cfg: Any) -> dict[str, int]:
 
 def expected(cfg: Any, updates: int) -> dict[str, int]:
     """The run totals logged on the metrics line of update ``updates - 1`` (after ``updates`` updates, with
-    the evaluations the run makes up to there: before update u when u % eval_every == 0, except before the
-    last, and after the last), ``compute_training`` included. The update-0 evaluation is counted even where
-    a suite shares it (trainer.py ``base_evaluation``: a cell that reads it is charged what it cost)."""
+    the evaluations the run makes up to there: before update u when u % eval_every == 0 or u is in eval_at,
+    except before the last, and after the last), ``compute_training`` included. The update-0 evaluation is
+    counted even where a suite shares it (trainer.py ``base_evaluation``: a cell that reads it is charged what
+    it cost)."""
     return expected_curve(cfg, updates)[-1]
 
 
 def expected_curve(cfg: Any, updates: int) -> list[dict[str, int]]:
     """``expected(cfg, n)`` for n = 0, 1, ..., ``updates`` (0: nothing computed yet), in one pass."""
+    from grpo_bench.train.config import evaluates_before
+
     one, last = per_update(cfg), cfg.updates - 1
     total = dict.fromkeys(m.COMPUTE_COUNTS, 0)
     out = [{**total, m.COMPUTE_TRAINING: 0}]
     for u in range(updates):
         diag = bool(cfg.diag_every) and u % cfg.diag_every == 0
-        evals = (u % cfg.eval_every == 0 and u != last) + (u == last)  # before update u; after the last
+        evals = evaluates_before(cfg, u) + (u == last)  # before update u; after the last
         for k in m.COMPUTE_COUNTS:
             if k in (m.COMPUTE_DIAG_FORWARD, m.COMPUTE_DIAG_BACKWARD):
                 total[k] += one[k] * diag

@@ -173,6 +173,12 @@ def from_dict(data: dict[str, Any], where: str = "") -> RunConfig:
     return cfg
 
 
+def evaluates_before(cfg: Any, u: int) -> bool:
+    """Whether the run evaluates the policy before update ``u`` (every ``eval_every``-th and each ``eval_at``; the
+    final evaluation, after the last update, is the trainer's own)."""
+    return u != cfg.updates - 1 and (u % cfg.eval_every == 0 or u in getattr(cfg, "eval_at", ()))
+
+
 def validate(cfg: RunConfig, where: str = "") -> None:
     """Every field against its declared type and constraints (pydantic, as ``coerce``), then what the
     types cannot say: registered names, the device, the prompt set and rules across fields. Checked
@@ -193,6 +199,10 @@ def validate(cfg: RunConfig, where: str = "") -> None:
     from grpo_bench.train.tracking import check_trackers
 
     check_trackers(cfg.trackers, where)
+    bad = [u for u in cfg.eval_at if not 0 < u < cfg.updates]
+    if bad:
+        raise UserError(f"{where}config key 'eval_at' {bad}: allowed updates 1 .. {cfg.updates - 1} (the eval before "
+                        "update 0 and the one after the last are always made)")
     if cfg.window is not None and len(cfg.window) == 2 and cfg.window[0] + cfg.window[1] > cfg.steps:
         raise UserError(f"{where}config key 'window' [{cfg.window[0]}, {cfg.window[1]}] reaches step "
                         f"{cfg.window[0] + cfg.window[1] - 1}, past the last step {cfg.steps - 1} (steps={cfg.steps})")

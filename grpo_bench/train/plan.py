@@ -213,8 +213,9 @@ def estimate(cfg: Any, processes: int = 1, sharding: str = "none", tflops: float
     if cfg.diag_every:
         flops += rows * stored * cfg_mult * fwd * 3 / cfg.diag_every
     eval_rows = math.ceil(len(prompts.eval) / dp) * cfg.eval_samples
-    flops += eval_rows * cfg.steps * cfg_mult * fwd / cfg.eval_every
-    videos = rows + eval_rows / cfg.eval_every  # decoded and scored per update
+    evals = 1 / cfg.eval_every + sum(1 for u in set(cfg.eval_at) if u % cfg.eval_every) / cfg.updates  # a update
+    flops += eval_rows * cfg.steps * cfg_mult * fwd * evals
+    videos = rows + eval_rows * evals  # decoded and scored per update
     seconds = {
         "transformer": flops / sp / (tflops * 1e12),
         "vae": videos * spec.vae_flops_per_pixel * math.prod(spec.video) / (tflops * 1e12 * VAE_THROUGHPUT),

@@ -21,6 +21,7 @@ from grpo_bench.fields import (
     FieldRules,
     Float,
     Int,
+    Ints,
     MaybeBool,
     MaybeFloat,
     MaybeInt,
@@ -261,6 +262,10 @@ class Evaluation:
 
     eval_every: AtLeast1 = execution(25)
     """Oracle/judge evaluation on the eval prompts every K updates (and at 0 and the last)."""
+    eval_at: Ints = execution(factory=list)
+    """Further evaluations, before each of these updates (1 .. updates - 1), on top of every K-th: a quality read
+    at a given compute (a speed claim's, report/claims/speed.py). The eval stream has its own seeds: the
+    trajectory never moves."""
     eval_samples: Annotated[AtLeast1, upto(1024)] = 4
     """Videos per eval prompt (fixed noise)."""
     diag_every: NonNegative = execution(50)

@@ -55,7 +55,15 @@ from grpo_bench.train import (
 )
 from grpo_bench.train import metrics as m
 from grpo_bench.train.collect import GroupSpec, RolloutPolicy, Shard, collect
-from grpo_bench.train.config import KLWeighting, RunConfig, TrustRegion, resolve, section, validate
+from grpo_bench.train.config import (
+    KLWeighting,
+    RunConfig,
+    TrustRegion,
+    evaluates_before,
+    resolve,
+    section,
+    validate,
+)
 from grpo_bench.train.evaluation import EvalResult, evaluate
 from grpo_bench.train.identity import cell_id
 from grpo_bench.train.metrics import TIMES as TIMES  # re-exported: the time_* keys tests leave out
@@ -243,7 +251,7 @@ class Trainer:
         final_eval = None
         for u in range(self.state.counters.update, cfg.updates):
             last = u == cfg.updates - 1
-            pre_eval = u % cfg.eval_every == 0 and not last
+            pre_eval = evaluates_before(cfg, u)
             line = {}
             if pre_eval:  # the policy before update u (u = 0: the base model)
                 before = self.base_evaluation() if u == 0 else self.evaluate()

@@ -17,17 +17,27 @@ Nothing is trained or sampled again. A check yields one *finding* per comparison
               geometric mean's 95% t-interval (over seeds, on the log) below or above a bound
     Samplers  Table 1's exact Gaussian computation: no sampling error, so a strict comparison decides
     WinRates  a human study's win rates (raters and prompts resampled): the interval above or below 0.5
-    Faster    a speed claim at equal quality: one row's learning at a fraction of another's training compute
-              (report/equal_compute.py) non-inferior to the other's at its end; *not tested* while the
-              suite that makes those rows (``tested_by``) has not stored them
+    Faster    a speed claim at equal quality: one row's learning at an eval taken at a fraction of another's
+              training compute non-inferior to the other's at its end, with the part of the saving that is a
+              dropped KL reference; *not tested* while the suite that makes those rows (``tested_by``) has not
+              stored them
+
+A comparison the stored rows cannot decide is labelled instead: *not verified* where it reads cells of a dirty
+tree (``+dirty``, the whole commit string kept) whose behaviour ``fingerprints.json`` does not record
+(provenance.py: a fingerprint is a (commit, CPU) fact); *not tested as named* where the claim names its rows at
+their tuned settings on test seeds (``Claim.as_named``) and a row ran on development or tuning seeds, untuned, or
+at an lr other than its own tuned choice (as_named.py). A labelled comparison is shown, never decided.
 
 A check holds for ``every`` or for ``some`` of its findings; a claim is supported when all its checks are,
-contradicted when one is, undecided otherwise. Intervals and tests are the report's own
-(``stats.mean_ci``, ``power.paired_p``, ``power.holm``, ``power.equivalent``, ``power.seeds_needed``).
+contradicted when one is, else the first open label (verdicts.py ``OPEN_KINDS``), else undecided. Intervals and
+tests are the report's own (``stats.mean_ci``, ``power.paired_p``, ``power.holm``, ``power.equivalent``,
+``power.seeds_needed``).
 
 Modules, in reading order:
 
-    finding.py      Finding and the three verdicts
+    finding.py      Finding, the verdicts and the labels
+    provenance.py   which code a cell ran: whole commit strings, fingerprints per (commit, CPU)
+    as_named.py     whether a row is the one a claim names: test seeds, its own tuned choice (tuned.json)
     suite.py        Suite: the view of one stored suite that the checks read
     learning.py     Beats, Moves (paired learning, Holm-adjusted t-tests)
     spread.py       Spread (per-step gradient norms)

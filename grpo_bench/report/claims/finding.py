@@ -11,8 +11,16 @@ import numpy as np
 SUPPORTED, CONTRADICTED, UNDECIDED = "supported", "contradicted", "undecided"
 NOT_TESTED = "not tested"
 """The configuration the claim names is not among the stored results: no other row stands in for it."""
+NOT_VERIFIED = "not verified"
+"""The comparison reads cells of a dirty tree (``+dirty``) whose behaviour no fingerprint records: which code
+made them is unknown (claims/provenance.py)."""
+NOT_AS_NAMED = "not tested as named"
+"""The rows are stored but are not the configuration the claim names: development or tuning seeds, no tuning,
+or an lr other than the row's own tuned choice (claims/as_named.py)."""
 DEPENDS = "depends on the reference"
 """Two references the claim may be read against disagree (Table 1: the ODE's own variance, the data's)."""
+VERDICTS = (SUPPORTED, CONTRADICTED, UNDECIDED, NOT_TESTED, NOT_AS_NAMED, NOT_VERIFIED, DEPENDS)
+"""Every verdict a claim can get, in the order the ledger counts them."""
 
 
 @dataclass

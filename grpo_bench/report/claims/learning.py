@@ -77,6 +77,14 @@ def t_decisions(comparisons: list[Comparison]) -> list[Finding]:
     return out
 
 
+def labelled(label: str, d: np.ndarray, what: str, verdict: str, why: str, needed: str) -> Finding:
+    """A comparison the claim cannot rest on (claims/suite.py ``Suite.standing``): what it measured, shown, and
+    why it decides nothing; it stays out of the Holm family of the comparisons that do."""
+    mean, half, n = mean_ci(d)
+    return Finding(label, verdict, f"{_signed(mean, half)} {what} ({n} seed{'s' if n != 1 else ''}); {verdict}: "
+                   f"{why}", needed=needed)
+
+
 def _no_rows(row: Where) -> Finding:
     return Finding(where_text(row), NOT_TESTED, "no matching rows in the stored results")
 
@@ -126,15 +134,18 @@ class Beats:
             for rival in rivals:
                 label = f"{short_label(rows[0], self.split)} − {short_label(rival, self.split)}" + (
                     f" ({family})" if family else "")
-                mixed = suite.mixed_code(cells, rows[0], rival)
-                if mixed:
-                    notes.append(Finding(label, UNDECIDED, f"pairs cells of different code ({mixed})",
-                                         needed=f"a re-run of `{suite.name}` on one commit"))
-                    continue
                 other = suite.per_seed(cells, rival, column)
                 seeds = base.index.intersection(other.index)
                 d = (base.loc[seeds] - other.loc[seeds]).to_numpy()
-                tests.append((label, d, sign, suite.min_effect(self.metric), self.metric))
+                standing = suite.standing(cells, rows[0], rival)
+                mixed = suite.mixed_code(cells, rows[0], rival)
+                if standing:
+                    notes.append(labelled(label, d, self.metric, *standing))
+                elif mixed:
+                    notes.append(Finding(label, UNDECIDED, f"pairs cells of different code ({mixed})",
+                                         needed=f"a re-run of `{suite.name}` on one commit"))
+                else:
+                    tests.append((label, d, sign, suite.min_effect(self.metric), self.metric))
         return t_decisions(tests) + notes if tests else notes or [_no_rows(self.row)]
 
 
@@ -158,5 +169,9 @@ class Moves:
             notes += suite.set_aside_findings(cells, self.row)
             for group in suite.groups(cells, self.row):
                 d = suite.per_seed(cells, group, column).to_numpy()
-                tests.append((group, d, self.direction, suite.min_effect(self.metric), self.metric))
+                standing = suite.standing(cells, group)
+                if standing:
+                    notes.append(labelled(group, d, self.metric, *standing))
+                else:
+                    tests.append((group, d, self.direction, suite.min_effect(self.metric), self.metric))
         return t_decisions(tests) + notes if tests else notes or [_no_rows(self.row)]

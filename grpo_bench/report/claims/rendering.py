@@ -9,7 +9,7 @@ from pathlib import Path
 
 from grpo_bench.report import data
 from grpo_bench.report.claims.catalogue import CLAIMS, Claim
-from grpo_bench.report.claims.finding import CONTRADICTED, DEPENDS, NOT_TESTED, SUPPORTED, UNDECIDED
+from grpo_bench.report.claims.finding import CONTRADICTED, SUPPORTED, UNDECIDED, VERDICTS
 from grpo_bench.report.claims.suite import Suite
 from grpo_bench.report.claims.table1 import Samplers
 from grpo_bench.report.claims.verdicts import Verdict, combine, evaluate
@@ -33,6 +33,13 @@ def ledger_wide(verdicts: Sequence[Verdict]) -> tuple[list[str], int]:
 
 def ledger(root: Path, claims: Sequence[Claim] = CLAIMS) -> tuple[str, list[Verdict]]:
     """CLAIMS.md's text and the verdicts behind it."""
+    from grpo_bench.report.claims.as_named import read_tuned
+    from grpo_bench.report.claims.provenance import read_fingerprints
+
+    # the records the ledger trusts are data from disk: a malformed one is one line (exit 2) before any claim
+    read_fingerprints(root)
+    for name in dict.fromkeys(c.suite for c in claims):
+        read_tuned(root / name)
     cache: dict[str, Suite | Exception] = {}
     verdicts = [evaluate(c, root, cache) for c in claims]
     wide, n_tests = ledger_wide(verdicts)
@@ -41,7 +48,7 @@ def ledger(root: Path, claims: Sequence[Claim] = CLAIMS) -> tuple[str, list[Verd
             for i, (v, w) in enumerate(zip(verdicts, wide), 1)]
     from grpo_bench.report.tables import markdown
 
-    kinds = (SUPPORTED, CONTRADICTED, UNDECIDED, NOT_TESTED, DEPENDS)
+    kinds = VERDICTS
     tally = {k: sum(v.verdict == k for v in verdicts) for k in kinds}
     counted = ", ".join(f"{tally[k]} {k}" for k in kinds if tally[k] or k in (SUPPORTED, CONTRADICTED, UNDECIDED))
     lines = [
@@ -60,8 +67,13 @@ def ledger(root: Path, claims: Sequence[Claim] = CLAIMS) -> tuple[str, list[Verd
         "(TOST at 5% within ± the suite's minimum effect, Holm-adjusted over the same comparisons: no gain of the "
         "size that matters), *undecided* otherwise; *not tested* when the configuration the claim names is not "
         "among the stored results (no other row stands in for it; *Would need* names the suite that tests it) or "
-        "only a labelled ablation row is; a pair of rows run on different code (commit or precision; "
-        "`fingerprints.json` records commits whose behaviour is identical) is not decided; "
+        "only a labelled ablation row is; *not tested as named* when the rows are stored but are not the "
+        "configuration the claim names (development or tuning seeds, no tuning record, or an lr other than the "
+        "row's own tuned choice, e.g. borrowed from another row: the reason is given and the measured effect "
+        "shown, but it decides nothing and stays out of the Holm family); *not verified* when a comparison reads "
+        "cells of a dirty tree (`+dirty`, the whole commit string compared) whose behaviour `fingerprints.json` "
+        "does not record; a pair of rows run on different code (commit or precision; `fingerprints.json` records "
+        "commits whose behaviour is identical on one CPU: a fingerprint is a (commit, CPU) fact) is not decided; "
         "*Would need* gives the seeds for 80% power at the minimum effect, at level 5% / the number of "
         "comparisons, for the comparison that needs most. The measured column shows the comparison that decides "
         "the verdict (the weakest in the claimed direction). Table 1 is an exact computation (no interval). The "

@@ -38,6 +38,7 @@ class Spread:
         for family, cells in suite.families({}, self.split).items():
             out += suite.set_aside_findings(cells, self.row)
             for group in suite.groups(cells, self.row):
+                standing = suite.standing(cells, group)
                 logs = []
                 for _, part in grads[grads["cell"].isin(cells) & (grads["group"] == group)].groupby("seed"):
                     arr = np.vstack([np.asarray(a, dtype=float) for a in part["array"]])
@@ -46,7 +47,11 @@ class Spread:
                     ok = np.isfinite(mean) & (mean > 0)
                     if ok.sum() > 1:
                         logs.append(math.log(mean[ok].max() / mean[ok].min()))
-                out.append(self._finding(f"{group} ({family})", np.asarray(logs)))
+                found = self._finding(f"{group} ({family})", np.asarray(logs))
+                if standing:  # measured and shown, not decided
+                    verdict, why, needed = standing
+                    found = Finding(found.label, verdict, f"{found.effect}; {verdict}: {why}", needed=needed)
+                out.append(found)
         return out or [Finding(where_text(self.row), UNDECIDED, "no gradient diagnostics stored")]
 
     def _finding(self, label: str, logs: np.ndarray) -> Finding:

@@ -4,7 +4,6 @@ and what is wrong (exit 2), never a traceback from deep inside a check."""
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,17 +32,3 @@ def read_csv(path: Path, text: Sequence[str], numbers: Sequence[str], optional: 
     for column in text:
         frame[column] = frame[column].astype(str)
     return frame
-
-
-def read_fingerprints(path: Path) -> dict[str, str]:
-    """``fingerprints.json``: an object of commit -> fingerprint, both strings; {} when absent."""
-    if not path.is_file():
-        return {}
-    try:
-        prints = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise UserError(f"{path}: not readable JSON ({exc}); restore it from git") from None
-    if not isinstance(prints, dict) or not all(isinstance(v, str) for v in prints.values()):
-        raise UserError(f"{path}: must be a JSON object of commit -> behaviour fingerprint (strings); restore it "
-                        "from git")
-    return {str(k)[:10]: v for k, v in prints.items()}

@@ -10,15 +10,16 @@ from typing import Any
 import pandas as pd
 
 from grpo_bench.report import data
-from grpo_bench.report.claims.finding import NOT_TESTED, Finding
+from grpo_bench.report.claims import as_named, provenance
+from grpo_bench.report.claims.finding import NOT_TESTED, NOT_VERIFIED, Finding
 from grpo_bench.report.power import min_effect_of, min_effects
 
 Where = dict[str, Any]
 """Config values that select rows: {"method": "sage_grpo", "kl": "dual"}; {} selects every row."""
 
-FINGERPRINTS = "fingerprints.json"
-"""``REPORTS_DIR/fingerprints.json``: {commit: sha256 of benchmarks/behaviour_fingerprint.py's output there}.
-Cells of two commits pair in one comparison only where both are recorded and equal."""
+FINGERPRINTS = provenance.FINGERPRINTS
+"""``REPORTS_DIR/fingerprints.json``: {commit: {cpu: sha256 of benchmarks/behaviour_fingerprint.py's output}}
+(provenance.py). Cells of two commits pair in one comparison only where both are recorded equal on one CPU."""
 LABELLED_ABLATIONS = {"equalizer_proxy": "mismatched_gaussian"}
 """Config values that mark a labelled ablation row: such a row enters a check only when the check names the key."""
 
@@ -39,16 +40,30 @@ class Suite:
         from grpo_bench.report import sources
 
         self.name, self.path = name, root / name
+        self.fingerprints = provenance.read_fingerprints(root)
+        self.tuned = as_named.read_tuned(self.path)
         self.df = data.with_grid_columns(sources.load_frame(self.path))
         self.info = data.suite_info(self.df)
         infos = data._cell_infos(self.df)
         self.configs = {c: normalised(i.get("config", {})) for c, i in infos.items()}
-        self.code = {c: (str(i.get("git_commit") or "?")[:10], str(i.get("precision") or "?"))
-                     for c, i in infos.items()}
-        self.fingerprints = _fingerprints(root)
+        # the whole commit string: ten characters of it let a ``+dirty`` tree pass as its clean commit
+        self.code = {c: (str(i.get("git_commit") or "?"), str(i.get("precision") or "?")) for c, i in infos.items()}
+        self.labels = {c: dict(i.get("labels") or {}) for c, i in infos.items()}
         rows = self.df[self.df["kind"] == "cell"].drop_duplicates("cell")
         self._groups = dict(zip(rows["cell"], rows["group"].astype(str)))
         self._learning: pd.DataFrame | None = None
+        self.requires: as_named.AsNamed | None = None
+        """What the claim being evaluated names (``for_claim``); None: the rows as they ran."""
+
+    def for_claim(self, requires: as_named.AsNamed | None) -> Suite:
+        """This suite read for a claim that names its rows as ``requires`` says (the tables are shared)."""
+        import copy
+
+        if self._learning is None:
+            self._learning = data.learning(self.df)
+        view = copy.copy(self)
+        view.requires = requires
+        return view
 
     @property
     def learning(self) -> pd.DataFrame:
@@ -90,16 +105,66 @@ class Suite:
                 for g in data.group_order(self.df) if g in aside]
 
     def mixed_code(self, cells: Sequence[str], *groups: str) -> str:
-        """'' when the groups' cells ran on one code version (one commit and precision, or commits whose recorded
-        behaviour fingerprints are identical); else what differs ("197a046d74/bf16, 1a2b3c4d5e/fp32")."""
+        """'' when the groups' cells ran on one code version (one commit and precision, or commits whose behaviour
+        fingerprints are recorded identical on one CPU); else what differs ("197a046d74/bf16, 1a2b3c4d5e/fp32")."""
         codes = sorted({self.code[c] for c in cells if self.group_of(c) in groups})
         if len(codes) <= 1:
             return ""
-        commits, precisions = {c for c, _ in codes}, {p for _, p in codes}
-        prints = {self.fingerprints.get(c) for c in commits}
-        if len(precisions) == 1 and None not in prints and len(prints) == 1:
+        commits, precisions = sorted({c for c, _ in codes}), {p for _, p in codes}
+        if len(precisions) == 1 and all(provenance.same_behaviour(self.fingerprints, commits[0], c)
+                                        for c in commits[1:]):
             return ""
-        return ", ".join(f"{c}/{p}" for c, p in codes)
+        return ", ".join(f"{_short(c)}/{p}" for c, p in codes)
+
+    def unverified(self, cells: Sequence[str], *groups: str) -> list[str]:
+        """The dirty trees among the groups' cells whose behaviour no fingerprint records (whole strings)."""
+        return sorted({self.code[c][0] for c in cells if self.group_of(c) in groups
+                       and not provenance.verified(self.fingerprints, self.code[c][0])})
+
+    def not_as_named(self, cells: Sequence[str], *groups: str) -> str:
+        """Why the groups are not the rows the claim names ("a and b: development seeds 0–2, untuned (...)"); ''
+        when they are, or when the claim reads rows as they ran (``requires`` None)."""
+        if self.requires is None:
+            return ""
+        by_reason: dict[str, list[str]] = {}
+        for group in groups:
+            mine = [c for c in cells if self.group_of(c) == group]
+            if not mine:
+                continue
+            why = as_named.seed_reasons([int(self.configs[c].get("seed", -1)) for c in mine]) \
+                if self.requires.test_seeds else []
+            if self.requires.tuned:
+                method = str(self.configs[mine[0]].get("method", ""))
+                tuned_keys = set().union(*(v.keys() for v in (self.tuned or {}).values()))
+                reading = as_named.reading_of(self.labels[mine[0]], tuned_keys)
+                # a record keyed by method names the method's first reading in the suite (suite/tune.py)
+                first = next(c for g in data.group_order(self.df) for c in self.cells_of(g)
+                             if self.configs[c].get("method") == method)
+                why += as_named.setting_reasons(self.tuned, method, reading,
+                                                as_named.reading_of(self.labels[first], tuned_keys) == reading,
+                                                [self.configs[c] for c in mine])
+            if why:
+                by_reason.setdefault(", ".join(why), []).append(group)
+        return "; ".join(f"{' and '.join(gs)}: {why}" for why, gs in by_reason.items())
+
+    def standing(self, cells: Sequence[str], *groups: str) -> tuple[str, str, str] | None:
+        """(verdict, why, what it needs) when the groups' cells cannot decide the claim: cells of an unrecorded
+        dirty tree (*not verified*; any as-named reasons said too), else rows that are not the ones the claim names
+        (*not tested as named*); None when they can."""
+        dirty, named = self.unverified(cells, *groups), self.not_as_named(cells, *groups)
+        rerun = f"a re-run of `{self.name}` on test seeds at each row's own tuned choice"
+        if dirty:
+            also = f"; also not as named: {named}" if named else ""
+            return (NOT_VERIFIED, f"cells of a dirty tree whose behaviour no fingerprint records "
+                    f"({', '.join(dirty)}){also}",
+                    rerun + " from a clean tree" if named else f"a re-run of `{self.name}` from a clean tree, or a "
+                    "fingerprint of the tree that ran it")
+        if named:
+            return as_named.NOT_AS_NAMED, named, rerun
+        return None
+
+    def cells_of(self, group: str) -> list[str]:
+        return [c for c, g in self._groups.items() if g == group]
 
     def group_of(self, cell: str) -> str:
         return self._groups[cell]
@@ -119,10 +184,9 @@ def _unlabelled(group: str) -> str:
     return group
 
 
-def _fingerprints(root: Path) -> dict[str, str]:
-    from grpo_bench.report.claims.stored import read_fingerprints
-
-    return read_fingerprints(Path(root) / FINGERPRINTS)
+def _short(commit: str) -> str:
+    """A commit as the ledger shows it: ten characters and whether the tree was dirty (compared whole)."""
+    return commit[:10] + (provenance.DIRTY if provenance.is_dirty(commit) else "")
 
 
 def matches(cfg: dict, where: Where) -> bool:

@@ -9,10 +9,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grpo_bench.report.claims.catalogue import Check, Claim
-from grpo_bench.report.claims.finding import CONTRADICTED, DEPENDS, NOT_TESTED, SUPPORTED, UNDECIDED, Finding
+from grpo_bench.report.claims.finding import (
+    CONTRADICTED,
+    DEPENDS,
+    NOT_AS_NAMED,
+    NOT_TESTED,
+    NOT_VERIFIED,
+    SUPPORTED,
+    UNDECIDED,
+    Finding,
+)
 from grpo_bench.report.claims.human_study import WinRates
 from grpo_bench.report.claims.suite import Suite
 from grpo_bench.report.claims.table1 import Samplers
+
+OPEN_KINDS = (NOT_TESTED, NOT_AS_NAMED, NOT_VERIFIED, DEPENDS)
+"""Verdicts that are neither a decision nor a plain lack of seeds, in the order one stands for a claim."""
 
 
 @dataclass
@@ -26,7 +38,9 @@ class Verdict:
 
 def combine(verdicts: Sequence[str], quantifier: str = "every") -> str:
     """every: supported if all are, contradicted if one is; some: supported if one is, contradicted if all are.
-    Otherwise: not tested where a named configuration is absent, then depends on the reference, then undecided."""
+    Otherwise: not tested where a named configuration is absent, then not tested as named (its rows are not the
+    named configuration), then not verified (unrecorded dirty-tree cells), then depends on the reference, then
+    undecided."""
     if not verdicts:
         return UNDECIDED
     if quantifier == "some":
@@ -39,7 +53,7 @@ def combine(verdicts: Sequence[str], quantifier: str = "every") -> str:
             return CONTRADICTED
         if all(v == SUPPORTED for v in verdicts):
             return SUPPORTED
-    for open_kind in (NOT_TESTED, DEPENDS):
+    for open_kind in OPEN_KINDS:
         if open_kind in verdicts:
             return open_kind
     return UNDECIDED
@@ -63,7 +77,7 @@ def evaluate(claim: Claim, root: Path, cache: dict[str, Suite | Exception] | Non
         else:
             suite = _load(root, claim.suite, cache)
             findings = ([Finding(claim.suite, NOT_TESTED, f"not measured: {suite}")] if isinstance(suite, Exception)
-                        else check.findings(suite))
+                        else check.findings(suite.for_claim(claim.as_named)))
         checks.append((check, combine([f.verdict for f in findings], check.quantifier), findings))
     verdict = combine([v for _, v, _ in checks])
     # the row shows the check that decides: a contradicting one, else an undecided one, else the weakest
@@ -74,6 +88,8 @@ def evaluate(claim: Claim, root: Path, cache: dict[str, Suite | Exception] | Non
     needed = "–"
     if verdict == NOT_TESTED:
         needed = f"a run of `{claim.tested_by}`" if claim.tested_by else "a suite that has the named configuration"
+    elif verdict in (NOT_AS_NAMED, NOT_VERIFIED):
+        needed = shown.need_text() if shown.needed else "a re-run of the suite"
     elif verdict == UNDECIDED:
         needs = [_needed(fs, check.quantifier) for check, v, fs in checks if v == UNDECIDED]
         texts = [n for n in needs if isinstance(n, str)]
