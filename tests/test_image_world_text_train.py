@@ -104,6 +104,7 @@ def test_a_missing_or_wrong_ocr_package_is_one_line(monkeypatch, version: str | 
         return version
 
     real = metadata.version
+    rewards.load("image_world_ocr")  # the engine is now built and cached: the check must not rely on building it
     monkeypatch.setattr(metadata, "version", fake)
     with pytest.raises(UserError, match=says) as info:
         rewards.load("image_world_ocr")
@@ -120,3 +121,30 @@ def test_text_weights_round_trip_and_a_corrupt_file_is_one_line(tmp_path) -> Non
     path.write_bytes(b"not safetensors")
     with pytest.raises(UserError, match=r"w.safetensors are corrupt or incompatible.*text_pretrain --out"):
         load_text_weights(path)
+
+
+@pytest.mark.parametrize("model, prompt, reward", [
+    ("image_world_text", 'the word "moon"', "image_world_text_oracle"),
+    ("image_world", "three green circles", "image_world_oracle"),
+])
+def test_sample_writes_png_strips_of_either_task(model: str, prompt: str, reward: str, tmp_path) -> None:
+    """``grpo-bench sample --model image_world[_text] --reward ...``: a PNG grid and a labelled strip, each image
+    scored by the task's exact checker (the same scores the reward gives the same images)."""
+    from PIL import Image
+
+    from grpo_bench.cli.sample_generator import run_model_sample
+    from grpo_bench.core.sde import make_kernel
+
+    out = tmp_path / "s.png"
+    result = run_model_sample(model, prompt, 2, 4, 3.0, make_kernel("ode"), 1.0, 0, out, reward=reward)
+    grid, strip = Image.open(out), Image.open(tmp_path / "s_strip.png")
+    height, width = models.load(model).latent_shape[-2:]
+    factor = max(1, 128 // height)  # media.upscale_factor
+    assert grid.size == ((2 * width + 2) * factor, height * factor) and strip.size[0] > grid.size[0] // 2
+    assert set(result["scores"]) == {"vq", "mq", "ta"}
+    assert all(0 <= x <= 1 for v in result["scores"].values() for x in v)
+
+
+def test_an_image_model_asked_for_frames_is_one_line() -> None:
+    with pytest.raises(UserError, match=r"model 'image_world_text' makes still images \(32x128, one frame\), not 8"):
+        models.load("image_world_text", frames=8)

@@ -125,8 +125,10 @@ def load_weights(path: Path, fmt: str = FORMAT, build: Callable[[dict], nn.Modul
 
 @MODELS.register(NAME)
 def image_world_model(pretrained: bool = True, path: str | Path | None = None, config: ImageUNetConfig | None = None,
-                      device: str | torch.device = "cpu", cfg: Any = None) -> ImageWorldModel:
+                      device: str | torch.device = "cpu", cfg: Any = None, frames: int = 1) -> ImageWorldModel:
     """The shipped base model (or the weights at ``path``), or a fresh network when not ``pretrained``."""
+    if frames != 1:  # `grpo-bench sample --model` asks an image model for one frame
+        raise UserError(f"model {NAME!r} makes still images ({SIZE}x{SIZE}, one frame), not {frames} frames")
     if not pretrained:
         return ImageWorldModel(ImageUNet(config)).to(device)
     net = load_weights(Path(path) if path is not None else DEFAULT_WEIGHTS)

@@ -74,8 +74,10 @@ def load_text_weights(path: Path) -> TextUNet:
 
 @MODELS.register(NAME)
 def text_world_model(pretrained: bool = True, path: str | Path | None = None, config: TextUNetConfig | None = None,
-                     device: str | torch.device = "cpu", cfg: Any = None) -> TextWorldModel:
+                     device: str | torch.device = "cpu", cfg: Any = None, frames: int = 1) -> TextWorldModel:
     """The shipped text base model (or the weights at ``path``), or a fresh network when not ``pretrained``."""
+    if frames != 1:  # `grpo-bench sample --model` asks an image model for one frame
+        raise UserError(f"model {NAME!r} makes still images ({HEIGHT}x{WIDTH}, one frame), not {frames} frames")
     if not pretrained:
         return TextWorldModel(TextUNet(config)).to(device)
     net = load_text_weights(Path(path) if path is not None else DEFAULT_WEIGHTS)
