@@ -28,7 +28,7 @@ import torch
 from grpo_bench.atomic import atomic_write_text
 from grpo_bench.image_world.checker import check
 from grpo_bench.image_world.grammar import prompts
-from grpo_bench.image_world.judge import DEFAULT_JUDGE, DIMENSIONS, ImageJudge, encode, save_judge
+from grpo_bench.image_world.judge import DEFAULT_JUDGE, DIMENSIONS, REBUILD, ImageJudge, encode, save_judge
 from grpo_bench.image_world.render import render
 from grpo_bench.world.generator import palette_rgb
 
@@ -132,16 +132,13 @@ def train(out: Path, minutes: float | None, steps: int | None, seed: int = 0) ->
     save_judge(net, out, extra={"steps": step, "seed": seed})
     return {
         "model": "image world judge (CNN on 32x32 stills + prompt parts, regresses the checker's vq, mq, ta)",
-        "weights": out.name, "command": f"{REBUILD_CMD} --steps {step} --seed {seed} --out {out.name}",
+        "weights": out.name, "command": f"{REBUILD} --steps {step} --seed {seed} --out {out.name}",
         "seed": seed, "steps": step, "batch": BATCH, "lr": LR, "pool": POOL, "perturb": list(PERTURB),
         "wall_time_s": round(time.perf_counter() - t0, 1), "final_loss_ema": round(running or 0.0, 5),
         "params": sum(p.numel() for p in net.parameters()),
         "spearman_heldout_base": {k: round(spearman(raw[:, i], truth[:, i]), 3) for i, k in enumerate(DIMENSIONS)},
         "heldout_samples": len(held_texts), "sha256": hashlib.sha256(out.read_bytes()).hexdigest(),
     }
-
-
-REBUILD_CMD = "python -m grpo_bench.image_world.judge_pretrain"
 
 
 def main(argv: list[str] | None = None) -> None:

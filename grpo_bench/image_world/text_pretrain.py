@@ -1,4 +1,4 @@
-"""Pretrain the text task's base model (``python -m grpo_bench.image_world.text_pretrain --minutes 11``), with the
+"""Pretrain the text task's base model (``python -m grpo_bench.image_world.text_pretrain --minutes 11.5``), with the
 compositional model's recipe (pretrain.py ``fit``: rectified flow, AdamW, EMA, bf16 where the CPU has it, one
 thread) on rendered training words only (the held-out words never). The card records data, steps, wall time and
 the held-out and training scores of 20-step ODE samples under the exact reader (text_checker.py) and under the
