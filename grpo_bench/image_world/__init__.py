@@ -10,5 +10,9 @@ names them (docs/image_world.md).
 * ``checker.py``: the exact checker of a generated image (palette segmentation, components, shapes, counts,
   positions), the oracle;
 * ``net.py``: the 2D conditional U-Net; ``model.py``: the generator behind the model protocol;
-* ``reward.py``: the oracle as a reward and the prompt set; ``pretrain.py``: the base model's training.
+* ``reward.py``: the oracle as a reward and the prompt set; ``pretrain.py``: the base model's training;
+* ``judge.py``, ``judge_pretrain.py``: the learned, hackable judge of the compositional task (the judge track);
+* the text task: ``words.py`` (vocabulary, held-out words), ``text_render.py`` (Pillow's font), ``text_checker.py``
+  (the exact reader, its held-out evaluator), ``text_net.py`` / ``text_model.py`` (its base model),
+  ``text_reward.py`` (the PP-OCRv4 reward, the reader as ground truth, the prompt set), ``text_pretrain.py``.
 """

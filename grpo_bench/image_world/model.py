@@ -15,6 +15,7 @@ stack needed).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -88,9 +89,9 @@ class ImageWorldModel(BaseVideoModel):
         return {"format": "image-world-safetensors", "weights": POLICY_WEIGHTS}
 
 
-def save_weights(net: ImageUNet, path: Path, extra: dict | None = None) -> None:
-    """Write the network's weights with its architecture and ``extra`` as string metadata (atomically)."""
-    meta = {"format": FORMAT, "config": json.dumps(net.config.to_dict()), "size": str(SIZE)}
+def save_weights(net: nn.Module, path: Path, extra: dict | None = None, fmt: str = FORMAT) -> None:
+    """Write the network's weights with its architecture, ``fmt`` and ``extra`` as string metadata (atomically)."""
+    meta = {"format": fmt, "config": json.dumps(net.config.to_dict()), "size": str(SIZE)}
     meta.update({k: str(v) for k, v in (extra or {}).items()})
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -98,10 +99,13 @@ def save_weights(net: ImageUNet, path: Path, extra: dict | None = None) -> None:
     atomic_write(path, lambda tmp: save_file(state, str(tmp), metadata=meta))
 
 
-def load_weights(path: Path) -> ImageUNet:
-    """The network of a weights file (untrusted: one line naming the file and how to rebuild it otherwise)."""
+def load_weights(path: Path, fmt: str = FORMAT, build: Callable[[dict], nn.Module] | None = None,
+                 rebuild: str = REBUILD_COMMAND) -> nn.Module:
+    """The network of a weights file of format ``fmt``, built by ``build(config dict)`` (default: an ImageUNet);
+    untrusted: one line naming the file and how to ``rebuild`` it otherwise."""
     path = Path(path)
-    fix = f"rebuild it with `{REBUILD_COMMAND} --out {path}`"
+    build = build or (lambda config: ImageUNet(ImageUNetConfig.from_dict(config)))
+    fix = f"rebuild it with `{rebuild} --out {path}`"
     if not path.is_file():
         raise UserError(f"image-world model weights {path} not found; {fix}")
     try:
@@ -109,9 +113,9 @@ def load_weights(path: Path) -> ImageUNet:
 
         with safe_open(str(path), framework="pt") as f:
             meta = dict(f.metadata() or {})
-        if meta.get("format") != FORMAT:
-            raise ValueError(f"format {meta.get('format')!r}, expected {FORMAT!r}")
-        net = ImageUNet(ImageUNetConfig.from_dict(json.loads(meta["config"])))
+        if meta.get("format") != fmt:
+            raise ValueError(f"format {meta.get('format')!r}, expected {fmt!r}")
+        net = build(json.loads(meta["config"]))
         net.load_state_dict(load_file(str(path)))
     except (SafetensorError, OSError, KeyError, TypeError, ValueError, RuntimeError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -121,8 +125,10 @@ def load_weights(path: Path) -> ImageUNet:
 
 @MODELS.register(NAME)
 def image_world_model(pretrained: bool = True, path: str | Path | None = None, config: ImageUNetConfig | None = None,
-                      device: str | torch.device = "cpu", cfg: Any = None) -> ImageWorldModel:
+                      device: str | torch.device = "cpu", cfg: Any = None, frames: int = 1) -> ImageWorldModel:
     """The shipped base model (or the weights at ``path``), or a fresh network when not ``pretrained``."""
+    if frames != 1:  # `grpo-bench sample --model` asks an image model for one frame
+        raise UserError(f"model {NAME!r} makes still images ({SIZE}x{SIZE}, one frame), not {frames} frames")
     if not pretrained:
         return ImageWorldModel(ImageUNet(config)).to(device)
     net = load_weights(Path(path) if path is not None else DEFAULT_WEIGHTS)

@@ -13,10 +13,12 @@ and on training prompts.
 from __future__ import annotations
 
 import argparse
+import copy
 import hashlib
 import json
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -45,24 +47,19 @@ def _batch(g: torch.Generator, counts: list[str], relations: list[str]) -> tuple
     return x0, cond, sigma, torch.randn(x0.shape, generator=g)
 
 
-def train(out: Path, minutes: float | None, steps: int | None, seed: int = 0) -> dict:
-    """Train until ``steps`` or ``minutes`` run out; write the EMA weights to ``out``; return the card."""
-    torch.set_num_threads(1)
-    torch.manual_seed(seed)
-    net, ema = ImageUNet(CONFIG), ImageUNet(CONFIG)
-    ema.load_state_dict(net.state_dict())
+def fit(net: torch.nn.Module, batch: Callable[[], tuple], minutes: float | None, steps: int | None) -> tuple:
+    """The rectified-flow loop shared by the image world's base models: AdamW with warm-up, gradient clipping,
+    bf16 autocast where the CPU has bf16 units, an EMA of the parameters; until ``steps`` or ``minutes`` run out.
+    ``batch()`` gives (x0, cond, sigma, z). Returns (the EMA network, steps, wall seconds, loss EMA, bf16)."""
+    ema = copy.deepcopy(net)
     ema.requires_grad_(False)
     opt = torch.optim.AdamW(net.parameters(), lr=LR, weight_decay=0.0)
-    g = torch.Generator().manual_seed(seed)
-    train_prompts = prompts("train")
-    counts = [p for p in train_prompts if not parse(p).is_relation]
-    relations = [p for p in train_prompts if parse(p).is_relation]
     bf16 = _cpu_bf16()
     t0 = time.perf_counter()
     deadline = t0 + 60.0 * minutes if minutes is not None else math.inf
     step, running = 0, None
     while (steps is None or step < steps) and time.perf_counter() < deadline:
-        x0, cond, sigma, z = _batch(g, counts, relations)
+        x0, cond, sigma, z = batch()
         s = sigma[:, None, None, None]
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
             v = net((1 - s) * x0 + s * z, sigma, cond)
@@ -80,9 +77,21 @@ def train(out: Path, minutes: float | None, steps: int | None, seed: int = 0) ->
         step += 1
         running = loss.item() if running is None else 0.98 * running + 0.02 * loss.item()
         if step % 50 == 0:
-            print(f"step {step}  loss {running:.4f}  {step * BATCH / (time.perf_counter() - t0):.0f} images/s",
+            print(f"step {step}  loss {running:.4f}  {step * len(x0) / (time.perf_counter() - t0):.0f} images/s",
                   flush=True)
-    wall = time.perf_counter() - t0
+    return ema, step, time.perf_counter() - t0, running, bf16
+
+
+def train(out: Path, minutes: float | None, steps: int | None, seed: int = 0) -> dict:
+    """Train until ``steps`` or ``minutes`` run out; write the EMA weights to ``out``; return the card."""
+    torch.set_num_threads(1)
+    torch.manual_seed(seed)
+    net = ImageUNet(CONFIG)
+    g = torch.Generator().manual_seed(seed)
+    train_prompts = prompts("train")
+    counts = [p for p in train_prompts if not parse(p).is_relation]
+    relations = [p for p in train_prompts if parse(p).is_relation]
+    ema, step, wall, running, bf16 = fit(net, lambda: _batch(g, counts, relations), minutes, steps)
     save_weights(ema, out, extra={"steps": step, "seed": seed})
     return {
         "model": "image world base model (2D-conv U-Net, rectified flow, 32x32 RGB stills)",

@@ -50,7 +50,7 @@ _PART_MODULES = (
     "grpo_bench.report.hacking",
     "grpo_bench.report.liveness", "grpo_bench.report.ranks",
     "grpo_bench.report.power_table",
-    "grpo_bench.report.tables", "grpo_bench.report.tuning",
+    "grpo_bench.report.tables", "grpo_bench.report.transfer", "grpo_bench.report.tuning",
 )
 
 TABLES: LazyRegistry[Part] = LazyRegistry("report table", modules=_PART_MODULES)

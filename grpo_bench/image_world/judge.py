@@ -1,0 +1,141 @@
+"""The compositional task's learned judge (``image_world_judge``): a small CNN that regresses the exact checker's
+VQ, MQ and TA from an image and its prompt, the training reward of the image world's judge track.
+
+Trained like the video world's judge (grpo_bench/pretrain/judge.py; here judge_pretrain.py): rendered scenes,
+clean and damaged, base-model samples from the ODE and the SDE kernels (also from copies with noise on their
+weights), prompts swapped for another, each scored by the checker; its raw heads are z-normalised over held-out
+base-model samples. It sees only what its data showed it, so a policy can find images it over-scores: it is
+hackable by construction, and the judge track measures how far each method drifts from what the checker (still
+the evaluation oracle) says.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+from torch import Tensor, nn
+
+from grpo_bench.atomic import atomic_write
+from grpo_bench.errors import UserError
+from grpo_bench.image_world.grammar import PART_SIZES, parse
+from grpo_bench.image_world.model import ASSETS
+from grpo_bench.image_world.net import ResBlock2d
+from grpo_bench.image_world.render import SIZE
+from grpo_bench.rewards import register
+
+NAME = "image_world_judge"
+DEFAULT_JUDGE = ASSETS / "image_world_judge.safetensors"
+FORMAT = "grpo-bench image world judge v1"
+REBUILD = "python -m grpo_bench.image_world.judge_pretrain"
+DIMENSIONS = ("vq", "mq", "ta")
+
+
+@dataclass
+class ImageJudgeConfig:
+    channels: tuple[int, int, int] = (16, 32, 64)
+    emb_dim: int = 64
+
+    def to_dict(self) -> dict:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+
+
+class ImageJudge(nn.Module):
+    """raw scores Tensor[B, 3] = judge(images Tensor[B, 3, 32, 32], cond LongTensor[B, 6]); ``mean``/``std``
+    buffers z-normalise them (set after training)."""
+
+    def __init__(self, config: ImageJudgeConfig | None = None) -> None:
+        super().__init__()
+        self.config = cfg = config or ImageJudgeConfig()
+        c0, c1, c2 = cfg.channels
+        e = cfg.emb_dim
+        self.part_emb = nn.ModuleList([nn.Embedding(n + 1, e) for n in PART_SIZES])
+        self.stem = nn.Conv2d(3, c0, 3, padding=1)
+        self.block0 = ResBlock2d(c0, c0, e, 8)
+        self.down1 = nn.Conv2d(c0, c1, 3, stride=2, padding=1)
+        self.block1 = ResBlock2d(c1, c1, e, 8)
+        self.down2 = nn.Conv2d(c1, c2, 3, stride=2, padding=1)
+        self.block2 = ResBlock2d(c2, c2, e, 8)
+        self.head = nn.Sequential(nn.Linear(c2 + e, 128), nn.SiLU(), nn.Linear(128, len(DIMENSIONS)))
+        self.register_buffer("mean", torch.zeros(len(DIMENSIONS)))
+        self.register_buffer("std", torch.ones(len(DIMENSIONS)))
+
+    def raw(self, images: Tensor, cond: Tensor) -> Tensor:
+        emb = sum(table(cond[:, i]) for i, table in enumerate(self.part_emb))
+        h = self.block0(self.stem(images), emb)
+        h = self.block1(self.down1(h), emb)
+        h = self.block2(self.down2(h), emb)
+        return self.head(torch.cat([h.mean(dim=(2, 3)), emb], dim=1))
+
+    def forward(self, images: Tensor, cond: Tensor) -> Tensor:
+        return (self.raw(images, cond) - self.mean) / self.std
+
+
+def encode(prompts: list[str]) -> Tensor:
+    return torch.tensor([parse(p).cond() for p in prompts], dtype=torch.long).reshape(-1, len(PART_SIZES))
+
+
+def save_judge(net: ImageJudge, path: Path, extra: dict | None = None) -> None:
+    meta = {"format": FORMAT, "config": json.dumps(net.config.to_dict())}
+    meta.update({k: str(v) for k, v in (extra or {}).items()})
+    state = {k: v.detach().cpu().contiguous() for k, v in net.state_dict().items()}
+    atomic_write(Path(path), lambda tmp: save_file(state, str(tmp), metadata=meta))
+
+
+def load_judge(path: Path | None = None) -> ImageJudge:
+    """The judge of a weights file (untrusted: one line naming it and the rebuild command otherwise)."""
+    path = Path(path) if path is not None else DEFAULT_JUDGE
+    fix = f"rebuild it with `{REBUILD} --out {path}`"
+    if not path.is_file():
+        raise UserError(f"image-world judge weights {path} not found; {fix}")
+    try:
+        from safetensors import safe_open
+
+        with safe_open(str(path), framework="pt") as f:
+            meta = dict(f.metadata() or {})
+        if meta.get("format") != FORMAT:
+            raise ValueError(f"format {meta.get('format')!r}, expected {FORMAT!r}")
+        config = json.loads(meta["config"])
+        net = ImageJudge(ImageJudgeConfig(channels=tuple(config["channels"]), emb_dim=int(config["emb_dim"])))
+        net.load_state_dict(load_file(str(path)))
+    except (SafetensorError, OSError, KeyError, TypeError, ValueError, RuntimeError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise UserError(f"image-world judge weights {path} are corrupt or incompatible ({reason}); {fix}") from None
+    return net.eval()
+
+
+class ImageWorldJudgeReward:
+    """{"vq", "mq", "ta"}: the judge's z-normalised scores (Tensor[B] each) of 32x32 stills and their prompts."""
+
+    dimensions = DIMENSIONS
+    modality = "image"
+    embedded = True
+    label = "judge"
+
+    def __init__(self, net: ImageJudge, device: str | torch.device = "cpu") -> None:
+        self.net, self.device = net, device
+
+    @torch.no_grad()
+    def __call__(self, images: Tensor, prompts: list[str]) -> dict[str, Tensor]:
+        cond = encode(prompts)
+        if images.ndim != 5 or tuple(images.shape[1:]) != (3, 1, SIZE, SIZE):
+            raise UserError(f"reward {NAME}: expected images Tensor[B, 3, 1, {SIZE}, {SIZE}], got shape "
+                            f"{tuple(images.shape)}")
+        scores = self.net(images[:, :, 0].detach().float().cpu(), cond)
+        return {k: scores[:, i].to(images.device) for i, k in enumerate(DIMENSIONS)}
+
+
+@register(NAME)
+def image_world_judge(path: str | Path | None = None, device: str | None = None, **kw: object) -> ImageWorldJudgeReward:
+    """The shipped judge (or the weights at ``path``); it judges ``prompts: image_world``."""
+    return ImageWorldJudgeReward(load_judge(Path(path) if path is not None else None), device or "cpu")
+
+
+image_world_judge.path_options = ()  # the shipped weights
+image_world_judge.modality = "image"
+image_world_judge.embedded = True
+image_world_judge.shipped_weights = DEFAULT_JUDGE  # its digest is part of every cell id trained on it

@@ -1,0 +1,100 @@
+"""The text task's generator behind the model protocol, registered as ``image_world_text``.
+
+Latents are grey pixels, Tensor[B, 1, 1, 32, 128] in [-1, 1]; ``decode`` clamps and repeats the grey channel,
+so rewards, media and the evaluation see RGB stills Tensor[B, 3, 1, 32, 128] as from every other image model.
+``cond`` is a LongTensor[B, MAX_LETTERS] of letter indices (words.py ``letters``). Weights are one safetensors
+file with its architecture in the metadata (model.py ``save_weights`` under this model's format).
+
+The factory's ``run_defaults``: one frame, ``video_size`` 32 (the image's height; its width is 128),
+``prompts: image_world_text``, the training OCR as reward, the exact reader as the evaluation oracle.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from grpo_bench.errors import UserError
+from grpo_bench.image_world.model import POLICY_WEIGHTS, ImageWorldModel, load_weights, save_weights
+from grpo_bench.image_world.text_net import NULL, TextUNet, TextUNetConfig
+from grpo_bench.image_world.text_render import HEIGHT, WIDTH
+from grpo_bench.image_world.words import MAX_LETTERS, letters, word_of
+from grpo_bench.models.registry import MODELS
+
+NAME = "image_world_text"
+PROMPT_SET = "image_world_text"
+TRAINING_REWARD = "image_world_ocr"
+ORACLE = "image_world_text_oracle"
+ASSETS = Path(__file__).resolve().parent / "assets"
+DEFAULT_WEIGHTS = ASSETS / "image_world_text_base.safetensors"
+REBUILD_COMMAND = "python -m grpo_bench.image_world.text_pretrain"
+FORMAT = "grpo-bench image world text model v1"
+
+
+class TextWorldModel(ImageWorldModel):
+    """Protocol adapter around a TextUNet for one-frame 32x128 grey stills."""
+
+    def __init__(self, net: TextUNet) -> None:
+        self.net = net
+        self.latent_shape = (1, 1, HEIGHT, WIDTH)
+
+    @property
+    def video_shape(self) -> tuple[int, int, int, int]:
+        return (3, 1, HEIGHT, WIDTH)
+
+    def encode_prompts(self, prompts: list[str]) -> Tensor:
+        """LongTensor[B, MAX_LETTERS] (UserError naming a prompt outside the vocabulary)."""
+        rows = [letters(word_of(p)) for p in prompts]
+        return torch.tensor(rows, dtype=torch.long, device=self.device).reshape(-1, MAX_LETTERS)
+
+    def null_cond(self, n: int) -> Tensor:
+        return torch.full((n, MAX_LETTERS), NULL, dtype=torch.long, device=self.device)
+
+    def decode(self, x: Tensor) -> Tensor:
+        return x.clamp(-1.0, 1.0).expand(-1, 3, -1, -1, -1)
+
+    def save_policy(self, folder: Path, card: dict[str, Any], gathered: dict[int, Tensor] | None = None) -> dict:
+        save_text_weights(self.net, Path(folder) / POLICY_WEIGHTS, extra={
+            "grpo_bench_card": json.dumps({k: card[k] for k in ("method", "kl", "setting", "seed")})})
+        return {"format": "image-world-text-safetensors", "weights": POLICY_WEIGHTS}
+
+
+def save_text_weights(net: TextUNet, path: Path, extra: dict | None = None) -> None:
+    save_weights(net, path, extra, fmt=FORMAT)
+
+
+def load_text_weights(path: Path) -> TextUNet:
+    return load_weights(path, fmt=FORMAT, build=lambda config: TextUNet(TextUNetConfig.from_dict(config)),
+                        rebuild=REBUILD_COMMAND)
+
+
+@MODELS.register(NAME)
+def text_world_model(pretrained: bool = True, path: str | Path | None = None, config: TextUNetConfig | None = None,
+                     device: str | torch.device = "cpu", cfg: Any = None, frames: int = 1) -> TextWorldModel:
+    """The shipped text base model (or the weights at ``path``), or a fresh network when not ``pretrained``."""
+    if frames != 1:  # `grpo-bench sample --model` asks an image model for one frame
+        raise UserError(f"model {NAME!r} makes still images ({HEIGHT}x{WIDTH}, one frame), not {frames} frames")
+    if not pretrained:
+        return TextWorldModel(TextUNet(config)).to(device)
+    net = load_text_weights(Path(path) if path is not None else DEFAULT_WEIGHTS)
+    net.eval()
+    return TextWorldModel(net).to(device)
+
+
+def check_config(cfg: Any, where: str = "") -> None:
+    """What a run of this model must have (read by train/config.py before any work): 32x128 stills."""
+    if cfg.video_size != HEIGHT:
+        raise UserError(f"{where}config key 'video_size' is {cfg.video_size}; model {NAME!r} makes {HEIGHT}x{WIDTH} "
+                        f"images: use video_size: {HEIGHT} (its default; the height)")
+
+
+text_world_model.modality = "image"
+text_world_model.embedded = True
+text_world_model.shipped_weights = DEFAULT_WEIGHTS
+text_world_model.check_config = check_config
+text_world_model.run_defaults = {"frames": 1, "video_size": HEIGHT, "prompts": PROMPT_SET,
+                                 "reward": TRAINING_REWARD, "eval_oracle": True}

@@ -1,0 +1,109 @@
+"""The text task's rewards and prompt set.
+
+* ``image_world_ocr`` (the training reward): PP-OCRv4 recognition (rewards/rapid_ocr.py ``recognize``, the
+  models in the rapidocr-onnxruntime wheel) reads each 32x128 still as one line; the score is ``word_score``
+  (1 - normalised edit distance) of the reading to the prompt's word. The reading is first reduced to what the
+  task can ask for: NFKC (the recogniser emits full-width forms such as 'ｒ'), case-folded, letters a-z only
+  (it adds stray marks such as 'ä' or '²' beside letter-spaced words: unreduced, the renderer's own images of
+  every 4th word score 0.87). Reduced, it reads every vocabulary word the renderer draws exactly (101 of 101 at
+  two jitter seeds, measured with ``ocr_scores``).
+* ``image_world_text_oracle`` (ground truth of ``prompts: image_world_text``): the exact reader
+  (text_checker.py), independent of the OCR, so over-fitting PP-OCRv4 shows as a gap between the two.
+* ``prompts: image_world_text``: the training words / the held-out words (words.py).
+
+A missing or unsupported rapidocr-onnxruntime is one line naming the pip command, when the reward is built.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from grpo_bench.image_world.text_checker import check, ink_of
+from grpo_bench.image_world.text_model import ORACLE, PROMPT_SET, TRAINING_REWARD
+from grpo_bench.image_world.words import prompts, word_of
+from grpo_bench.registry import PROMPT_SETS
+from grpo_bench.rewards import register
+
+
+def letters_only(text: str) -> str:
+    """The reading reduced to the task's alphabet: NFKC, case-folded, a-z kept."""
+    return re.sub(r"[^a-z]", "", unicodedata.normalize("NFKC", text).casefold())
+
+
+def ocr_scores(images: Tensor, prompts: list[str], threads: int = 1) -> dict[str, Tensor]:
+    """{"ocr": word score, "ocr_exact": reading == word} of images Tensor[B, 1 or 3, 1, 32, 128] for text
+    prompts; a prompt outside the vocabulary, an image of the wrong size or a missing OCR package is one line,
+    before any image is read."""
+    from grpo_bench.rewards import rapid_ocr
+
+    targets = [word_of(p) for p in prompts]
+    ink = ink_of(images, "reward image_world_ocr")
+    rapid_ocr.engine(threads)
+    grey = ((1.0 - 2.0 * ink + 1.0) * 127.5).round().to(torch.uint8).numpy()
+    texts = [letters_only(t) for t in rapid_ocr.recognize([np.ascontiguousarray(g) for g in grey], threads)]
+    return {"ocr": torch.tensor([rapid_ocr.word_score(t, w) for t, w in zip(texts, targets)], dtype=torch.float32),
+            "ocr_exact": torch.tensor([float(t == w) for t, w in zip(texts, targets)])}
+
+
+class TextOcrReward:
+    """{"ocr": Tensor[B]}: PP-OCRv4's reading of the word, scored against the prompt's (module docstring)."""
+
+    dimensions = ("ocr",)
+    settings = {"A": {"ocr": 1.0}, "B": {"ocr": 1.0}}
+    modality = "image"
+    embedded = True
+    label = "ocr"
+
+    def __init__(self, threads: int = 1, device: str | torch.device = "cpu") -> None:
+        self.threads, self.device = int(threads), device
+
+    @torch.no_grad()
+    def __call__(self, images: Tensor, prompts: list[str]) -> dict[str, Tensor]:
+        return {"ocr": ocr_scores(images, prompts, self.threads)["ocr"].to(images.device)}
+
+
+@register(TRAINING_REWARD)
+def image_world_ocr(threads: int = 1, device: str | None = None, **kw: object) -> TextOcrReward:
+    """PP-OCRv4 recognition on the CPU (``threads`` ONNX threads); checks the package before any image."""
+    from grpo_bench.rewards import rapid_ocr
+
+    rapid_ocr.check_installed()  # every time: the engine below is cached across builds
+    rapid_ocr.engine(threads)
+    return TextOcrReward(threads, device or "cpu")
+
+
+image_world_ocr.path_options = ()  # the models ship in the wheel
+image_world_ocr.modality = "image"
+
+
+@register(ORACLE, ground_truth_for=PROMPT_SET)
+class TextOracleReward:
+    """{"vq", "mq", "ta"} of the exact reader (text_checker.py); its ``ground_truth`` gives every column."""
+
+    dimensions = ("vq", "mq", "ta")
+    modality = "image"
+    embedded = True
+    label = "oracle"
+
+    def __init__(self, device: str | torch.device = "cpu") -> None:
+        self.device = device
+
+    @torch.no_grad()
+    def ground_truth(self, images: Tensor, prompts: list[str]) -> dict[str, Tensor]:
+        return check(images, prompts)
+
+    @torch.no_grad()
+    def __call__(self, images: Tensor, prompts: list[str]) -> dict[str, Tensor]:
+        scores = check(images, prompts)
+        return {k: scores[k].to(images.device) for k in self.dimensions}
+
+
+@PROMPT_SETS.register(PROMPT_SET)
+def image_world_text_prompts() -> tuple[list[str], list[str]]:
+    """(train, eval) prompts of the text task."""
+    return prompts("train"), prompts("eval")

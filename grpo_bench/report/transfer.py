@@ -1,0 +1,185 @@
+"""Does a method's rank transfer between worlds? (issue #44 item 4): each method's rank on each world, with an
+interval over seeds, and the rank agreement between every two worlds (Kendall's tau-b with a bootstrap interval).
+
+A *world* is a (model, reward) track of the results (the video world's oracle and judge tracks, the image world's
+compositional and text tasks). The score is the held-out exact oracle after the last update
+(``eval_oracle_overall``; every method of a seed starts from the same evaluation at update 0, so the final value
+ranks as the change does). On each seed the methods are ranked (1 = best, ties averaged); a method's rank on a
+world is its mean over the world's seeds, with a percentile interval from resampling those seeds (BOOT draws).
+Between two worlds, tau is computed on the methods both hold from their mean ranks, and its interval from
+resampling each world's seeds independently (their seeds differ: each world has its own test seeds). A method
+with several readings on a world (a fair and an as-shipped row) is read on its first row in the suite's order.
+
+The part reads the report's own results and the stored results of the sibling field reports (``SIBLINGS``,
+``reports/<name>/results.parquet`` beside this report's folder), so the video world's field report and the
+image world's show one transfer table once both exist.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy.stats import kendalltau, rankdata
+
+from grpo_bench.errors import UserError
+from grpo_bench.report import data
+from grpo_bench.report.parts import FIGURES, TABLES, Context, Section
+
+SIBLINGS = ("field", "field_image")
+METRIC = "eval_oracle_overall"
+BOOT = 2000
+LEVEL = 0.95
+
+
+def world_scores(df: pd.DataFrame) -> pd.DataFrame:
+    """[world, method, seed, score] of every finished cell with a held-out oracle score (one reading a method)."""
+    fin = data.finals(df)
+    if fin.empty or METRIC not in fin:
+        return pd.DataFrame(columns=["world", "method", "seed", "score"])
+    info = data.cells(df).drop_duplicates("cell").set_index("cell")
+    info["world"] = [f"{c.get('model', 'world')} / {c.get('reward', '?')}" for c in info["config"]]
+    fin = fin.assign(world=fin["cell"].map(info["world"]))
+    rank = {w: i for i, w in enumerate(dict.fromkeys(info["world"]))}  # worlds in the results' order
+    fin = fin.iloc[np.argsort(fin["world"].map(rank).to_numpy(), kind="stable")]
+    order = {g: i for i, g in enumerate(dict.fromkeys(info["group"]))}
+    fin = fin.assign(order=fin["group"].map(order))
+    first = fin.groupby(["world", "method"])["order"].transform("min")
+    fin = fin[fin["order"] == first]
+    out = fin[["world", "method", "seed", METRIC]].rename(columns={METRIC: "score"}).dropna()
+    return out.astype({"seed": int, "score": float}).reset_index(drop=True)
+
+
+def seed_ranks(scores: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """world -> [seed x method] ranks (1 = best score, ties averaged), on the seeds where every method ran."""
+    out = {}
+    for world, part in scores.groupby("world", sort=False):
+        table = part.pivot_table(index="seed", columns="method", values="score", aggfunc="mean").dropna()
+        if len(table) and table.shape[1] >= 2:
+            out[str(world)] = pd.DataFrame(rankdata(-table.to_numpy(), axis=1), index=table.index,
+                                           columns=table.columns)
+    return out
+
+
+def _interval(draws: np.ndarray) -> tuple[float, float]:
+    lo, hi = np.nanpercentile(draws, [50 * (1 - LEVEL), 100 - 50 * (1 - LEVEL)], axis=0)
+    return lo, hi
+
+
+def mean_ranks(ranks: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
+    """[method: mean, low, high, seeds] of one world's seed ranks (bootstrap over seeds)."""
+    values = ranks.to_numpy()
+    draws = values[rng.integers(0, len(values), size=(BOOT, len(values)))].mean(axis=1)  # [BOOT, methods]
+    lo, hi = _interval(draws)
+    return pd.DataFrame({"mean": values.mean(axis=0), "low": lo, "high": hi, "seeds": len(values)},
+                        index=ranks.columns)
+
+
+def tau(a: pd.DataFrame, b: pd.DataFrame, rng: np.random.Generator) -> dict[str, float]:
+    """Kendall's tau-b of two worlds' mean ranks on their common methods, with its bootstrap interval."""
+    common = [m for m in a.columns if m in b.columns]
+    if len(common) < 3:
+        return {"tau": float("nan"), "low": float("nan"), "high": float("nan"), "methods": len(common)}
+    va, vb = a[common].to_numpy(), b[common].to_numpy()
+    point = float(kendalltau(va.mean(axis=0), vb.mean(axis=0)).statistic)
+    draws = np.array([kendalltau(va[rng.integers(0, len(va), len(va))].mean(axis=0),
+                                 vb[rng.integers(0, len(vb), len(vb))].mean(axis=0)).statistic for _ in range(BOOT)])
+    lo, hi = _interval(draws)
+    return {"tau": point, "low": float(lo), "high": float(hi), "methods": len(common)}
+
+
+def read_results(path: Path) -> pd.DataFrame:
+    """A stored results.parquet (untrusted: one line naming the file when it cannot be read as results)."""
+    try:
+        frame = pd.read_parquet(path)
+        for column in ("kind", "cell", "group", "setting", "seed", "metric", "value", "text"):
+            if column not in frame:
+                raise ValueError(f"no column {column!r}")
+        for text in frame.loc[frame["kind"] == "cell", "text"]:
+            json.loads(text)["config"].get("method")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        reason = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+        raise UserError(f"transfer: {path} is not a readable results file ({reason}); re-run its suite's report "
+                        f"or move it away") from None
+    return frame
+
+
+def all_results(ctx: Context) -> pd.DataFrame:
+    """This report's results and those of the sibling field reports found beside it."""
+    frames = [ctx.df]
+    for name in SIBLINGS:
+        folder = ctx.out.parent / name
+        path = folder / "results.parquet"
+        if folder.resolve() != ctx.out.resolve() and path.is_file():
+            frames.append(read_results(path))
+    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else ctx.df
+
+
+def transfer(scores: pd.DataFrame, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(ranks: [world, method, mean, low, high, seeds], taus: [world_a, world_b, tau, low, high, methods])."""
+    rng = np.random.default_rng(seed)
+    ranks = seed_ranks(scores)
+    rows = [dict(world=w, method=m, **r) for w, r_ in ranks.items() for m, r in mean_ranks(r_, rng).iterrows()]
+    taus = [dict(world_a=a, world_b=b, **tau(ranks[a], ranks[b], rng)) for a, b in itertools.combinations(ranks, 2)]
+    return (pd.DataFrame(rows, columns=["world", "method", "mean", "low", "high", "seeds"]),
+            pd.DataFrame(taus, columns=["world_a", "world_b", "tau", "low", "high", "methods"]))
+
+
+@TABLES.register("transfer")
+def transfer_table(ctx: Context) -> list[Section]:
+    from grpo_bench.report.tables import write_table
+
+    ranks, taus = transfer(world_scores(all_results(ctx)))
+    if ranks.empty or ranks["world"].nunique() < 2:
+        return [Section("Transfer between worlds", "Needs finished cells of two worlds (model / reward tracks).",
+                        "_Fewer than two worlds with finished cells._")]
+    worlds = list(dict.fromkeys(ranks["world"]))
+    methods = list(dict.fromkeys(ranks["method"]))
+    cell = {(r.world, r.method): f"{r.mean:.2f} [{r.low:.2f}, {r.high:.2f}]" for r in ranks.itertuples()}
+    rows = [[m, *(cell.get((w, m), "–") for w in worlds)] for m in methods]
+    md = write_table(ctx.out, "transfer", ["Method", *worlds], rows, ranks, "l" + "r" * len(worlds))
+    lines = [f"- {t.world_a} vs {t.world_b}: τ = {t.tau:.2f} [{t.low:.2f}, {t.high:.2f}] over {t.methods} methods"
+             for t in taus.itertuples()]
+    taus.to_csv(ctx.out / "tables" / "transfer_tau.csv", index=False)
+    seeds = ", ".join(f"{w}: {int(ranks.loc[ranks['world'] == w, 'seeds'].iloc[0])}" for w in worlds)
+    return [Section(
+        "Transfer between worlds — each method's rank on each world",
+        f"Mean rank over seeds (1 = best held-out oracle after the last update) [{LEVEL:.0%} bootstrap interval "
+        f"over seeds; seeds {seeds}], and Kendall's τ-b between two worlds' mean ranks with its bootstrap "
+        "interval (each world's seeds resampled): τ near 1, the ranking transfers; near 0, it does not.",
+        md + "\n\n" + "\n".join(lines))]
+
+
+@FIGURES.register("transfer_ranks")
+def transfer_figure(ctx: Context) -> list[Section]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ranks, _ = transfer(world_scores(all_results(ctx)))
+    if ranks.empty:
+        return []
+    methods = list(dict.fromkeys(ranks["method"]))
+    worlds = list(dict.fromkeys(ranks["world"]))
+    fig, ax = plt.subplots(figsize=(6.5, 0.45 * len(methods) + 1.2))
+    for j, world in enumerate(worlds):
+        part = ranks[ranks["world"] == world].set_index("method").reindex(methods)
+        y = np.arange(len(methods)) + (j - (len(worlds) - 1) / 2) * 0.18
+        ax.errorbar(part["mean"], y, xerr=[part["mean"] - part["low"], part["high"] - part["mean"]], fmt="o",
+                    capsize=2, label=world)
+    ax.set_yticks(range(len(methods)), methods)
+    ax.invert_yaxis()
+    ax.set_xlabel("mean rank over seeds (1 = best)")
+    ax.legend(fontsize=7, loc="best")
+    folder = ctx.out / "figures"
+    folder.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(folder / "transfer_ranks.png", dpi=120)
+    plt.close(fig)
+    return [Section("Transfer between worlds — ranks", "Each method's mean rank per world with its bootstrap interval "
+                    "over seeds; a method whose dots sit apart ranks differently on the two worlds.",
+                    "![transfer ranks](figures/transfer_ranks.png)")]

@@ -1,0 +1,100 @@
+"""The transfer table and figure (issue #44 item 4) on synthetic results: ranks per world with bootstrap intervals
+over seeds and Kendall's tau between worlds, checked against orders and values computed by hand."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import kendalltau
+
+from grpo_bench.errors import UserError
+from grpo_bench.report.parts import FIGURES, TABLES, Context
+from grpo_bench.report.transfer import BOOT, seed_ranks, transfer, world_scores
+from grpo_bench.suite.results import COLUMNS
+
+METHODS = ("m1", "m2", "m3", "m4")
+
+
+def _results(worlds: dict[tuple[str, str], dict[int, list[float]]], suite: str = "s") -> pd.DataFrame:
+    """results.parquet rows: per world (model, reward) and seed, each method's held-out oracle (vq = score)."""
+    rows = []
+    for (model, reward), by_seed in worlds.items():
+        for seed, scores in by_seed.items():
+            for method, score in zip(METHODS, scores):
+                cell = f"{model}-{reward}-{method}-{seed}"
+                base = {"suite": suite, "cell": cell, "group": f"{method} {model} {reward}", "setting": "A",
+                        "method": method, "kl": "fixed", "equalizer": False, "seed": seed}
+                config = {"model": model, "reward": reward, "method": method, "setting": "A", "seed": seed}
+                rows.append({**base, "kind": "cell", "metric": "wall_time", "value": 1.0,
+                             "text": json.dumps({"labels": {}, "config": config, "status": "done"})})
+                rows += [{**base, "kind": "final", "metric": m, "value": v}
+                         for m, v in (("eval_oracle_vq", score), ("eval_oracle_mq", 0.0), ("eval_oracle_ta", 0.0))]
+    frame = pd.DataFrame(rows, columns=list(COLUMNS))
+    return frame.astype({k: v for k, v in COLUMNS.items() if v != "object"})
+
+
+SAME = {0: [0.9, 0.7, 0.5, 0.1], 1: [0.8, 0.6, 0.4, 0.2], 2: [0.95, 0.5, 0.45, 0.3]}  # m1 > m2 > m3 > m4 always
+REVERSED = {10: [0.1, 0.2, 0.3, 0.4], 11: [0.0, 0.5, 0.6, 0.9]}
+MIXED = {20: [0.9, 0.8, 0.1, 0.2], 21: [0.7, 0.9, 0.3, 0.1], 22: [0.2, 0.9, 0.8, 0.1]}
+
+
+def test_ranks_and_tau_match_hand_computation() -> None:
+    scores = world_scores(_results({("world", "world_oracle"): SAME, ("image_world", "image_world_oracle"): SAME,
+                                    ("image_world_text", "image_world_ocr"): REVERSED, ("w4", "r4"): MIXED}))
+    assert len(scores) == 4 * (3 + 3 + 2 + 3) and set(scores["score"]) >= {0.9, 0.1}
+    ranks, taus = transfer(scores)
+    same = ranks[ranks["world"] == "world / world_oracle"].set_index("method")
+    assert same["mean"].tolist() == [1, 2, 3, 4] and same["low"].tolist() == same["high"].tolist() == [1, 2, 3, 4]
+    mixed = ranks[ranks["world"] == "w4 / r4"].set_index("method")
+    by_hand = np.array([[1, 2, 4, 3], [2, 1, 3, 4], [3, 1, 2, 4]]).mean(axis=0)  # seeds 20, 21, 22
+    assert mixed["mean"].to_numpy() == pytest.approx(by_hand)
+    assert np.all(mixed["low"] <= mixed["mean"]) and np.all(mixed["mean"] <= mixed["high"])
+    assert mixed.loc["m1", "low"] == 1 and mixed.loc["m1", "high"] == 3  # all three seeds' ranks are reachable
+    pair = taus.set_index(["world_a", "world_b"])
+    assert pair.loc[("world / world_oracle", "image_world / image_world_oracle"), "tau"] == 1.0
+    assert pair.loc[("world / world_oracle", "image_world_text / image_world_ocr"), ["tau", "low", "high"]].tolist() \
+        == [-1.0, -1.0, -1.0]
+    want = kendalltau([1, 2, 3, 4], by_hand).statistic
+    row = pair.loc[("world / world_oracle", "w4 / r4")]
+    assert row["tau"] == pytest.approx(want) and row["low"] <= want <= row["high"] and row["methods"] == 4
+
+
+def test_seeds_where_a_method_did_not_finish_are_left_out_and_ties_share_a_rank() -> None:
+    frame = _results({("world", "world_oracle"): {0: [0.5, 0.5, 0.2, 0.1], 1: [0.9, 0.8, 0.7, 0.6]}})
+    frame = frame[~((frame["seed"] == 1) & (frame["method"] == "m4") & (frame["kind"] == "final"))]
+    ranks = seed_ranks(world_scores(frame))["world / world_oracle"]
+    assert ranks.index.tolist() == [0] and ranks.loc[0].tolist() == [1.5, 1.5, 3, 4]
+
+
+def test_the_part_reads_the_sibling_field_report_and_draws_its_figure(tmp_path) -> None:
+    (tmp_path / "field").mkdir()
+    _results({("world", "world_oracle"): SAME}, suite="field").to_parquet(tmp_path / "field" / "results.parquet")
+    out = tmp_path / "field_image"
+    out.mkdir()
+    ctx = Context(_results({("image_world", "image_world_oracle"): REVERSED}, suite="field_image"), out)
+    sections = TABLES.get("transfer")(ctx)
+    assert "image_world / image_world_oracle vs world / world_oracle: τ = -1.00 [-1.00, -1.00] over 4 methods" \
+        in sections[0].body  # this report's world first, then the sibling's
+    table = pd.read_csv(out / "tables" / "transfer.csv")
+    assert set(table["world"]) == {"world / world_oracle", "image_world / image_world_oracle"}
+    assert FIGURES.get("transfer_ranks")(ctx) and (out / "figures" / "transfer_ranks.png").stat().st_size > 0
+    assert BOOT >= 1000
+
+
+def test_a_damaged_sibling_results_file_is_one_line(tmp_path) -> None:
+    (tmp_path / "field").mkdir()
+    (tmp_path / "field" / "results.parquet").write_bytes(b"not parquet")
+    out = tmp_path / "field_image"
+    out.mkdir()
+    with pytest.raises(UserError, match=r"transfer: .*field/results.parquet is not a readable results file") as info:
+        TABLES.get("transfer")(Context(_results({("image_world", "image_world_oracle"): SAME}), out))
+    assert "\n" not in str(info.value)
+
+
+def test_one_world_says_it_needs_two() -> None:
+    sections = TABLES.get("transfer")(Context(_results({("world", "world_oracle"): SAME}), __import__("pathlib").Path(
+        "/nonexistent/report")))
+    assert "Fewer than two worlds" in sections[0].body
