@@ -177,7 +177,7 @@ def test_dry_run_lists_cells_and_runs_nothing(tmp_path):
     res = CliRunner().invoke(app, ["ablate", "--kl", "all", "--equalizer", "on,off", "--base", str(path),
                                    "--dry-run", "--out", str(tmp_path / "runs")], terminal_width=200)
     assert res.exit_code == 0, res.output
-    assert "20 cells" in res.output  # 5 KL variants x 2 equalizer settings x 2 seeds
+    assert "24 cells" in res.output  # 6 KL variants (flow_grpo: FlowGRPO's own estimator) x 2 equalizer x 2 seeds
 
 
 def _world_ready() -> bool:

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _cfg(model: str, *overrides: str) -> RunConfig:
     reward = "pickscore" if real_specs()[model].get("modality") == "image" else "videoalign"
-    return build_config(None, None, None, None, None, None, [f"model={model}", f"reward={reward}", *overrides])
+    return build_config({}, [f"model={model}", f"reward={reward}", *overrides])
 
 
 @pytest.mark.parametrize(("model", "suite"), [("sd3.5-medium", "sd35_flow_grpo"), ("wan2.1-1.3b", "wan_small"),
@@ -70,9 +70,9 @@ def test_flux_and_qwen_image_sample_at_their_pipelines_shift_for_the_runs_resolu
 
 
 def test_the_world_and_like_take_no_recipe():
-    world = build_config(None, None, None, None, None, None, [])
+    world = build_config({}, [])
     assert dataclasses.asdict(world) == dataclasses.asdict(RunConfig())
-    like = build_config(None, None, None, None, None, None, [], like=ROOT / "suites" / "sd35_flow_grpo_1gpu.yaml")
+    like = build_config({}, [], like=ROOT / "suites" / "sd35_flow_grpo_1gpu.yaml")
     base = load_suite(ROOT / "suites" / "sd35_flow_grpo_1gpu.yaml").base
     assert like.gradient_checkpointing == base["gradient_checkpointing"] and like.lora_rank == base["lora_rank"]
 

@@ -79,6 +79,9 @@ class _Anchors:
     def after_optimizer_step(self, n):
         return int(n % 10 == 0)
 
+    def after_update(self, optimizer_steps):  # anchors updated once per update (DiffusionNFT's old policy)
+        return 0
+
 
 def count(cfg, processes: int):
     """Run optimize() on one process's batch of ``cfg`` with a stub loss: [(backwards, samples)] per step."""

@@ -68,7 +68,7 @@ def test_cell_ids_change_when_the_shipped_judge_is_rebuilt(tmp_path, monkeypatch
     before = [c.id for c in expand(load_suite(write_suite(tmp_path / "s.yaml")))]
     rebuilt = tmp_path / "world_judge.safetensors"
     rebuilt.write_bytes(world_judge.DEFAULT_WEIGHTS.read_bytes() + b"\0")  # other bytes, as after a retrain
-    monkeypatch.setattr(world_judge, "DEFAULT_WEIGHTS", rebuilt)
+    monkeypatch.setattr(world_judge.WorldJudgeReward, "shipped_weights", rebuilt)  # what the reward declares
     after = [c.id for c in expand(load_suite(write_suite(tmp_path / "s.yaml")))]
     assert len(set(after)) == len(after) and not set(before) & set(after)
 
@@ -176,7 +176,8 @@ def test_shipped_suites_validate_and_expand(name):
         from grpo_bench.suite.tune import with_chosen
 
         lrs = {"dance_grpo": 3e-5, "flow_grpo": 1e-4, "cps": 3e-4, "sage_grpo": 1e-3}
-        cells = expand(with_chosen(suite, {m: {"lr": v} for m, v in lrs.items()}))
+        chosen = {**{m: {"lr": v} for m, v in lrs.items()}, "sage_grpo [kl=dual]": {"lr": 1e-3}}
+        cells = expand(with_chosen(suite, chosen))
         assert all(c.config.lr == lrs[c.config.method] for c in cells) and min(suite.seeds) >= 1000
         dual = [c for c in cells if c.config.kl == "dual"]
         assert {(c.config.method, c.config.setting) for c in dual} == {("sage_grpo", "B")}
