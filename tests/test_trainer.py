@@ -182,8 +182,9 @@ def test_one_update_for_every_method_and_kl_variant(tmp_path, method):
     for kl in variants:
         m = TinyModel(seed=0)
         before = [p.detach().clone() for p in m.net.parameters()]
+        steps = {"steps": 6} if method == "flow_dppo" else {}  # its 3 sparse SDE steps need 3 in [0, T/2)
         final = run(tmp_path, f"{method}-{kl}", model=m, method=method, kl=kl, updates=1, kl_weight=0.1,
-                    eval_samples=1, save_videos=False)
+                    eval_samples=1, save_videos=False, **steps)
         row = final["metrics"]
         assert row["update"] == 0 and row["optimizer_steps"] == RunConfig().minibatches
         assert all(torch.isfinite(torch.tensor(row[k])) for k in ("reward", "policy_loss", "kl", "grad_norm"))

@@ -116,7 +116,7 @@ def tiny_sd3_pipeline(seed: int = 0) -> Any:
 
     clip_tok, t5_tok, clip_1, clip_2, _, t5_enc = tiny_clip_and_t5(seed)
     torch.manual_seed(seed)
-    transformer = SD3Transformer2DModel(sample_size=32, patch_size=1, in_channels=4, num_layers=1, attention_head_dim=8,
+    transformer = SD3Transformer2DModel(sample_size=32, patch_size=1, in_channels=4, num_layers=2, attention_head_dim=8,
                                         num_attention_heads=4, caption_projection_dim=32, joint_attention_dim=32,
                                         pooled_projection_dim=64, out_channels=4)
     return StableDiffusion3Pipeline(
@@ -127,7 +127,9 @@ def tiny_sd3_pipeline(seed: int = 0) -> Any:
 
 
 def tiny_sd3(options: AdapterOptions, seed: int = 0) -> SD3Model:
-    """``tiny-sd3``: random weights, an MMDiT of one joint block; 16 x 16 stills give latents 4 x 1 x 16 x 16."""
+    """``tiny-sd3``: random weights, an MMDiT of two joint blocks (the last one context-pre-only, as in SD3.5, so
+    every LoRA target of the real model exists: to_add_out lives in the others); 16 x 16 stills give latents
+    4 x 1 x 16 x 16."""
     tiny_text_lengths(options)
     return SD3Model(tiny_sd3_pipeline(seed), options)
 

@@ -42,7 +42,7 @@ def _sde_methods(names: list[str]) -> list[str]:
 
 def _listed(names: list[str], every: list[str], shown: list[str]) -> str:
     """'all' for every registered name, else the short names joined; a long list (more names than a folder name
-    holds) as 'N-of-M-' and a digest of the list, so folder names stay short and distinct."""
+    holds) as 'n<count>-' and a digest of the list, so folder names stay short and distinct."""
     import hashlib
 
     if sorted(names) == sorted(every):
@@ -50,7 +50,7 @@ def _listed(names: list[str], every: list[str], shown: list[str]) -> str:
     joined = "-".join(shown)
     if len(joined) <= 20:
         return joined
-    return f"{len(names)}-of-{len(every)}-" + hashlib.sha256(joined.encode()).hexdigest()[:6]
+    return f"n{len(names)}-" + hashlib.sha256(joined.encode()).hexdigest()[:4]
 
 
 def legacy_ablation_name(base: Suite, grid: dict[str, list[Any]]) -> str:

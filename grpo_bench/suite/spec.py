@@ -43,7 +43,10 @@ class ReportSpec:
     bold, Holm family and power rows), e.g. [setting, reward] for a table with two reward tracks."""
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        if not out["design"]:  # a suite without a factorial stores no design key (its parser takes none)
+            out.pop("design")
+        return out
 
 
 @dataclass(frozen=True)

@@ -92,9 +92,10 @@ def check_modality(cfg: Any, where: str = "") -> None:
     if kind == "image" and cfg.frames != 1:
         raise UserError(f"{where}config key 'frames': model {cfg.model!r} makes still images (one frame), got "
                         f"frames={cfg.frames}; leave frames out (an image model's default is 1) or set frames: 1")
-    from grpo_bench.rewards import declares_ground_truth
+    from grpo_bench.rewards import GROUND_TRUTH, declares_ground_truth
 
-    if kind == "image" and cfg.eval_oracle and not declares_ground_truth(cfg.prompts):
+    truth = GROUND_TRUTH.get(cfg.prompts) if declares_ground_truth(cfg.prompts) else None
+    if kind == "image" and cfg.eval_oracle and (truth is None or reward_modality(REWARDS.get(truth)) == "video"):
         raise UserError(f"{where}config key 'eval_oracle': the world oracle scores the embedded world's videos, not "
                         f"the stills of model {cfg.model!r}; leave eval_oracle out (an image model's default is false)")
     scores = reward_modality(REWARDS.get(cfg.reward))
