@@ -182,8 +182,9 @@ def test_lora_on_flow_grpos_targets_trains_only_adapters():
     trainable = {n for n, p in lora.trainable_module().named_parameters() if p.requires_grad}
     assert trainable and all(".lora_A." in n or ".lora_B." in n for n in trainable)
     wrapped = {n.split(".lora_")[0].split("attn.")[-1] for n in trainable}
-    # the one block of the tiny MMDiT is the last (context_pre_only): no to_add_out there
-    assert wrapped == {t.split("attn.")[-1] for t in targets} - {"to_add_out"}
+    # every target is wrapped: to_add_out in the first joint block (the last, context_pre_only, has none)
+    assert wrapped == {t.split("attn.")[-1] for t in targets}
+    assert not any("transformer_blocks.1.attn.to_add_out" in n for n in trainable)
     assert all(p.requires_grad and p.dtype == torch.float32 for p in base.trainable_module().parameters())
     x, s = torch.randn(2, *lora.latent_shape), torch.tensor([0.8, 0.3])
     with torch.no_grad():
