@@ -110,11 +110,14 @@ def run_tiny(model: str, ctx: Context) -> Iterator[dict]:
         from grpo_bench.train.trainer import Trainer
 
         trainer = Trainer(resolve(cfg), os.path.join(ctx.out_dir, model), None, None)
-        updates = iter(range(2))
-        peak = measure(lambda: trainer.update(next(updates)), ctx.device)
+        updates, lines = iter(range(2)), []
+        peak = measure(lambda: lines.append(trainer.update(next(updates))), ctx.device)
         # the plan's peak is the whole process's (GPU allocator, or resident set), not a rise
         whole = torch.cuda.max_memory_allocated(ctx.device) if on_gpu else _maxrss()
-        r.update(measured_gb=whole / GB, seconds=peak.seconds)
+        # train-inference consistency at the run's precision: mean |log p_train - log p_rollout| at the rollout's
+        # parameters (0 in float32 on a CPU; bf16 kernels and batch shapes move it; VeRL-Omni reports ~2e-5)
+        gap = lines[-1].get("logp_gap") if lines else None
+        r.update(measured_gb=whole / GB, seconds=peak.seconds, logp_gap=gap)
     yield r
 
 

@@ -108,3 +108,13 @@ def test_videoalign_inputs_mark_the_video_tokens():
     assert int(video.sum()) == 2 * 4 * 6 // 4 == x["pixel_values_videos"].shape[0] // 4
     assert torch.equal(x["mm_token_type_ids"][0] == cases.VIDEO_TOKEN_TYPE, video)
     assert x["video_grid_thw"].tolist() == [[2, 4, 6]]
+
+
+def test_the_tiny_case_reports_the_train_inference_logp_gap(tmp_path):
+    """gpu_check's tiny rows carry logp_gap, the mean |log p_train - log p_rollout| of the second update's first
+    optimizer step at the rollout's parameters: measured, finite, and inside the liveness threshold on a CPU."""
+    from types import SimpleNamespace
+
+    ctx = cases.Context(SimpleNamespace(dry_run=False), torch.device("cpu"), str(tmp_path))
+    (r,) = list(gpu_check.run_tiny("tiny-wan", ctx))
+    assert r["logp_gap"] is not None and 0.0 <= r["logp_gap"] < 1e-4
