@@ -18,6 +18,7 @@ exactly as the method code they replaced did, so a method's runs are the same nu
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any, ClassVar, Literal, NamedTuple
 
@@ -43,7 +44,7 @@ class RuleSpec(NamedTuple):
     keys: Mapping[str, str] = {}
 
 
-class StepRule:
+class StepRule(ABC):
     """Base of every registered step rule."""
 
     name: ClassVar[str]
@@ -60,9 +61,9 @@ class StepRule:
         """How the user sets ``field``: the method parameter that declared it, else ``steps.<field>``."""
         return self._keys.get(field, f"{PREFIX}.{field}")
 
+    @abstractmethod
     def active(self, eligible: Tensor, update: int, generator: torch.Generator | None) -> Tensor | None:
         """Bool Tensor[T] of update ``update``'s SDE-and-trained steps; None: the static steps."""
-        raise NotImplementedError
 
     def check(self, eligible: Tensor, shared_noise: bool, owner: str) -> None:
         """Refuse (UserError, one line) a rule that leaves some update without a trained step, before any work."""
