@@ -133,6 +133,27 @@ def test_failing_cell_is_recorded_and_the_suite_goes_on(tmp_path, monkeypatch):
     assert "fake failure of dance_grpo" in (summary.suite_dir / "report" / "report.md").read_text()
 
 
+def test_a_finished_run_prints_each_rows_learning_as_table_2_has_it(tmp_path):
+    """The summary printed when a suite ends is the report's Table 2, row for row (its headline columns)."""
+    import csv
+    import io
+
+    from rich.console import Console
+
+    from grpo_bench.cli.suite import execute
+    from grpo_bench.suite.parse import load_suite
+
+    buf = io.StringIO()
+    summary = execute(load_suite(write_suite(tmp_path / "s.yaml", SMALL_SUITE)), tmp_path / "runs", 1, "local", False,
+                      True, Console(file=buf, width=240), trainer="suite_support:fake_train")
+    out = buf.getvalue()
+    with (summary.suite_dir / "report" / "tables" / "table2.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert rows and "held-out learning" in out
+    for row in rows:  # every row with its Oracle learning as the stored table has it
+        assert row["group"] in out and f"{float(row['Oracle_mean']):+.3f}" in out
+
+
 def test_bad_suite_exits_2_with_one_line_and_starts_nothing(tmp_path):
     data = {**json.loads(json.dumps(SMALL_SUITE)), "grid": {"method": ["sage_grpo", "ppo"]}}
     path = write_suite(tmp_path / "bad.yaml", data)

@@ -113,7 +113,10 @@ def execute(suite: Suite, out: Path, jobs: int | None, backend: str, dry_run: bo
     console.print(f"{suite.name}: {counts} in {summary.wall_s:.1f} s -> {summary.suite_dir / RESULTS}",
                   markup=False, highlight=False)
     if render:
+        from grpo_bench.cli.run_summary import print_summary
+
         report = render_report(summary.suite_dir, frame=load_results(summary.suite_dir))
+        print_summary(report, console)
         console.print(f"report: {report}", markup=False, highlight=False)
     return summary
 
