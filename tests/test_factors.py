@@ -65,7 +65,7 @@ def _kernel_twice(d):
     (_unclaim_step_kernel, "not_estimated lists 'kernel:objective', which the design does estimate"),
     (_kernel_twice, "config key 'kernel' is set by factor 'kernel' too; a factor is named once"),
     (lambda d: d["points"].append(["all", "flow", "kl_mask"]), "repeats the point ['all', 'flow', 'kl_mask']"),
-    (lambda d: d["factors"]["step_rule"]["window"].update({"steps.size": 9}), "does not fit in the window range"),
+    (lambda d: d["factors"]["step_rule"]["window"].update({"steps.size": 11}), "does not fit in the window range"),
 ])
 def test_a_bad_design_is_one_line_before_any_cell(edit, says, tmp_path, monkeypatch, capsys):
     assert says in _run(tmp_path, monkeypatch, capsys, edit)
