@@ -60,7 +60,8 @@ def test_reward_contract(name, monkeypatch):
     reward = _build_or_skip(lambda: rewards.load(name, device="cpu"))
     frames = 1 if getattr(factory, "modality", "any") == "image" else 8  # a reward of stills scores one frame
     size = getattr(factory, "media_size", 16)  # a reward bound to one size (an embedded world's checker) says so
-    videos = torch.rand(2, 3, frames, size, size, generator=torch.Generator().manual_seed(0)) * 2 - 1
+    height, width = size if isinstance(size, tuple) else (size, size)
+    videos = torch.rand(2, 3, frames, height, width, generator=torch.Generator().manual_seed(0)) * 2 - 1
     with torch.no_grad():  # prompts of the form the reward declares it scores, else the video world's
         scores = reward(videos, list(getattr(factory, "example_prompts", WORLD_PROMPTS)))
     assert set(reward.dimensions) <= set(scores)

@@ -136,7 +136,7 @@ def _cases(tmp: Path) -> list[tuple[list[str], str]]:
           "--out", out], "chosen.json: a damaged or edited tuning choice ('methods' must be an object"),
         # --- claims: the stored files beside the results tables ----------------------------------------
         (["claims", str(_reports(tmp, "prints", "fingerprints.json", '["197a046d74"]')), "--out", f"{out}/c.md"],
-         "fingerprints.json: must be a JSON object of commit -> behaviour fingerprint"),
+         "fingerprints.json: a list; expected a JSON object {commit: {cpu: sha256}}"),
         (["claims", str(_reports(tmp, "table1", "samplers/T10/table1.csv", "kernel,excess_final_var_err\nsage,x\n")),
           "--out", f"{out}/c.md"], "table1.csv: column 'excess_final_var_err' must hold finite numbers, got 'x'"),
         (["claims", str(_reports(tmp, "table3", "main_table/kit/analysis/table3.csv", "target,votes\nsage_grpo,3\n")),

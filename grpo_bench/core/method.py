@@ -192,7 +192,9 @@ class Method:
         window, sparse draw or branching step); ODE elsewhere. None (rule ``all``): the static ``sde_steps``."""
         if self.rule.static:
             return None
-        return self.rule.active(self.eligible_steps(sigmas), update, generator)
+        active = self.rule.active(self.eligible_steps(sigmas), update, generator)
+        # a window reaching a deterministic step (CPS's last, on a short schedule) samples that step by ODE
+        return None if active is None else active & self.sde_steps(sigmas)
 
     def anchor_policies(self) -> dict[str, str]:
         """Anchor name -> registered update policy the method's loss needs besides the KL variant's."""

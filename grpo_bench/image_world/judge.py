@@ -137,5 +137,7 @@ def image_world_judge(path: str | Path | None = None, device: str | None = None,
 
 image_world_judge.path_options = ()  # the shipped weights
 image_world_judge.modality = "image"
+image_world_judge.example_prompts = ("a red circle", "three blue squares")  # prompts of its grammar
+image_world_judge.media_size = 32
 image_world_judge.embedded = True
 image_world_judge.shipped_weights = DEFAULT_JUDGE  # its digest is part of every cell id trained on it

@@ -93,6 +93,7 @@ def check_config(cfg: Any, where: str = "") -> None:
 
 
 text_world_model.modality = "image"
+text_world_model.example_prompts = ('the word "cat"', 'the word "moon"')  # prompts of its vocabulary
 text_world_model.embedded = True
 text_world_model.shipped_weights = DEFAULT_WEIGHTS
 text_world_model.check_config = check_config

@@ -79,6 +79,8 @@ def image_world_ocr(threads: int = 1, device: str | None = None, **kw: object) -
 
 image_world_ocr.path_options = ()  # the models ship in the wheel
 image_world_ocr.modality = "image"
+image_world_ocr.example_prompts = ('the word "cat"', 'the word "moon"')  # prompts of the form it scores
+image_world_ocr.media_size = (32, 128)  # the rendered line it reads
 
 
 @register(ORACLE, ground_truth_for=PROMPT_SET)
@@ -86,6 +88,8 @@ class TextOracleReward:
     """{"vq", "mq", "ta"} of the exact reader (text_checker.py); its ``ground_truth`` gives every column."""
 
     dimensions = ("vq", "mq", "ta")
+    example_prompts = ('the word "cat"', 'the word "moon"')  # prompts of the form it scores
+    media_size = (32, 128)  # the rendered line it reads
     modality = "image"
     embedded = True
     label = "oracle"

@@ -11,7 +11,7 @@ declares (``RewardDeclaration``, read once by ``declaration``):
                   one registers as a prompt set's ground truth (``register(name, ground_truth_for="world")``)
     example_prompts  optional: prompts of the form it scores (a quoted word for OCR, an embedded world's grammar);
                   the generic contract tests feed it these (models declare the same)
-    media_size    optional: the one image size it scores (an embedded world's checker)
+    media_size    optional: the one image size it scores, an int or (height, width) (an embedded world's checker)
 
 Its registered factory declares, as attributes read once by ``factory_declaration`` before anything is loaded:
 
