@@ -377,27 +377,3 @@ def test_a_kl_variant_reads_its_section_only_when_built():
         held.beta_pos, held.beta_vel, held.stepwise_estimator = 9.0, 9.0, "sample"
     torch.testing.assert_close(variant(inp)["kl"], before)
     assert not hasattr(variant, "options") and variant.beta_pos == 1.0 and variant.velocity.estimator == "analytic"
-
-
-def test_flow_grpo_kl_is_flowgrpos_code_formula():
-    """flow_grpo scripts/train_sd3.py:900 divides the squared mean shift by 2 std_dev_t^2, std_dev_t the flow
-    kernel's noise per unit time a*sqrt(sigma/(1-sigma)) (sd3_sde_with_logprob.py:50), not the step's variance
-    std_dev_t^2 * Delta: computed here from the flow kernel's own numbers, and ``fixed`` is 1/Delta stronger."""
-    from grpo_bench.core import schedule
-    from grpo_bench.core.method import make_method
-    from grpo_bench.core.sampling import StepTable
-
-    sigmas = schedule.sigmas(10, 3.0)
-    table = StepTable.build(make_method("flow_grpo"), sigmas)
-    steps = torch.tensor([1, 4, 8])
-    g = torch.Generator().manual_seed(3)
-    mu, ref = torch.randn(3, 2, 1, 2, 2, generator=g), torch.randn(3, 2, 1, 2, 2, generator=g)
-    x = KLInputs(mu=mu, logp=torch.zeros(3), logp_old=torch.zeros(3), mu_old=mu, mu_ref={"initial": ref},
-                 var=table.std[steps] ** 2, delta=table.delta[steps])
-    s = sigmas[steps].double()
-    std_dev_t = 0.7 * torch.sqrt(s / (1 - s))  # noise_level 0.7, flow_grpo's default
-    expected = (mu.double() - ref.double()).pow(2).flatten(1).mean(1) / (2 * std_dev_t**2)
-    got = make_kl(RunConfig(kl="flow_grpo"))(x)["kl"]
-    torch.testing.assert_close(got.double(), expected, rtol=1e-5, atol=0)
-    torch.testing.assert_close(make_kl(RunConfig(kl="fixed"))(x)["kl"] * x.delta, got, rtol=1e-5, atol=0)
-    assert dict(KL_VARIANTS.get("flow_grpo").anchors) == {"initial": "never"}
