@@ -313,7 +313,7 @@ def run_videoalign(ctx: Context, shape: dict | None = None) -> Iterator[dict]:
     from grpo_bench.rewards.videoalign import MODEL_WEIGHTS
     from grpo_bench.train.plan_costs import reward_cost
 
-    act, flops = reward_cost("videoalign", 81)
+    act, flops, _ = reward_cost("videoalign", 81)
     r = row("VideoAlign (Qwen2-VL-2B size) 6 x 336 x 588", tokens=int(3 * 24 * 42 / 4 + 128),
             params=int(MODEL_WEIGHTS.params), predicted_gb=act / 2 / GB,  # one video of the batch of 2
             predicted_weights_gb=MODEL_WEIGHTS.bytes("cuda") / GB, flops=flops)

@@ -1,6 +1,7 @@
 """``grpo-bench train --model NAME`` takes a named real checkpoint's recipe (grpo_bench/models/recipes.yaml) for the
 keys the command leaves unset: the shipped suites' values where a suite runs that model, the pipeline's shift
-at the run's resolution for FLUX.1 and Qwen-Image; a key the command gives wins."""
+at the run's resolution for FLUX.1 and Qwen-Image, the official generation defaults elsewhere; a key the command
+gives wins. Every registered real checkpoint has one, its numbers in range; one without is refused in one line."""
 
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ from grpo_bench.cli import app
 from grpo_bench.cli.train import build_config
 from grpo_bench.models import names
 from grpo_bench.suite.parse import load_suite
+from grpo_bench.train import model_recipe
 from grpo_bench.train.config import RunConfig
-from grpo_bench.train.model_recipe import recipes
+from grpo_bench.train.model_recipe import RECIPE_KEYS, real_checkpoints, recipes
 from grpo_bench.train.plan_models import real_specs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,3 +83,92 @@ def test_every_recipe_names_a_registered_real_model_and_help_says_so():
     assert set(recipes()) <= set(names()) & set(real_specs())
     out = CliRunner().invoke(app, ["train", "--help"], env={"COLUMNS": "250"}).output
     assert "recipe" in out and "grpo_bench/models/recipes.yaml" in out
+
+
+
+# --- every registered real checkpoint has a recipe, its numbers in range; one without is refused -------------------
+def test_every_registered_real_checkpoint_has_a_recipe():
+    real = real_checkpoints()
+    assert {"sd3.5-large", "flux.1-schnell", "wan2.1-14b", "wan2.2-5b", "hunyuan15-720p", "sd3-medium"} <= set(real)
+    assert sorted(set(real) - set(recipes())) == []  # none takes the world's 16 x 16 pixels silently
+
+
+@pytest.mark.parametrize("model", sorted(recipes()))
+def test_each_recipes_numbers_are_in_range_for_its_model(model):
+    recipe, spec = recipes()[model], real_specs()[model]
+    assert set(RECIPE_KEYS) - {"shift"} <= set(recipe) and ("shift" in recipe) != ("shift_from" in recipe)
+    image = spec.get("modality") == "image"
+    step = spec["vae_spatial"] * spec["patch"][-1]  # pixels per latent token side
+    assert isinstance(recipe["frames"], int) and (recipe["frames"] == 1 if image else
+                                                  recipe["frames"] > 1 and (recipe["frames"] - 1) % 4 == 0)
+    for side in ("height", "width"):
+        assert isinstance(recipe[side], int) and 256 <= recipe[side] <= 2048 and recipe[side] % step == 0, side
+    assert isinstance(recipe["guidance"], float) and 1.0 <= recipe["guidance"] <= 10.0
+    assert recipe["guidance"] == 1.0 if spec["guidance_distilled"] else recipe["guidance"] > 1.0
+    if "shift" in recipe:
+        assert isinstance(recipe["shift"], float) and 1.0 <= recipe["shift"] <= 12.0
+    assert isinstance(recipe.get("steps", 10), int) and 1 <= recipe.get("steps", 10) <= 100
+    assert isinstance(recipe.get("max_text_tokens", 256), int) and 64 <= recipe.get("max_text_tokens", 256) <= 1024
+    assert isinstance(recipe["lora_rank"], int) and recipe["lora_rank"] in (16, 32, 64, 128)
+    rank, alpha = recipe["lora_rank"], recipe["lora_alpha"]
+    assert isinstance(alpha, int) and rank <= alpha <= 2 * rank
+    assert recipe["mixed_precision"] == "bf16" and recipe["gradient_checkpointing"] is True
+    assert image or recipe["eval_oracle"] is False  # the exact oracle is the embedded world's alone
+    cfg = _cfg(model)  # the whole recipe passes the run config's own validation
+    assert (cfg.frames, cfg.height, cfg.width, cfg.guidance) == tuple(recipe[k] for k in ("frames", "height", "width",
+                                                                                         "guidance"))
+
+
+@pytest.mark.parametrize(("model", "expected"), [
+    ("sd3.5-large", {"height": 1024, "guidance": 4.5, "shift": 3.0, "max_text_tokens": 256}),
+    ("flux.1-schnell", {"height": 1024, "steps": 4, "guidance": 1.0, "shift": 1.0, "max_text_tokens": 256}),
+    ("wan2.1-14b", {"frames": 81, "height": 720, "width": 1280, "guidance": 5.0, "shift": 5.0}),
+    ("wan2.2-5b", {"frames": 121, "height": 704, "width": 1280, "guidance": 5.0, "shift": 5.0}),
+    ("hunyuan15-720p", {"frames": 121, "height": 720, "width": 1280, "guidance": 6.0, "shift": 9.0}),
+])
+def test_a_plain_run_of_a_newly_recipied_model_takes_its_official_defaults(model, expected):
+    cfg = _cfg(model)
+    assert {k: getattr(cfg, k) for k in expected} == expected
+    assert cfg.lora_rank > 0 and cfg.mixed_precision == "bf16"
+
+
+def test_hunyuan15_720ps_size_is_the_official_16_9_bucket():
+    """hunyuan_video_pipeline.py get_closest_resolution_given_original_size with the 720p bucket (base 960, stride 16):
+    generate_crop_size_list and get_closest_ratio (hyvideo/utils/data_utils.py), re-implemented here."""
+    patches = round((960 / 16) ** 2)
+    sizes, wp, hp = [], patches, 1
+    while wp > 0:
+        if max(wp, hp) / min(wp, hp) <= 4.0:
+            sizes.append((wp * 16, hp * 16))
+        if (hp + 1) * wp <= patches:
+            hp += 1
+        else:
+            wp -= 1
+    height, width = min(sizes, key=lambda s: abs(s[0] / s[1] - 9 / 16))
+    assert (recipes()["hunyuan15-720p"]["height"], recipes()["hunyuan15-720p"]["width"]) == (height, width)
+
+
+def test_a_registered_checkpoint_without_a_recipe_is_refused_in_one_line(monkeypatch, capsys, tmp_path):
+    import sys
+
+    import grpo_bench.cli.entry as entry
+
+    kept = {k: v for k, v in recipes().items() if k != "wan2.1-14b"}
+    monkeypatch.setattr(model_recipe, "recipes", lambda: kept)
+    out = tmp_path / "run"
+    monkeypatch.setattr(sys, "argv", ["grpo-bench", "train", "--model", "wan2.1-14b", "reward=videoalign_16fps",
+                                      "--out", str(out)])
+    with pytest.raises(SystemExit) as exit_:
+        entry.main()
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert exit_.value.code == 2 and len(lines) == 1 and "Traceback" not in err, err
+    assert not out.exists()  # refused before any work
+    assert "'wan2.1-14b' has no recipe in grpo_bench/models/recipes.yaml" in lines[0]
+    assert "wan2.1-1.3b" in lines[0] and "frames=" in lines[0] and "shift=" in lines[0]
+    given = ["frames=33", "height=480", "width=832", "guidance=5.0", "shift=3.0", "mixed_precision=bf16",
+             "lora_rank=32", "lora_alpha=32", "gradient_checkpointing=true"]
+    cfg = build_config({}, ["model=wan2.1-14b", "reward=videoalign_16fps", *given])  # every recipe key given: runs
+    assert (cfg.frames, cfg.height, cfg.lora_rank) == (33, 480, 32)
+    with pytest.raises(Exception, match="lora_alpha="):  # one left out: refused, naming it
+        build_config({}, ["model=wan2.1-14b", "reward=videoalign_16fps", *given[:-2], given[-1]])

@@ -53,9 +53,9 @@ def train(
         True, "--resume/--no-resume", metavar="", help="Continue from the folder's latest checkpoint."),
     model: str | None = typer.Option(
         None, "--model", help="Generator (model=...): world, tiny-wan, tiny-hunyuan15, tiny-sd3, tiny-flux, "
-        "tiny-qwen-image, a preset, hub id or folder. A named real model (sd3.5-medium, flux.1-dev, qwen-image, "
-        "wan2.1-1.3b, hunyuan15-480p) brings its recipe's resolution, guidance, shift, precision and LoRA unless set "
-        "here or by --like (grpo_bench/models/recipes.yaml)."
+        "tiny-qwen-image, a preset, hub id or folder. A named real model (sd3.5-medium, flux.1-dev, wan2.1-14b, ...) "
+        "brings its recipe's resolution, guidance, shift, precision and LoRA unless set here or by --like "
+        "(grpo_bench/models/recipes.yaml)."
     ),
     accelerate_config: str | None = typer.Option(
         None,

@@ -27,6 +27,7 @@ from grpo_bench.image_world.model import ASSETS
 from grpo_bench.image_world.net import ResBlock2d
 from grpo_bench.image_world.render import SIZE
 from grpo_bench.rewards import register
+from grpo_bench.rewards.compute import CountedForward
 
 NAME = "image_world_judge"
 DEFAULT_JUDGE = ASSETS / "image_world_judge.safetensors"
@@ -137,6 +138,14 @@ def image_world_judge(path: str | Path | None = None, device: str | None = None,
 
 image_world_judge.path_options = ()  # the shipped weights
 image_world_judge.modality = "image"
+
+
+def _judge_example() -> tuple[ImageJudge, tuple[Tensor, Tensor]]:
+    """The shipped judge, one still and a condition: what its FLOPs are counted on."""
+    return load_judge(), (torch.zeros(1, 3, SIZE, SIZE), torch.zeros(1, len(PART_SIZES), dtype=torch.long))
+
+
+image_world_judge.compute = CountedForward(_judge_example)
 image_world_judge.example_prompts = ("a red circle", "three blue squares")  # prompts of its grammar
 image_world_judge.media_size = 32
 image_world_judge.embedded = True

@@ -15,6 +15,7 @@ from grpo_bench.image_world.grammar import prompts
 from grpo_bench.image_world.model import ORACLE, PROMPT_SET
 from grpo_bench.registry import PROMPT_SETS
 from grpo_bench.rewards import register
+from grpo_bench.rewards.compute import NoNetwork
 
 
 @register(ORACLE, ground_truth_for=PROMPT_SET)
@@ -23,6 +24,7 @@ class ImageWorldOracleReward:
 
     dimensions = ("vq", "mq", "ta")
     modality = "image"
+    compute = NoNetwork("the exact checker's closed-form checks")
     embedded = True
     label = "oracle"
     example_prompts = ("a red circle", "three blue squares")  # prompts of the form it scores (grammar.py)

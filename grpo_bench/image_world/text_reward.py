@@ -28,6 +28,7 @@ from grpo_bench.image_world.text_model import ORACLE, PROMPT_SET, TRAINING_REWAR
 from grpo_bench.image_world.words import prompts, word_of
 from grpo_bench.registry import PROMPT_SETS
 from grpo_bench.rewards import register
+from grpo_bench.rewards.compute import HostSeconds, NoNetwork
 
 
 def letters_only(text: str) -> str:
@@ -78,6 +79,8 @@ def image_world_ocr(threads: int = 1, device: str | None = None, **kw: object) -
 
 
 image_world_ocr.path_options = ()  # the models ship in the wheel
+# PP-OCRv4 recognition on the CPU: at most 0.06 s of one thread per 128 x 32 line, measured (docs/rewards.md)
+image_world_ocr.compute = HostSeconds(per_image=0.06)
 image_world_ocr.modality = "image"
 image_world_ocr.example_prompts = ('the word "cat"', 'the word "moon"')  # prompts of the form it scores
 image_world_ocr.media_size = (32, 128)  # the rendered line it reads
@@ -91,6 +94,7 @@ class TextOracleReward:
     example_prompts = ('the word "cat"', 'the word "moon"')  # prompts of the form it scores
     media_size = (32, 128)  # the rendered line it reads
     modality = "image"
+    compute = NoNetwork("the exact glyph reader's closed-form checks")
     embedded = True
     label = "oracle"
 

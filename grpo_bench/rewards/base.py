@@ -20,6 +20,9 @@ Its registered factory declares, as attributes read once by ``factory_declaratio
     modality      'image' (stills), 'video' or 'any' (every frame; the default)
     model_weights RewardModelWeights: the parameters it loads and their dtype on a GPU and on the CPU
                   (``grpo-bench plan`` counts them from the load on); None: negligible (the world's rewards)
+    compute       what one forward costs (rewards/compute.py: ``forward(frames) -> Forward``), FLOPs from its
+                  official config or counted on its own network, read by ``grpo-bench plan``; every registered
+                  reward declares one (``NoNetwork(why)`` when it runs none; tests/test_reward_compute.py)
 """
 
 from __future__ import annotations
@@ -98,6 +101,7 @@ class FactoryDeclaration:
     path_options: Mapping[str, str]
     modality: str
     model_weights: RewardModelWeights | None
+    compute: Any = None
 
 
 def factory_declaration(factory: Any) -> FactoryDeclaration:
@@ -110,7 +114,8 @@ def factory_declaration(factory: Any) -> FactoryDeclaration:
         raise ValueError(f"reward factory {getattr(factory, '__name__', factory)!r}: path option kinds {bad}; "
                          f"allowed: {', '.join(PATH_KINDS)}")
     return FactoryDeclaration(path_options=kinds, modality=str(getattr(factory, "modality", "any")),
-                              model_weights=getattr(factory, "model_weights", None))
+                              model_weights=getattr(factory, "model_weights", None),
+                              compute=getattr(factory, "compute", None))
 
 
 def reward_weights(reward: object, setting: str) -> dict[str, float]:

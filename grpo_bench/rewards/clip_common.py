@@ -139,3 +139,15 @@ def load_clip_parts(model_source: str, processor_source: str | None, what: str) 
         "std": tuple(pre.get("image_std", OPENAI_CLIP_STD)),
     }
     return model, tokenizer, numbers
+
+
+# The CLIP towers' sizes, as OpenCLIP's configs give them (the plan's reward FLOPs: rewards/compute.py clip_towers).
+# OpenCLIP ViT-H-14 (tgxs002/HPSv2@866735e hpsv2/src/open_clip/model_configs/ViT-H-14.json:4-15: image 224, 32 layers
+# of width 1280, patch 14; text 77 tokens, width 1024, 24 layers; mlp_ratio 4.0, open_clip/model.py:28 and
+# open_clip/transformer.py:194)
+VIT_H_14 = {"vision": {"image_size": 224, "layers": 32, "width": 1280, "patch_size": 14},
+            "text": {"context_length": 77, "width": 1024, "layers": 24}}
+# OpenAI CLIP ViT-L/14 (the same tgxs002/HPSv2@866735e open_clip/model_configs/ViT-L-14.json:4-14: image 224, 24
+# layers of width 1024, patch 14; text 77 tokens, width 768, 12 layers)
+VIT_L_14 = {"vision": {"image_size": 224, "layers": 24, "width": 1024, "patch_size": 14},
+            "text": {"context_length": 77, "width": 768, "layers": 12}}

@@ -14,7 +14,8 @@ from typing import Any
 
 from grpo_bench.rewards import register
 from grpo_bench.rewards.base import FOLDER, RewardModelWeights
-from grpo_bench.rewards.clip_common import ClipLikeReward, load_clip_parts
+from grpo_bench.rewards.clip_common import VIT_L_14, ClipLikeReward, load_clip_parts
+from grpo_bench.rewards.compute import clip_towers
 
 DEFAULT_MODEL = "openai/clip-vit-large-patch14"
 
@@ -41,4 +42,6 @@ def clip_score(
 clip_score.path_options = {"model": FOLDER}  # reward_path (a model folder)
 # CLIP ViT-L/14: 427.6M parameters, held in float32 (ClipLikeReward's dtype)
 clip_score.model_weights = RewardModelWeights(4.28e8)
+# 8 frames (the factory's ``frames``), 32 images per call (``batch_size``)
+clip_score.compute = clip_towers(VIT_L_14["vision"], VIT_L_14["text"], max_frames=8, call_images=32)
 clip_score.modality = "any"  # every sampled frame: a still is a one-frame clip

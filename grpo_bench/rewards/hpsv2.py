@@ -29,7 +29,8 @@ from torch import Tensor, nn
 from grpo_bench.errors import UserError
 from grpo_bench.rewards import register
 from grpo_bench.rewards.base import FILE, RewardModelWeights, refuse_mismatched_keys
-from grpo_bench.rewards.clip_common import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD, clip_preprocess
+from grpo_bench.rewards.clip_common import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD, VIT_H_14, clip_preprocess
+from grpo_bench.rewards.compute import clip_towers
 from grpo_bench.rewards.still_images import local_file, optional_module, stills
 
 DEFAULT_CHECKPOINT = "HPS_v2.1_compressed.pt"
@@ -82,4 +83,7 @@ def hpsv2(checkpoint: str = DEFAULT_CHECKPOINT, device: str | None = None, **kw:
 hpsv2.path_options = {"checkpoint": FILE}  # reward_path: the .pt file
 # OpenCLIP ViT-H-14: 986M parameters; precision="amp" keeps them float32 (autocast computes in 16 bits)
 hpsv2.model_weights = RewardModelWeights(9.86e8)
+# img_score.py:21 create_model_and_transforms('ViT-H-14', ...): one still per image; a call encodes every still it
+# is given at once (32 assumed, the CLIP family's batch)
+hpsv2.compute = clip_towers(VIT_H_14["vision"], VIT_H_14["text"], max_frames=1, call_images=32)
 hpsv2.modality = "image"

@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 
 from grpo_bench.rewards import register
+from grpo_bench.rewards.compute import NoNetwork
 
 QUALITY = 95
 COMPRESSIBILITY_SCALE = 500.0
@@ -75,3 +76,4 @@ def jpeg_incompressibility(device: str | None = None, **kw: object) -> JpegIncom
 
 
 jpeg_compressibility.modality = jpeg_incompressibility.modality = "image"
+jpeg_compressibility.compute = jpeg_incompressibility.compute = NoNetwork("the JPEG size of each still")

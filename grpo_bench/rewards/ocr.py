@@ -29,6 +29,7 @@ from torch import Tensor
 
 from grpo_bench.errors import UserError
 from grpo_bench.rewards import register
+from grpo_bench.rewards.compute import HostSeconds
 from grpo_bench.rewards.rapid_ocr import edit_distance
 from grpo_bench.rewards.still_images import stills
 
@@ -93,5 +94,8 @@ def ocr(detect: bool = True, threads: int = 1, device: str | None = None, **kw: 
 
 
 ocr.path_options = {}  # the models ship in the wheel: no reward_path
+# PP-OCRv4 through ONNX Runtime on the CPU: read_lines 0.6 s of one thread per 512 x 512 still with one line of
+# text, measured (docs/rewards.md, benchmarks/test_ocr_speed.py)
+ocr.compute = HostSeconds(per_image=0.6)
 ocr.modality = "image"
 ocr.example_prompts = ('a sign that says "open"', 'a mug that says "cat"')  # prompts of the form it scores

@@ -19,7 +19,8 @@ from torch import Tensor
 
 from grpo_bench.rewards import register
 from grpo_bench.rewards.base import FOLDER, RewardModelWeights
-from grpo_bench.rewards.clip_common import ClipLikeReward, load_clip_parts
+from grpo_bench.rewards.clip_common import VIT_H_14, ClipLikeReward, load_clip_parts
+from grpo_bench.rewards.compute import clip_towers
 
 DEFAULT_MODEL = "yuvalkirstain/PickScore_v1"
 DEFAULT_PROCESSOR = "laion/CLIP-ViT-H-14-laion2B-s32B-b79K"
@@ -53,4 +54,6 @@ def pickscore(
 pickscore.path_options = {"model": FOLDER, "processor": FOLDER}  # reward_path, reward_base_path
 # CLIP ViT-H/14: 986M parameters, held in float32 (the dtype the factory passes)
 pickscore.model_weights = RewardModelWeights(9.86e8)
+# CLIP-ViT-H-14-laion2B is OpenCLIP's ViT-H-14; 8 frames (``frames``), 32 images per call (``batch_size``)
+pickscore.compute = clip_towers(VIT_H_14["vision"], VIT_H_14["text"], max_frames=8, call_images=32)
 pickscore.modality = "any"  # every sampled frame: a still is a one-frame clip

@@ -32,6 +32,7 @@ from torch import Tensor, nn
 from grpo_bench.errors import UserError
 from grpo_bench.rewards import register
 from grpo_bench.rewards.base import FOLDER, RewardModelWeights, refuse_mismatched_keys
+from grpo_bench.rewards.compute import VisionLanguageVideo
 from grpo_bench.rewards.videoalign_prep import SPECIAL_TOKENS, VIDEO_MIN_PIXELS, build_text, patchify, prepare_frames
 
 DEFAULT_CHECKPOINT = "KlingTeam/VideoReward"
@@ -39,6 +40,13 @@ DIMS = ("vq", "mq", "ta")
 MODEL_WEIGHTS = RewardModelWeights(2.21e9, gpu_dtype="bfloat16", cpu_dtype="float32")
 """Qwen2-VL-2B (vision tower 0.67B, language model 1.54B) plus the reward head, loaded in bfloat16 on a GPU and
 float32 on the CPU unless ``dtype`` is passed (the factory's default reads this declaration)."""
+
+
+def video_compute(source_fps: float) -> VisionLanguageVideo:
+    """Qwen2-VL-2B's forward on a video (parameter-count based: vision tower 0.67B of width 1280, language model
+    1.54B of width 1536), frames of up to 336 x 588 pixels (videoalign_prep.py's max pixels at the 2-fps sampling)."""
+    return VisionLanguageVideo(vision_params=6.7e8, vision_hidden=1280, lm_params=1.54e9, lm_hidden=1536,
+                               pixels=336 * 588, source_fps=source_fps)
 
 
 class VideoAlignReward:
@@ -250,6 +258,7 @@ def videoalign(
 
 videoalign.path_options = {"checkpoint": FOLDER, "base_model": FOLDER}  # reward_path, reward_base_path
 videoalign.model_weights = MODEL_WEIGHTS
+videoalign.compute = video_compute(24.0)  # the factory's source_fps
 videoalign.modality = "video"  # scores motion and frames at the source fps (train/weights.py check_modality)
 
 
@@ -262,6 +271,7 @@ def videoalign_16fps(**kw: Any) -> VideoAlignReward:
 
 videoalign_16fps.path_options = videoalign.path_options
 videoalign_16fps.model_weights = MODEL_WEIGHTS
+videoalign_16fps.compute = video_compute(16.0)
 videoalign_16fps.modality = "video"
 
 

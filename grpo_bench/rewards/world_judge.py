@@ -25,6 +25,7 @@ from torch import Tensor, nn
 from grpo_bench.errors import UserError
 from grpo_bench.rewards import register
 from grpo_bench.rewards.base import FILE
+from grpo_bench.rewards.compute import CountedForward
 from grpo_bench.world.generator import palette_rgb
 from grpo_bench.world.vocab import COLORS, MOTIONS, SHAPES, parse
 
@@ -232,6 +233,12 @@ def load_judge(path: Path | str | None = None, device: str | torch.device = "cpu
     return net.to(device).eval()
 
 
+def _judge_example() -> tuple[WorldJudge, tuple[Tensor, Tensor]]:
+    """The shipped judge and one video of the world's shape with a condition: what its FLOPs are counted on."""
+    net = load_judge()
+    return net, (torch.zeros(1, 3, net.cfg.frames, net.cfg.size, net.cfg.size), torch.zeros(1, 3, dtype=torch.long))
+
+
 @register("world_judge")
 class WorldJudgeReward:
     """The learned judge as a reward: z-scored {"vq", "mq", "ta"} under no_grad."""
@@ -239,6 +246,7 @@ class WorldJudgeReward:
     dimensions = DIMENSIONS
     path_options = {"path": FILE}  # reward_path: judge weights (.safetensors)
     modality = "video"  # the embedded world's 8-frame videos
+    compute = CountedForward(_judge_example)  # counted on the shipped network, per video
     shipped_weights = DEFAULT_WEIGHTS  # its digest is part of the id of every cell that loads it
     embedded = True  # ships with the package: no transformers needed
     label = "judge"  # how a run's summary names its training reward

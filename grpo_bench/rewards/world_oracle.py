@@ -9,6 +9,7 @@ import torch
 from torch import Tensor
 
 from grpo_bench.rewards import register
+from grpo_bench.rewards.compute import NoNetwork
 from grpo_bench.world.oracle import oracle
 
 
@@ -18,6 +19,7 @@ class WorldOracleReward:
 
     dimensions = ("vq", "mq", "ta")
     modality = "video"  # motion quality needs frames
+    compute = NoNetwork("the exact oracle's closed-form checks")
     embedded = True  # ships with the package: no transformers needed
     label = "oracle"  # how a run's summary names its training reward
 

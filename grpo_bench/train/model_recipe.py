@@ -21,14 +21,43 @@ LATENT_PIXELS_PER_TOKEN = 16
 """FLUX.1 and Qwen-Image: a VAE of spatial factor 8, then 2 x 2 latent pixels packed into one token."""
 
 
+RECIPE_KEYS = ("frames", "height", "width", "guidance", "shift", "mixed_precision", "lora_rank", "lora_alpha",
+               "gradient_checkpointing")
+"""What every recipe sets (``shift`` also as ``shift_from``): without them a real checkpoint would sample at the
+embedded world's 16 x 16 pixels, guidance 1.0 and float32 full fine-tuning."""
+
+
 @functools.cache
 def recipes() -> dict[str, dict[str, Any]]:
     """Model name -> its recipe (the shipped file)."""
     return safe_yaml.load_file(RECIPES, "model recipes") or {}
 
 
+def real_checkpoints() -> list[str]:
+    """The registered models that name a real checkpoint (a factory with a hub id), not tiny presets or worlds."""
+    from grpo_bench.models import MODELS
+
+    return [n for n in MODELS.names() if getattr(MODELS.get(n), "hub_id", None) is not None]
+
+
+def refuse_without_recipe(model: Any, given: Mapping[str, Any]) -> None:
+    """UserError (one line) for a registered real checkpoint that has no recipe while the command leaves some of
+    RECIPE_KEYS unset: it would run at the world's defaults without a word."""
+    from grpo_bench.errors import UserError
+
+    if not isinstance(model, str) or model in recipes() or model not in real_checkpoints():
+        return
+    missing = [k for k in RECIPE_KEYS if k not in given]
+    if missing:
+        raise UserError(f"grpo-bench train: model {model!r} has no recipe in grpo_bench/models/recipes.yaml (models "
+                        f"with one: {', '.join(sorted(recipes()))}); add one, or give "
+                        f"{', '.join(f'{k}=' for k in missing)} on the command line")
+
+
 def recipe_defaults(model: Any, given: Mapping[str, Any]) -> dict[str, Any]:
-    """The recipe's values for the keys ``given`` does not set; {} for a model without a recipe."""
+    """The recipe's values for the keys ``given`` does not set; {} for a model without a recipe (a registered real
+    checkpoint without one is refused unless ``given`` sets every RECIPE_KEYS)."""
+    refuse_without_recipe(model, given)
     recipe = dict(recipes().get(model, {})) if isinstance(model, str) else {}
     scheduler = recipe.pop("shift_from", None)
     ode_last_step = recipe.pop("ode_last_step", False)

@@ -180,7 +180,7 @@ def estimate(cfg: Any, processes: int = 1, sharding: str = "none", tflops: float
     f_out, h_out, w_out = spec.video
     tile = spec.vae_tile or (h_out, w_out)
     gpu["vae_decode"] = VAE_DECODE_MAPS * spec.vae_channels * f_out * min(tile[0], h_out) * min(tile[1], w_out) * 4
-    reward_act, reward_flops = reward_cost(cfg.reward, f_out)
+    reward_act, reward_flops, reward_host_s = reward_cost(cfg.reward, f_out)
     gpu["reward_activations"] = reward_act
     encoders = spec.text_encoder_params * compute
     gpu["text_encoders_while_caching"] = encoders
@@ -219,7 +219,7 @@ def estimate(cfg: Any, processes: int = 1, sharding: str = "none", tflops: float
     seconds = {
         "transformer": flops / sp / (tflops * 1e12),
         "vae": videos * spec.vae_flops_per_pixel * math.prod(spec.video) / (tflops * 1e12 * VAE_THROUGHPUT),
-        "reward": videos * reward_flops / (tflops * 1e12),
+        "reward": videos * (reward_flops / (tflops * 1e12) + reward_host_s),  # a CPU engine's seconds too
         "communication": communication_bytes(cfg, spec, trainable, base_bytes, rows, trained, anchors, world,
                                              sharding) / (LINK_GB_S * 1e9),
         "per_step": _per_step_seconds(cfg, spec, trainable, train_bytes, shard_opt, rows, trained, anchors, dp,

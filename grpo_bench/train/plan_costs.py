@@ -53,33 +53,19 @@ def reward_weight_bytes(reward: str, device: str) -> float:
     return 0.0 if weights is None else weights.bytes(device)
 
 
-REWARD_SHAPES = {  # vision tower (params, hidden), language model (params, hidden), frames' pixels, source fps
-    "videoalign": (6.7e8, 1280, 1.54e9, 1536, 336 * 588, 24.0),
-    "videoalign_16fps": (6.7e8, 1280, 1.54e9, 1536, 336 * 588, 16.0),
-    "clip_score": (3.0e8, 1024, 1.2e8, 768, 224 * 224, 0.0),
-    "pickscore": (6.3e8, 1280, 3.5e8, 1024, 224 * 224, 0.0),
-}
-"""What the reward forward costs: VideoAlign (Qwen2-VL-2B) sees round_2(F / source_fps * 2) frames (at
-least 4) of up to 336 x 588 pixels as 14 x 14 x 2 patches, merged 2 x 2 into language tokens; the
-CLIP family sees 8 frames of 224 x 224 as 14 x 14 patches, one image per frame."""
+def reward_cost(reward: str, frames: int) -> tuple[float, float, float]:
+    """(activation bytes of one reward call, FLOPs per video, host seconds per video) of a reward's no-grad
+    forward, from the compute its factory declares (rewards/compute.py: its towers' sizes from the official
+    configs, FLOPs counted on its shipped network, or an engine's measured CPU seconds); 0 for one that runs no
+    network or declares nothing (a plug-in)."""
+    from grpo_bench.rewards import REWARDS
+    from grpo_bench.rewards.base import factory_declaration
 
-
-def reward_cost(reward: str, frames: int) -> tuple[float, float]:
-    """(activation bytes of one reward batch, FLOPs per video) of a real reward's no-grad forward
-    (REWARD_SHAPES); 0 for the world's rewards."""
-    shape = REWARD_SHAPES.get(reward)
-    if shape is None:
-        return 0.0, 0.0
-    vision_params, vision_hidden, lm_params, lm_hidden, pixels, fps = shape
-    if fps:  # VideoAlign: round_2(F / fps * 2) frames, 2-frame temporal patches, 2 x 2 merged tokens
-        n = max(4, 2 * round(frames / fps))
-        patches = n // 2 * pixels / 14**2
-        tokens, batch = patches / 4 + 128, 2
-    else:  # CLIP family: 8 frames, one image each
-        n = min(8, frames)
-        patches, tokens, batch = n * pixels / 14**2, n * 77, 4
-    act = batch * (patches * vision_hidden + tokens * lm_hidden) * ROLLOUT_BYTES
-    return act, 2 * (vision_params * patches + lm_params * tokens)
+    compute = factory_declaration(REWARDS.get(reward)).compute
+    if compute is None:
+        return 0.0, 0.0, 0.0
+    forward = compute.forward(frames)
+    return forward.activation_units * ROLLOUT_BYTES, forward.flops, forward.host_seconds
 
 
 # --- collectives ---------------------------------------------------------------------------------
