@@ -13,6 +13,7 @@ import yaml
 from suite_support import SMALL_SUITE
 
 from grpo_bench.cli import entry
+from grpo_bench.suite.results import read_table
 
 
 def cli(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
@@ -169,7 +170,7 @@ def _stored(tmp: Path, name: str, **second_cell: str) -> Path:
     ``second_cell``'s values (a cell id that climbs out, broken JSON in its record, text where numbers belong)."""
     import pandas as pd
 
-    frame = pd.read_parquet(STORED)
+    frame = read_table(STORED)
     done = frame[(frame["kind"] == "cell") & frame["text"].str.contains('"status": "done"')]["cell"].unique()[:2]
     frame = frame[frame["cell"].isin(done)].reset_index(drop=True)
     rows = frame["cell"] == done[1]
@@ -225,9 +226,8 @@ def test_restore_checks_the_whole_table_before_writing_and_never_leaves_its_fold
     assert not target.exists() and not (tmp_path / "deep" / "escaped").exists()
 
     plain = _stored(tmp_path, "plain")
-    import pandas as pd
 
-    second = pd.read_parquet(plain / "results.parquet")["cell"].unique()[1]
+    second = read_table(plain / "results.parquet")["cell"].unique()[1]
     target.mkdir(parents=True)
     (target / second).symlink_to(tmp_path / "nowhere")
     code, _, err = cli(monkeypatch, capsys, "restore", str(plain), str(target))
