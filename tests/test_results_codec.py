@@ -17,6 +17,7 @@ from grpo_bench.suite.results import COLUMNS, load_results, read_table, write_ta
 from grpo_bench.suite.results_codec import LAYOUT_KEY, LAYOUT_RUNS, RUN_METRICS, VALUE_PREFIX
 
 ROOT = Path(__file__).resolve().parents[1]
+STORED = sorted(p for p in (ROOT / "reports").rglob("*.parquet"))
 
 
 def _row(**values) -> dict:
@@ -101,6 +102,13 @@ def test_a_frame_the_layout_cannot_hold_is_stored_long(tmp_path):
     pd.testing.assert_frame_equal(read_table(path), frame, check_exact=True)
 
 
+@pytest.mark.parametrize("path", STORED, ids=lambda p: str(p.relative_to(ROOT / "reports")))
+def test_stored_tables_are_in_the_compact_layout(path):
+    """Every results table under reports/ is stored compactly (benchmarks/compact_reports.py reports)."""
+    assert pq.read_schema(path).metadata.get(LAYOUT_KEY) == LAYOUT_RUNS
+    assert _stored_rows(path) < len(read_table(path, ["kind"])) / 5
+
+
 def _damaged(tmp_path: Path, run_metrics: str | None = None, layout: bytes = LAYOUT_RUNS, wide: str | None = None):
     path = tmp_path / "results.parquet"
     write_table(path, _hand_built())
@@ -128,3 +136,15 @@ def test_a_damaged_compact_file_is_one_line(tmp_path, damage, needle):
     with pytest.raises(UserError, match=None) as info:
         load_results(path)
     assert needle in str(info.value) and str(path) in str(info.value) and "\n" not in str(info.value)
+
+
+def test_compacting_a_long_file_stores_it_in_the_layout(tmp_path):
+    """benchmarks/compact_reports.py on a table written before the layout: compact, and the same frame."""
+    from grpo_bench.report.compact import reencode_parquet
+
+    frame = _hand_built()
+    path = tmp_path / "results.parquet"
+    frame.to_parquet(path, index=False)
+    reencode_parquet(path)
+    assert pq.read_schema(path).metadata[LAYOUT_KEY] == LAYOUT_RUNS and _stored_rows(path) == len(frame) - 4
+    pd.testing.assert_frame_equal(read_table(path), frame, check_exact=True)
