@@ -9,12 +9,12 @@ import json
 import typing
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from grpo_bench.errors import UserError
 from grpo_bench.suite.expand import expand
 from grpo_bench.suite.parse import load_suite
+from grpo_bench.suite.results import read_table
 from grpo_bench.train import identity
 from grpo_bench.train.config import EXECUTION_FIELDS, FIELDS, ID_NEUTRAL, RULES, RunConfig, resolve
 from grpo_bench.train.identity import cell_id
@@ -55,7 +55,7 @@ def test_shipped_suites_keep_their_cell_ids(suite):
 def test_stored_reports_cells_are_the_golden_cells(report):
     """The rendered reports' results carry the ids the runner gave their cells: the suite's (or a release's); a
     tuned table's are the suite's own cells at the chosen points it stored, expanded here again."""
-    cells = set(pd.read_parquet(ROOT / "reports" / report / "results.parquet")["cell"]) - {""}
+    cells = set(read_table(ROOT / "reports" / report / "results.parquet")["cell"]) - {""}
     chosen_file = ROOT / "reports" / report / "tuned.json"
     if chosen_file.is_file() and report not in STORED_WITH:
         from grpo_bench.suite.selection import chosen_points

@@ -12,12 +12,12 @@ import sys
 import time
 from pathlib import Path
 
-import pandas as pd
 import pytest
 from suite_support import SMALL_SUITE, write_suite
 from typer.testing import CliRunner
 
 from grpo_bench.cli import app
+from grpo_bench.suite.results import read_table
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -111,7 +111,7 @@ def test_sigkill_mid_run_then_resume_runs_every_cell_exactly_once(tmp_path):
     for c in cells:  # every update of every cell ran once (partial cells resumed, not restarted)
         lines = [json.loads(ln) for ln in (c / "metrics.jsonl").read_text().splitlines()]
         assert [ln["update"] for ln in lines] == list(range(8))
-    table = pd.read_parquet(suite_dir / "results.parquet")
+    table = read_table(suite_dir / "results.parquet")
     assert sorted(table.loc[table["kind"] == "cell", "cell"]) == sorted(c.name for c in cells)
 
 
@@ -213,7 +213,7 @@ def test_smoke_suite_end_to_end(tmp_path):
                            "--out", str(tmp_path), "--jobs", "2"], capture_output=True, text=True, timeout=400,
                           env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    table = pd.read_parquet(tmp_path / "smoke" / "results.parquet")
+    table = read_table(tmp_path / "smoke" / "results.parquet")
     cells = table[table["kind"] == "cell"]
     assert sorted(cells["method"]) == ["cps", "dance_grpo", "flow_grpo", "sage_grpo"]
     assert (cells["metric"] == "wall_time").all()

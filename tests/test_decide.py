@@ -8,7 +8,6 @@ import json
 import math
 
 import numpy as np
-import pandas as pd
 import pytest
 from rich.console import Console
 from scipy import stats
@@ -20,6 +19,7 @@ from grpo_bench.report.power import spending
 from grpo_bench.report.sequential import EFFECT, OPEN, PRECISE, decide_look, planned_looks
 from grpo_bench.suite.expand import expand
 from grpo_bench.suite.parse import load_suite, parse_suite
+from grpo_bench.suite.results import read_table
 
 PLANNED = [3, 6, 9, 12]
 ALPHA = 0.05
@@ -152,7 +152,7 @@ def test_a_large_effect_stops_at_look_1(tmp_path, monkeypatch):
     assert {c["verdict"] for c in record["looks"][0]["comparisons"]} == {EFFECT}
     assert len(record["looks"][0]["comparisons"]) == 8  # sage vs dance x the 8 headline columns
     assert "look 1 of 4: 3 seeds (0..2), level" in printed and "8 of 8 comparisons decided (8 effect" in printed
-    seeds = pd.read_parquet(tmp_path / "runs" / "dec" / "results.parquet")["seed"].dropna().unique()
+    seeds = read_table(tmp_path / "runs" / "dec" / "results.parquet")["seed"].dropna().unique()
     assert sorted(seeds) == [0, 1, 2]  # no seed was added
 
 
@@ -180,7 +180,7 @@ def test_noise_runs_to_max_seeds_and_a_killed_run_resumes_from_its_looks(tmp_pat
     # a comparison decided at an earlier look stays decided, with that look; the others are unchanged
     from grpo_bench.report.sequential import evaluate_look
 
-    frame = pd.read_parquet(folder / "results.parquet")
+    frame = read_table(folder / "results.parquet")
     fresh = evaluate_look(frame, {"method": "dance_grpo"}, None, 3, [2, 3, 4])
     assert fresh == record["looks"][-1]["comparisons"] and fresh[0]["verdict"] == OPEN
     kept = evaluate_look(frame, {"method": "dance_grpo"}, None, 3, [2, 3, 4],
@@ -211,7 +211,7 @@ def test_stop_at_look_pauses_undecided_and_a_rerun_continues_at_the_plans_levels
     record = json.loads((out / "dec" / DECIDE_FILE).read_text())
     assert record["stopped"] is None and [lk["n"] for lk in record["looks"]] == [2, 3]
     assert record["levels"] == pytest.approx([_level(k, [2, 3, 4]) for k in (1, 2, 3)])  # the plan's, not 2 looks'
-    assert sorted(pd.read_parquet(out / "dec" / "results.parquet")["seed"].dropna().unique()) == [0, 1, 2]
+    assert sorted(read_table(out / "dec" / "results.parquet")["seed"].dropna().unique()) == [0, 1, 2]
     assert "Seeding has not stopped yet" in (out / "dec" / "report" / "report.md").read_text()
     starts = (tmp_path / "log").read_text().count("start")
     code, printed = _run(suite, out)  # continues: look 2 re-aggregated, only seed 3 trained

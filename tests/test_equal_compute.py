@@ -16,6 +16,7 @@ from grpo_bench.report import equal_compute
 from grpo_bench.report.claims import CONTRADICTED, NOT_TESTED, SUPPORTED, Claim, Faster, evaluate
 from grpo_bench.report.claims.finding import NOT_AS_NAMED
 from grpo_bench.report.parts import FIGURES, TABLES, Context
+from grpo_bench.suite.results import read_table
 from grpo_bench.suite.run_folder import RESULTS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -121,7 +122,7 @@ def test_speed_claim_without_its_rows_is_not_tested_never_another_row(tmp_path):
 
 def test_stored_reports_get_derived_compute():
     """reference_recipes predates the counters: every cell's compute is the closed form of its config."""
-    df = pd.read_parquet(ROOT / "reports" / "reference_recipes" / RESULTS)
+    df = read_table(ROOT / "reports" / "reference_recipes" / RESULTS)
     mt = equal_compute.matched(df)
     assert len(mt) == 24 and mt["derived"].all()
     finish = mt.groupby("method")["final_compute"].first().to_dict()

@@ -13,6 +13,7 @@ import yaml
 from suite_support import SMALL_SUITE
 
 from grpo_bench.cli import entry
+from grpo_bench.suite.results import read_table
 
 
 def cli(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
@@ -129,6 +130,10 @@ def _cases(tmp: Path) -> list[tuple[list[str], str]]:
         (["restore", str(_stored(tmp, "labels", text='{"status": "done", "labels": [1]}')), out],
          "'labels' in its record is not an object"),
         (["restore", str(_stored(tmp, "climb", cell="../../escaped")), out], "cell id: name must be a folder-safe"),
+        (["restore", str(_damaged_layout(tmp, "runs", run_metrics='["reward", "nowhere"]')), out],
+         "is not a list of distinct metrics with their value:<metric> columns; the table is damaged"),
+        (["report", str(_damaged_layout(tmp, "layout", layout=b"runs/9")), "--out", out],
+         "stored in layout 'runs/9', which this grpo-bench does not know"),
         # --- stored tuning choices -------------------------------------------------------------------
         (["report", str(_with_file(_stored(tmp, "tuned"), "tuned.json", '{"methods": {"sage_grpo": {"chosen": 3}}}')),
           "--out", out], "tuned.json: a damaged or edited tuning choice (method 'sage_grpo': 'chosen' must be"),
@@ -169,7 +174,7 @@ def _stored(tmp: Path, name: str, **second_cell: str) -> Path:
     ``second_cell``'s values (a cell id that climbs out, broken JSON in its record, text where numbers belong)."""
     import pandas as pd
 
-    frame = pd.read_parquet(STORED)
+    frame = read_table(STORED)
     done = frame[(frame["kind"] == "cell") & frame["text"].str.contains('"status": "done"')]["cell"].unique()[:2]
     frame = frame[frame["cell"].isin(done)].reset_index(drop=True)
     rows = frame["cell"] == done[1]
@@ -180,6 +185,28 @@ def _stored(tmp: Path, name: str, **second_cell: str) -> Path:
     folder = tmp / name
     folder.mkdir()
     frame.to_parquet(folder / "results.parquet")
+    return folder
+
+
+def _damaged_layout(tmp: Path, name: str, run_metrics: str | None = None, layout: bytes | None = None) -> Path:
+    """A stored table in the compact layout (grpo_bench/suite/results_codec.py) whose runs name a metric without
+    its column, or that names a layout this version does not know."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from grpo_bench.suite.results import write_table
+    from grpo_bench.suite.results_codec import LAYOUT_KEY, RUN_METRICS
+
+    folder = _stored(tmp, name)
+    path = folder / "results.parquet"
+    write_table(path, read_table(path))
+    table = pq.read_table(path)
+    if run_metrics is not None:
+        column = [None if v is None else run_metrics for v in table[RUN_METRICS].to_pylist()]
+        table = table.set_column(table.schema.get_field_index(RUN_METRICS), RUN_METRICS, pa.array(column, pa.string()))
+    if layout is not None:
+        table = table.replace_schema_metadata({**table.schema.metadata, LAYOUT_KEY: layout})
+    pq.write_table(table, path)
     return folder
 
 
@@ -196,7 +223,7 @@ def _reports(tmp: Path, name: str, file: str, text: str) -> Path:
     return tmp / name
 
 
-N_CASES = 69
+N_CASES = 71
 
 
 def test_every_malformed_input_ends_in_one_clean_line(tmp_path, monkeypatch, capsys):
@@ -225,9 +252,8 @@ def test_restore_checks_the_whole_table_before_writing_and_never_leaves_its_fold
     assert not target.exists() and not (tmp_path / "deep" / "escaped").exists()
 
     plain = _stored(tmp_path, "plain")
-    import pandas as pd
 
-    second = pd.read_parquet(plain / "results.parquet")["cell"].unique()[1]
+    second = read_table(plain / "results.parquet")["cell"].unique()[1]
     target.mkdir(parents=True)
     (target / second).symlink_to(tmp_path / "nowhere")
     code, _, err = cli(monkeypatch, capsys, "restore", str(plain), str(target))

@@ -16,7 +16,6 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-import pandas as pd
 import pytest
 import torch
 import yaml
@@ -31,6 +30,7 @@ from grpo_bench.core.schedule import sigmas
 from grpo_bench.core.sde import KERNELS
 from grpo_bench.core.trust_region import KL_VARIANTS
 from grpo_bench.errors import UserError
+from grpo_bench.suite.results import read_table
 from grpo_bench.train.config import from_dict, resolve
 from grpo_bench.train.identity import cell_id
 
@@ -146,7 +146,7 @@ def test_plugin_runs_in_a_suite_and_in_samplers(plugin_file, tmp_path, inline_ba
     res = CliRunner().invoke(app, ["run", str(path), "--out", str(tmp_path / "runs"), "--jobs", "1",
                                    "--backend", backend])
     assert res.exit_code == 0, res.output
-    table = pd.read_parquet(tmp_path / "runs" / "plugin" / "results.parquet")
+    table = read_table(tmp_path / "runs" / "plugin" / "results.parquet")
     cells = table[table["kind"] == "cell"]
     assert sorted(cells["method"]) == ["tempered_grpo", "tempered_grpo"] and cells["cell"].nunique() == 2
 

@@ -16,7 +16,7 @@ from PIL import Image
 
 from grpo_bench.errors import UserError
 from grpo_bench.report.compact import TREE_LIMIT_BYTES, compact_folder, png_bytes, reencode_parquet
-from grpo_bench.suite.results import COLUMNS, write_table
+from grpo_bench.suite.results import COLUMNS, read_table, write_table
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -61,18 +61,16 @@ def test_results_writer_uses_zstd(tmp_path):
     frame = _results_frame()
     write_table(tmp_path / "results.parquet", frame)
     assert _codecs(tmp_path / "results.parquet") == {"ZSTD"}
-    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "results.parquet"), frame)
+    pd.testing.assert_frame_equal(read_table(tmp_path / "results.parquet"), frame)
 
 
 def test_reencoded_table_reads_back_equal(tmp_path):
     frame = _results_frame()
     path = tmp_path / "results.parquet"
     frame.to_parquet(path, index=False)  # the older snappy encoding
-    before = pq.read_table(path)
     reencode_parquet(path)
     assert _codecs(path) == {"ZSTD"}
-    assert pq.read_table(path).equals(before, check_metadata=True)
-    pd.testing.assert_frame_equal(pd.read_parquet(path), frame)
+    pd.testing.assert_frame_equal(read_table(path), frame, check_exact=True)
 
 
 def test_stored_results_reencode_equal(tmp_path):
@@ -81,8 +79,7 @@ def test_stored_results_reencode_equal(tmp_path):
     copy = tmp_path / "results.parquet"
     shutil.copy(stored, copy)
     reencode_parquet(copy)
-    pd.testing.assert_frame_equal(pd.read_parquet(copy), pd.read_parquet(stored))
-    assert pq.read_table(copy).equals(pq.read_table(stored), check_metadata=True)
+    pd.testing.assert_frame_equal(read_table(copy), read_table(stored), check_exact=True)
 
 
 def test_unreadable_parquet_is_one_line_and_left_alone(tmp_path):

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from grpo_bench.cli import app
 from grpo_bench.report.render import render_report
 from grpo_bench.report.stats import mean_ci, wilson
-from grpo_bench.suite.results import COLUMNS
+from grpo_bench.suite.results import COLUMNS, read_table
 from grpo_bench.suite.run_folder import RESULTS
 
 T_975_2 = 4.302652729749464  # Student t quantile 0.975 with 2 degrees of freedom (tables)
@@ -115,7 +115,7 @@ def test_table2_measures_learning_from_update_0_against_hand_computed_means_and_
 
 
 def test_table2_reads_zero_for_every_row_when_nothing_is_learned(run_dir):
-    frame = pd.read_parquet(run_dir / RESULTS)
+    frame = read_table(run_dir / RESULTS)
     last = (frame["kind"] == "update") & (frame["update"] == 2) & frame["metric"].str.startswith("eval_") & (
         frame["metric"] != "eval_at")
     first = frame[(frame["kind"] == "update") & (frame["update"] == 0) & frame["metric"].str.startswith("eval_")]
@@ -134,7 +134,7 @@ def test_hacking_scatter_counts_cells_whose_judge_rose_while_the_oracle_fell(run
 
     render_report(run_dir)
     assert (run_dir / "report" / "figures" / "hacking.png").stat().st_size > 1000
-    counts = quadrant_counts(learning(pd.read_parquet(run_dir / RESULTS)))
+    counts = quadrant_counts(learning(read_table(run_dir / RESULTS)))
     # every cell: judge +0.2..+1.2, oracle -0.55..-0.2 (see the fixture) -> all six in the hacking quadrant
     assert counts[QUADRANTS[(True, False)]] == 6 and sum(counts.values()) == 6
     assert "6 of 6 cells" in (run_dir / "report" / "report.md").read_text()
@@ -232,11 +232,9 @@ def test_strata_split_every_family_by_their_keys():
     import json as _json
     from pathlib import Path
 
-    import pandas as _pd
-
     from grpo_bench.report import data as _data
 
-    df = _pd.read_parquet(Path(__file__).resolve().parents[1] / "reports" / "ablate_equalizer" / "results.parquet")
+    df = read_table(Path(__file__).resolve().parents[1] / "reports" / "ablate_equalizer" / "results.parquet")
     cells = df[df["kind"] == "cell"]
     expected = {f"{r.setting}, kl={_json.loads(r.text)['config']['kl']}" for r in cells.itertuples()}
     out = _data.stratify(df, ["setting", "kl"])
@@ -252,11 +250,9 @@ def test_the_oracle_track_has_no_judge_column():
     import json as _json
     from pathlib import Path
 
-    import pandas as _pd
-
     from grpo_bench.report import data as _data
 
-    df = _pd.read_parquet(Path(__file__).resolve().parents[1] / "reports" / "ablate_equalizer" / "results.parquet")
+    df = read_table(Path(__file__).resolve().parents[1] / "reports" / "ablate_equalizer" / "results.parquet")
     first = df.loc[df["kind"] == "cell", "cell"].iloc[0]
     row = (df["kind"] == "cell") & (df["cell"] == first)
     info = _json.loads(df.loc[row, "text"].iloc[0])

@@ -21,6 +21,7 @@ from grpo_bench.report.parts import Context
 from grpo_bench.suite.aggregate import aggregate
 from grpo_bench.suite.expand import expand
 from grpo_bench.suite.parse import parse_suite
+from grpo_bench.suite.results import read_table
 from grpo_bench.suite.run_folder import CELL, RESULTS, ROWS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,12 +57,12 @@ def test_results_have_a_typed_column_per_varied_grid_key(tmp_path):
     cells = frame[frame["kind"] == "cell"].set_index("cell")
     for meta in metas:
         assert cells.loc[meta["id"], "noise_level"] == meta["config"]["noise_level"]
-    back = pd.read_parquet(tmp_path / "grid" / RESULTS)
+    back = read_table(tmp_path / "grid" / RESULTS)
     assert sorted(back.loc[back["kind"] == "update", "noise_level"].unique()) == [0.3, 0.7]
 
 
 def test_old_results_without_grid_columns_still_load_and_get_them(tmp_path):
-    stored = pd.read_parquet(ROOT / "reports" / "kl_weight" / RESULTS)
+    stored = read_table(ROOT / "reports" / "kl_weight" / RESULTS)
     grid = ["kl_adaptive", "kl_weight", "kl_beta_min", "kl_beta_max"]
     path = tmp_path / RESULTS  # as written before grid columns existed: the same rows without them
     stored.drop(columns=[c for c in grid if c in stored.columns]).to_parquet(path)
@@ -197,7 +198,7 @@ def test_report_on_committed_main_table_renders_without_writing_it(tmp_path):
     shutil.copy(src, tmp_path / RESULTS)
     res = CliRunner().invoke(app, ["report", str(tmp_path / RESULTS), "--out", str(tmp_path / "r")])
     assert res.exit_code == 0, res.output
-    frame = pd.read_parquet(src)
+    frame = read_table(src)
     cells = frame[frame["kind"] == "cell"].drop_duplicates("cell")
     done = sum(json.loads(t).get("status") == "done" for t in cells["text"])  # counted here, not by the report
     assert done > 0 and f"{done} done" in (tmp_path / "r" / "report.md").read_text()

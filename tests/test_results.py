@@ -12,7 +12,7 @@ import torch
 from suite_support import EVAL_PROMPTS, fake_line, fake_train
 
 from grpo_bench.suite.aggregate import aggregate
-from grpo_bench.suite.results import COLUMNS
+from grpo_bench.suite.results import COLUMNS, read_table
 from grpo_bench.suite.rows import cell_rows
 from grpo_bench.suite.run_folder import RESULTS, ROWS, record_failure
 from grpo_bench.suite.strips import STRIP_PROMPTS, strip_pixels
@@ -96,7 +96,7 @@ def test_aggregate_keeps_failures_and_ignores_stale_cells(tmp_path, cfg):
     err = frame[(frame["kind"] == "cell") & (frame["metric"] == "error")]
     assert "RuntimeError: exploded at update 1" in json.loads(err["text"].item())["error"]
     assert (suite_dir / good["id"] / ROWS).is_file()  # rows rebuilt for a DONE cell without them
-    back = pd.read_parquet(suite_dir / RESULTS)
+    back = read_table(suite_dir / RESULTS)
     assert len(back) == len(frame) and list(back.columns) == list(COLUMNS)
     assert json.loads(back.loc[back["kind"] == "suite", "text"].item())["name"] == "suite"
 

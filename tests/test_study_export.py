@@ -17,6 +17,7 @@ from grpo_bench.errors import UserError
 from grpo_bench.study.export import ExportOptions, export_kit
 from grpo_bench.study.kit import load_kit
 from grpo_bench.study.server import layout
+from grpo_bench.suite.results import read_table
 
 
 def _decode(path):
@@ -152,7 +153,6 @@ def test_export_says_why_it_made_fewer_pairs_than_asked(tmp_path):
 
 def test_a_null_score_in_final_json_reads_as_a_missing_score(tmp_path):
     """final.json is strict JSON: a missing score (no oracle on a real model) is null, as NaN was before."""
-    import pandas as pd
 
     from grpo_bench.report import data
     from grpo_bench.study.export import _load_row
@@ -162,7 +162,7 @@ def test_a_null_score_in_final_json_reads_as_a_missing_score(tmp_path):
     (run / "dance_grpo-1" / "final.json").write_text(json.dumps(  # one cell as an older writer left it: NaN
         {"eval_videos": [{**v, "oracle_vq": float("nan")} for v in
                          json.loads((run / "dance_grpo-1" / "final.json").read_text())["eval_videos"]]}))
-    cells = data.cells(pd.read_parquet(run / "results.parquet"))
+    cells = data.cells(read_table(run / "results.parquet"))
     videos = _load_row(run, cells, "dance_grpo kl=none")
     assert len(videos) == 8 and {v.cell for v in videos.values()} == {"dance_grpo-0", "dance_grpo-1"}
     for video in videos.values():

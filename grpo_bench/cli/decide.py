@@ -23,7 +23,7 @@ from rich.console import Console
 from grpo_bench.atomic import atomic_write_json
 from grpo_bench.errors import UserError
 from grpo_bench.suite.parse import load_suite
-from grpo_bench.suite.results import load_results, write_table
+from grpo_bench.suite.results import load_results, read_table, write_table
 from grpo_bench.suite.run_folder import RESULTS
 from grpo_bench.suite.runner import TRAINER
 from grpo_bench.suite.spec import Suite
@@ -74,10 +74,8 @@ def load_record(folder: Path, fresh: dict[str, Any]) -> dict[str, Any]:
 
 def stamp_results(suite_dir: Path, record: dict[str, Any]) -> None:
     """Put the record into results.parquet's suite row (the report renders from that file alone)."""
-    import pandas as pd
-
     path = suite_dir / RESULTS
-    frame = pd.read_parquet(path)
+    frame = read_table(path)
     rows = frame.index[frame["kind"] == "suite"]
     if not len(rows):
         return

@@ -23,11 +23,11 @@ def _stored_minutes(results: Path) -> tuple[float, str] | None:
     if not results.is_file():
         return None
     try:
-        import pyarrow.parquet as pq
+        from grpo_bench.suite.results import read_table
 
-        rows = pq.read_table(results, columns=["kind", "metric", "value", "text"]).to_pylist()
-        cells = [(float(r["value"]), json.loads(r["text"]).get("machine", "")) for r in rows
-                 if r["kind"] == "cell" and r["metric"] == "wall_time" and r["value"] is not None]
+        rows = read_table(results, columns=["kind", "metric", "value", "text"])
+        rows = rows[rows["kind"].eq("cell").fillna(False) & rows["metric"].eq("wall_time").fillna(False)]
+        cells = [(float(v), json.loads(t).get("machine", "")) for v, t in zip(rows["value"], rows["text"])]
     except Exception:  # a stored file is untrusted: an unreadable one measures nothing
         return None
     cells = [(s, m) for s, m in cells if s == s and s > 0]

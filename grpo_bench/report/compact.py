@@ -1,10 +1,11 @@
-"""Compact storage of a reports folder: parquet re-encoded with zstd, figures as 256-colour PNGs.
+"""Compact storage of a reports folder: results tables re-encoded in the compact layout, figures as 256-colour PNGs.
 
 A bare GPU machine receives the repository by copy (64 MiB at most with its wheelhouse), so the tracked
 tree stays under ``TREE_LIMIT_BYTES`` (tests/test_repo_size.py) however many result blocks are stored.
-Both encodings keep what a reader sees: a re-encoded parquet table reads back equal (schema, pandas
-metadata and every value; checked before the file is replaced), and a plot's few flat colours survive
-a 256-colour palette (matplotlib draws lines, text and translucent bands in far fewer colours).
+Both encodings keep what a reader sees: a re-encoded results table reads back as the same frame (columns,
+dtypes, every value, row order; grpo_bench.suite.results_codec; checked before the file is replaced), and a
+plot's few flat colours survive a 256-colour palette (matplotlib draws lines, text and translucent bands in far
+fewer colours).
 
     python benchmarks/compact_reports.py reports     # every *.parquet and *.png under reports/
 """
@@ -18,7 +19,6 @@ from typing import Any
 
 from grpo_bench.atomic import atomic_write
 from grpo_bench.errors import UserError
-from grpo_bench.suite.results import PARQUET_OPTIONS
 
 TREE_LIMIT_BYTES = 40_000_000
 """The tracked tree's ceiling: a device copy is 64 MiB with the wheelhouse (benchmarks/wheelhouse.sh)."""
@@ -52,18 +52,24 @@ def save_figure(fig: Any, path: Path, dpi: int, **savefig: Any) -> None:
 
 
 def reencode_parquet(path: Path) -> None:
-    """Rewrite one parquet file with the results writer's encoding; refuse (UserError) if it would not
-    read back equal, leaving the file as it was."""
-    import pyarrow.parquet as pq
+    """Rewrite one results table in the writer's layout and encoding; refuse (UserError) if it would not
+    read back as the same frame, leaving the file as it was."""
+    import pandas as pd
+
+    from grpo_bench.suite.results_codec import read_frame, write_frame
 
     try:
-        table = pq.read_table(path)
+        frame = read_frame(path)
+    except UserError:
+        raise
     except Exception as exc:  # a truncated or foreign file: name it, change nothing
         raise UserError(f"{path}: not a readable parquet file ({str(exc).splitlines()[0][:160]})") from None
     buffer = io.BytesIO()
-    pq.write_table(table, buffer, **PARQUET_OPTIONS)
-    if not pq.read_table(io.BytesIO(buffer.getvalue())).equals(table, check_metadata=True):
-        raise UserError(f"{path}: the re-encoded table does not read back equal; left unchanged")
+    write_frame(buffer, frame)
+    try:
+        pd.testing.assert_frame_equal(read_frame(io.BytesIO(buffer.getvalue())), frame, check_exact=True)
+    except AssertionError:
+        raise UserError(f"{path}: the re-encoded table does not read back equal; left unchanged") from None
     data = buffer.getvalue()
     atomic_write(path, lambda tmp: Path(tmp).write_bytes(data))
 

@@ -16,7 +16,7 @@ import pandas as pd
 
 from grpo_bench.errors import UserError
 from grpo_bench.suite.aggregate import aggregate
-from grpo_bench.suite.results import COLUMNS, load_results
+from grpo_bench.suite.results import COLUMNS, load_results, read_table
 from grpo_bench.suite.rows import EMPTY_CONFIG, broken_rows, cell_rows, typed_frame
 from grpo_bench.suite.run_folder import CELL, RESULTS, is_done
 from grpo_bench.suite.spec import ReportSpec
@@ -58,7 +58,7 @@ def _stored_info(folder: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
     try:
-        frame = pd.read_parquet(path, columns=["kind", "text"])
+        frame = read_table(path, columns=["kind", "text"])
     except Exception:
         return {}
     rows = frame[frame["kind"] == "suite"]

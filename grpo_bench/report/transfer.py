@@ -28,6 +28,7 @@ from scipy.stats import kendalltau, rankdata
 from grpo_bench.errors import UserError
 from grpo_bench.report import data
 from grpo_bench.report.parts import FIGURES, TABLES, Context, Section
+from grpo_bench.suite.results import read_table
 
 SIBLINGS = ("field", "field_image")
 METRIC = "eval_oracle_overall"
@@ -94,7 +95,7 @@ def tau(a: pd.DataFrame, b: pd.DataFrame, rng: np.random.Generator) -> dict[str,
 def read_results(path: Path) -> pd.DataFrame:
     """A stored results.parquet (untrusted: one line naming the file when it cannot be read as results)."""
     try:
-        frame = pd.read_parquet(path)
+        frame = read_table(path)
         for column in ("kind", "cell", "group", "setting", "seed", "metric", "value", "text"):
             if column not in frame:
                 raise ValueError(f"no column {column!r}")

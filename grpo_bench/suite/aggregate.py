@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from grpo_bench.suite.results import COLUMNS, add_grid_columns, grid_keys, write_table
+from grpo_bench.suite.results import COLUMNS, add_grid_columns, grid_keys, read_table, write_table
 from grpo_bench.suite.rows import EMPTY_CONFIG, broken_rows, cell_rows, failure_rows, typed_frame, write_cell_rows
 from grpo_bench.suite.run_folder import ERROR, RESULTS, ROWS, is_done
 
@@ -19,14 +19,12 @@ if TYPE_CHECKING:  # pandas is imported where tables are built, so markers and p
 
 
 def _cell_part(suite_dir: Path, meta: dict[str, Any], write: bool) -> pd.DataFrame | None:
-    import pandas as pd
-
     cdir = suite_dir / meta["id"]
     if is_done(cdir):
         rows_path = cdir / ROWS
         if rows_path.is_file():
             try:
-                return pd.read_parquet(rows_path)
+                return read_table(rows_path)
             except Exception:  # a truncated or foreign rows.parquet: rebuild it from the trainer's files
                 pass
         return write_cell_rows(cdir, meta) if write else cell_rows(cdir, meta)

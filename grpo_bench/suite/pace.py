@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_bench.suite.machine import host
+from grpo_bench.suite.results import read_table
 from grpo_bench.suite.run_folder import ROWS, is_done
 
 
@@ -26,10 +27,8 @@ def cell_record(cell_dir: Path) -> tuple[str, float, dict] | None:
     if not (is_done(cell_dir) and (cell_dir / ROWS).is_file()):
         return None
     try:
-        import pyarrow.parquet as pq
-
-        table = pq.read_table(cell_dir / ROWS, columns=["kind", "metric", "value", "text"]).to_pylist()
-        row = next(r for r in table if r["kind"] == "cell" and r["metric"] == "wall_time")
+        table = read_table(cell_dir / ROWS, columns=["kind", "metric", "value", "text"])
+        row = table[table["kind"].eq("cell").fillna(False) & table["metric"].eq("wall_time").fillna(False)].iloc[0]
         info = json.loads(row["text"])
         seconds, config, where = float(row["value"]), dict(info["config"]), str(info["machine"])
         updates = int(config["updates"])

@@ -3,7 +3,9 @@
 Each cell's rows are built by grpo_bench.suite.rows; grpo_bench.suite.aggregate gathers them into
 ``runs/<suite>/results.parquet`` (the run folder's layout: grpo_bench.suite.run_folder).
 
-``results.parquet`` is one long table; ``kind`` says what a row is. Columns:
+``results.parquet`` is one long table; ``kind`` says what a row is (on disk, each run of one update's or one
+video's metrics is stored as one row: grpo_bench.suite.results_codec, which ``write_table`` and ``read_table``
+go through). Columns:
 
 =========  ==========  =====================================================================
 column     type        meaning
@@ -66,15 +68,20 @@ COLUMNS = {
 }
 
 
-PARQUET_OPTIONS = {"compression": "zstd", "compression_level": 19}
-"""How every results table is encoded. Measured on the twelve tables stored under reports/ (pyarrow 26):
-snappy (pandas' default) 32.0 MB, zstd level 3 23.6 MB, level 19 22.1 MB (31% smaller); level 19 writes
-the largest (field_tune, 0.5 M rows) in 1.1 s on one core. Results are written once and read many times."""
-
-
 def write_table(path: Path, frame: pd.DataFrame) -> None:
-    """A results table (results.parquet, a cell's rows.parquet) written atomically."""
-    atomic_write(path, lambda tmp: frame.to_parquet(tmp, index=False, **PARQUET_OPTIONS))
+    """A results table (results.parquet, a cell's rows.parquet) written atomically, in the compact layout of
+    grpo_bench.suite.results_codec (the one place that encodes and decodes it)."""
+    from grpo_bench.suite.results_codec import write_frame
+
+    atomic_write(path, lambda tmp: write_frame(tmp, frame))
+
+
+def read_table(path: Path, columns: list[str] | None = None) -> pd.DataFrame:
+    """The long table stored at ``path`` (any layout grpo-bench wrote); ``columns`` reads only these. Unchecked:
+    ``load_results`` checks a results.parquet a user names."""
+    from grpo_bench.suite.results_codec import read_frame
+
+    return read_frame(Path(path), columns)
 
 
 def grid_keys(metas: list[dict[str, Any]]) -> list[str]:
@@ -153,10 +160,10 @@ def load_results(path: str | Path) -> pd.DataFrame:
     if not file.is_file():
         raise UserError(f"{path}: no {RESULTS} (run the suite first: grpo-bench run SUITE)")
     check_results_file(file)
-    import pandas as pd
-
     try:
-        frame = pd.read_parquet(file)
+        frame = read_table(file)
+    except UserError:
+        raise
     except Exception as exc:  # a footer that reads but pages that do not (a file cut or damaged inside)
         raise UserError(f"{file}: not a readable parquet file ({' '.join(str(exc).split())[:200]})") from None
     check_column_types(frame, file)
