@@ -43,7 +43,7 @@ def fair_cell(suite_path: str, reward: str, method: str) -> dict | None:
 def _run(name: str, config: dict, folder: str, queue: mp.Queue) -> None:
     import torch
 
-    from grpo_bench.train.config import from_dict
+    from grpo_bench.config.run import from_dict
     from grpo_bench.train.trainer import train
 
     torch.set_num_threads(1)

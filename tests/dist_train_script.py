@@ -24,8 +24,8 @@ def main(out: Path) -> None:
     from accelerate import Accelerator, PartialState
 
     from grpo_bench import models
+    from grpo_bench.config.run import RunConfig, resolve
     from grpo_bench.train import compute, distributed
-    from grpo_bench.train.config import RunConfig, resolve
     from grpo_bench.train.trainer import train
 
     state = PartialState(cpu=True)

@@ -11,8 +11,8 @@ import torch
 import yaml
 from tiny_world import TinyModel, TinyReward
 
+from grpo_bench.config.run import RunConfig, resolve
 from grpo_bench.train import compute, metrics
-from grpo_bench.train.config import RunConfig, resolve
 from grpo_bench.train.trainer import train
 
 pytestmark = pytest.mark.filterwarnings("ignore")

@@ -1,4 +1,4 @@
-"""Each component has its own config section (train/config.py COMPONENTS): a YAML mapping may nest a
+"""Each component has its own config section (config/run.py COMPONENTS): a YAML mapping may nest a
 component's keys under its name, which changes no value and no cell id; a core component is built from
 its own section and holds nothing else of the run; the generator's options are declared once."""
 
@@ -10,14 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from grpo_bench.core.kl_weight import make_kl_weight
-from grpo_bench.core.trust_region import make_kl
-from grpo_bench.errors import UserError
-from grpo_bench.models.adapter_options import AdapterOptions
-from grpo_bench.models.options import GeneratorOptions
-from grpo_bench.suite.expand import expand
-from grpo_bench.suite.parse import load_suite
-from grpo_bench.train.config import (
+from grpo_bench.config.identity import cell_id
+from grpo_bench.config.run import (
     COMPONENTS,
     KLWeighting,
     RunConfig,
@@ -27,7 +21,13 @@ from grpo_bench.train.config import (
     resolve,
     section,
 )
-from grpo_bench.train.identity import cell_id
+from grpo_bench.core.kl_weight import make_kl_weight
+from grpo_bench.core.trust_region import make_kl
+from grpo_bench.errors import UserError
+from grpo_bench.models.adapter_options import AdapterOptions
+from grpo_bench.models.options import GeneratorOptions
+from grpo_bench.suite.expand import expand
+from grpo_bench.suite.parse import load_suite
 
 ROOT = Path(__file__).resolve().parents[1]
 FLAT = {"method": "flow_grpo", "kl": "dual", "lr": 3e-4, "anchor_every": 5, "beta_vel": 0.2, "kl_adaptive": False,

@@ -10,10 +10,10 @@ import json
 import pytest
 from tiny_world import TinyModel, TinyReward
 
+from grpo_bench.config.identity import cell_id
+from grpo_bench.config.run import RunConfig, resolve, validate
 from grpo_bench.errors import UserError
 from grpo_bench.train import compute, metrics
-from grpo_bench.train.config import RunConfig, resolve, validate
-from grpo_bench.train.identity import cell_id
 from grpo_bench.train.trainer import train
 
 pytestmark = pytest.mark.filterwarnings("ignore")

@@ -9,9 +9,9 @@ import torch
 from torch import nn
 
 from grpo_bench import models
+from grpo_bench.config.run import Optimisation, RunConfig, from_dict
 from grpo_bench.errors import UserError
 from grpo_bench.train import optimizers
-from grpo_bench.train.config import Optimisation, RunConfig, from_dict
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 

@@ -13,10 +13,10 @@ import torch
 from dist_train_script import ToyReward
 
 from grpo_bench import models
+from grpo_bench.config.run import RunConfig
 from grpo_bench.core.rollout import generator, rollout
 from grpo_bench.errors import UserError
 from grpo_bench.models.adapter_options import AdapterOptions
-from grpo_bench.train.config import RunConfig
 from grpo_bench.train.microbatch import MicroBatched, chunked
 
 pytestmark = pytest.mark.filterwarnings("ignore")
@@ -116,7 +116,7 @@ def test_micro_batched_eval_equals_unbatched_and_shards_are_its_rows(trainer):
 
 
 def test_text_encoders_leave_after_caching_and_are_not_called_in_training(tmp_path):
-    from grpo_bench.train.prompts import load_prompt_set
+    from grpo_bench.config.prompts import load_prompt_set
     from grpo_bench.train.trainer import Trainer
 
     cfg = cfg_for(diag_every=0)

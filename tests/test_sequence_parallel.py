@@ -17,11 +17,11 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from grpo_bench.config.identity import cell_id
+from grpo_bench.config.run import EXECUTION_FIELDS, RunConfig, from_dict, parse_overrides, resolve
 from grpo_bench.errors import UserError
 from grpo_bench.models import sequence_parallel as sp_mod
 from grpo_bench.train import distributed
-from grpo_bench.train.config import EXECUTION_FIELDS, RunConfig, from_dict, parse_overrides, resolve
-from grpo_bench.train.identity import cell_id
 
 HERE = Path(__file__).resolve().parent
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "",

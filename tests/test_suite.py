@@ -12,6 +12,7 @@ import pytest
 import yaml
 from suite_support import SMALL_SUITE, TRAINER, write_suite
 
+from grpo_bench.config.run import EXECUTION_FIELDS, ID_NEUTRAL, from_dict, resolve
 from grpo_bench.core.method import METHODS
 from grpo_bench.core.trust_region import KL_VARIANTS
 from grpo_bench.errors import UserError
@@ -19,7 +20,6 @@ from grpo_bench.suite import local_pool, runner
 from grpo_bench.suite.ablation import ablation
 from grpo_bench.suite.expand import expand
 from grpo_bench.suite.parse import load_suite, parse_suite
-from grpo_bench.train.config import EXECUTION_FIELDS, ID_NEUTRAL, from_dict, resolve
 
 SUITES = Path(__file__).resolve().parents[1] / "suites"
 

@@ -9,13 +9,13 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from grpo_bench.errors import UserError
-from grpo_bench.train.config import RunConfig
-from grpo_bench.train.weights import (
+from grpo_bench.config.run import RunConfig
+from grpo_bench.config.weights import (
     check_video_shape,
     check_weight_paths,
     reward_kwargs,
 )
+from grpo_bench.errors import UserError
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 ROOT = Path(__file__).resolve().parents[1]

@@ -21,13 +21,13 @@ from typing import Any
 from rich.console import Console
 
 from grpo_bench.atomic import atomic_write_json
+from grpo_bench.config.run import parse_overrides
 from grpo_bench.errors import UserError
 from grpo_bench.suite.parse import load_suite
 from grpo_bench.suite.results import load_results, write_table
 from grpo_bench.suite.run_folder import RESULTS
 from grpo_bench.suite.runner import TRAINER
 from grpo_bench.suite.spec import Suite
-from grpo_bench.train.config import parse_overrides
 
 DECIDE_FILE = "decide.json"
 PLAN_KEYS = ("spending", "alpha", "max_seeds", "block", "initial_seeds", "planned", "levels")

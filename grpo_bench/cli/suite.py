@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from grpo_bench.config.run import parse_overrides
 from grpo_bench.errors import UserError
 from grpo_bench.suite.ablation import ablation, legacy_ablation_name
 from grpo_bench.suite.expand import expand
@@ -19,7 +20,6 @@ from grpo_bench.suite.results import check_results_file, load_results
 from grpo_bench.suite.run_folder import ERROR, RESULTS, is_done
 from grpo_bench.suite.runner import TRAINER, RunSummary, run_suite
 from grpo_bench.suite.spec import Cell, Suite
-from grpo_bench.train.config import parse_overrides
 
 DEFAULT_ABLATE_BASE = "ablate_kl.yaml"
 

@@ -50,8 +50,8 @@ def suite_folders(runs: Path) -> list[Path]:
 
 def before_line(cfg: Any, runs: Path = Path("runs")) -> str:
     """Before the first update: what the whole run will take, and what that estimate rests on."""
+    from grpo_bench.config.run import resolve
     from grpo_bench.suite.pace import pass_pace, run_passes
-    from grpo_bench.train.config import resolve
 
     resolved = resolve(cfg)
     passes = run_passes(resolved)

@@ -136,8 +136,8 @@ def job_phases(suite: Suite, out: Path, console: Console) -> JobPhases:
 
 def tune_command(path: Path, jobs: int | None, backend: str, out: Path, dry_run: bool, resume: bool,
                  overrides: list[str], console: Console) -> int:
+    from grpo_bench.config.run import parse_overrides
     from grpo_bench.suite.parse import load_suite
-    from grpo_bench.train.config import parse_overrides
 
     suite = load_suite(path, parse_overrides(overrides))
     if suite.tune is None:
@@ -151,8 +151,8 @@ def run_command(path: Path, jobs: int | None, backend: str, out: Path, dry_run: 
                 overrides: list[str], console: Console) -> int:
     """``grpo-bench run``: a tuned suite's tuning grid first (it resumes), then its table at the chosen points."""
     from grpo_bench.cli.suite import run_loaded
+    from grpo_bench.config.run import parse_overrides
     from grpo_bench.suite.parse import load_suite
-    from grpo_bench.train.config import parse_overrides
 
     loaded = load_suite(path, parse_overrides(overrides))
     phases = job_phases(loaded, out, console) if loaded.tune is not None and not dry_run else None

@@ -188,7 +188,7 @@ class DualKL(KLVariant):
 
 def make_kl(options: Any, kind: str | None = None, params: dict[str, Any] | None = None) -> KLVariant:
     """The KL variant ``kind`` built from its own section: ``options`` holds the trust region's fields (the
-    run config's ``TrustRegion`` section, train/config.py), ``params`` the plug-in parameters (``kl.*``,
+    run config's ``TrustRegion`` section, config/run.py), ``params`` the plug-in parameters (``kl.*``,
     ``anchor.*``). The variant holds those, its name and nothing else of the run. Without ``kind`` and
     ``params`` both are read from ``options`` (a whole run config works too: tests, planning)."""
     kind = options.kl if kind is None else kind

@@ -267,8 +267,8 @@ def compute_curves(df: pd.DataFrame) -> pd.DataFrame:
 
 def _stored_config(data: Any) -> Any:
     """The RunConfig of a cell's stored config, or None where it no longer builds (a removed method...)."""
+    from grpo_bench.config.run import from_dict
     from grpo_bench.errors import UserError
-    from grpo_bench.train.config import from_dict
 
     try:
         return from_dict(dict(data or {}))

@@ -81,7 +81,7 @@ def pass_pace(folders: Iterable[Path], model: str) -> tuple[float, int] | None:
     """(seconds per sample-step pass, cells that measured it) over the finished cells of ``model`` in ``folders``
     that ran on this host; None when none did. A pass, not an update, is the unit so that cells of another
     budget (group size, sampler steps, evaluation cadence) measure a run of this one."""
-    from grpo_bench.train.config import from_dict, resolve
+    from grpo_bench.config.run import from_dict, resolve
 
     seconds = passes = 0.0
     cells = 0

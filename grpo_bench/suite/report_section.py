@@ -11,10 +11,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from grpo_bench.config.run import FIELDS
 from grpo_bench.errors import UserError, unknown
 from grpo_bench.suite.spec import ReportSpec
 from grpo_bench.suite.values import config_values, mapping
-from grpo_bench.train.config import FIELDS
 
 REPORT_KEYS = ("tables", "figures", "baseline", "smooth", "min_effect", "strata", "held_out")
 

@@ -21,7 +21,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from grpo_bench.atomic import atomic_write, atomic_write_json
-from grpo_bench.train.identity import asset_digests
+from grpo_bench.config.identity import asset_digests
 
 FOLDER = "_base_eval"
 DEPENDS_ON = (

@@ -120,11 +120,11 @@ class ClosedFormUnknown(ValueError):
 def per_update(cfg: Any) -> dict[str, int]:
     """The sample-step passes of one update of ``cfg`` (a RunConfig; diag counts those of a diagnostic
     update) and of one evaluation (``compute_eval``); ClosedFormUnknown for a method with its own ``HOOKS``."""
+    from grpo_bench.config.prompts import load_prompt_set
+    from grpo_bench.config.run import TrustRegion, section
     from grpo_bench.core import schedule
     from grpo_bench.core.method import Method, make_method
     from grpo_bench.core.trust_region import make_kl
-    from grpo_bench.train.config import TrustRegion, section
-    from grpo_bench.train.prompts import load_prompt_set
 
     mult = 1 if cfg.guidance == 1.0 else 2  # a guided call runs the doubled batch
     method = make_method(cfg.method, **cfg.method_overrides())
@@ -164,7 +164,7 @@ def expected(cfg: Any, updates: int) -> dict[str, int]:
 
 def expected_curve(cfg: Any, updates: int) -> list[dict[str, int]]:
     """``expected(cfg, n)`` for n = 0, 1, ..., ``updates`` (0: nothing computed yet), in one pass."""
-    from grpo_bench.train.config import evaluates_before
+    from grpo_bench.config.run import evaluates_before
 
     one, last = per_update(cfg), cfg.updates - 1
     total = dict.fromkeys(m.COMPUTE_COUNTS, 0)

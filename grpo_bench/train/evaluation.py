@@ -92,7 +92,7 @@ def evaluate(model: Any, reward: Any, sigmas: Tensor, cfg: Any, device: torch.de
     videos returned are this rank's own (the main process's share: it saves them). ``even_only`` (FSDP2:
     every forward is a collective, so all ranks must run as many) splits only when the prompts divide
     evenly over the ranks; otherwise every rank samples all of them, as one process would."""
-    from grpo_bench.train.prompts import load_prompt_set
+    from grpo_bench.config.prompts import load_prompt_set
 
     n = cfg.eval_samples
     prompts = load_prompt_set(cfg.prompts).eval

@@ -34,10 +34,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from grpo_bench.config.sections import Optimisation, section
 from grpo_bench.errors import UserError
 from grpo_bench.registry import Registry
 from grpo_bench.train import distributed, optimizers, sharding
-from grpo_bench.train.sections import Optimisation, section
 
 STEPPERS: Registry[type[Stepper]] = Registry("launch stepper")
 

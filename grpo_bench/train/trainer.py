@@ -32,6 +32,18 @@ import yaml
 
 from grpo_bench import interrupt, safe_yaml
 from grpo_bench.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text
+from grpo_bench.config import recipe, weights
+from grpo_bench.config.identity import cell_id
+from grpo_bench.config.prompts import load_prompt_set
+from grpo_bench.config.run import (
+    KLWeighting,
+    RunConfig,
+    TrustRegion,
+    evaluates_before,
+    resolve,
+    section,
+    validate,
+)
 from grpo_bench.core import schedule
 from grpo_bench.core.anchors import Anchors, make_anchor_policy
 from grpo_bench.core.kl_weight import make_kl_weight
@@ -48,28 +60,15 @@ from grpo_bench.train import (
     export,
     landing,
     precision,
-    recipe,
     sharding,
     steppers,
-    weights,
 )
 from grpo_bench.train import metrics as m
 from grpo_bench.train.collect import GroupSpec, RolloutPolicy, Shard, collect
-from grpo_bench.train.config import (
-    KLWeighting,
-    RunConfig,
-    TrustRegion,
-    evaluates_before,
-    resolve,
-    section,
-    validate,
-)
 from grpo_bench.train.evaluation import EvalResult, evaluate
-from grpo_bench.train.identity import cell_id
 from grpo_bench.train.metrics import TIMES as TIMES  # re-exported: the time_* keys tests leave out
 from grpo_bench.train.microbatch import MicroBatched, chunked
 from grpo_bench.train.optimize import Passes, measure_step_grad_norms, optimize
-from grpo_bench.train.prompts import load_prompt_set
 from grpo_bench.train.state import TrainState
 from grpo_bench.train.tracking import MetricsSink, hparams
 
@@ -176,7 +175,7 @@ class Trainer:
 
     def _equalizer_weights(self, cfg: RunConfig) -> torch.Tensor:
         """S_i per step (ones without the equalizer): the proxy of the run's log-prob form, unless the config
-        names the mismatched Gaussian proxy (resolved in train/config.py ``_equalizer_proxy``)."""
+        names the mismatched Gaussian proxy (resolved in config/run.py ``_equalizer_proxy``)."""
         if not self.method.config.equalizer:
             return torch.ones(cfg.steps)
         actual = self.method.config.logprob
