@@ -144,7 +144,7 @@ def run_landing(ctx: Context) -> Iterator[dict]:
 
 def run_fsdp(ctx: Context) -> Iterator[dict]:
     """A 1-process FSDP2 launch of two tiny-hunyuan15 updates through accelerate and the shipped config."""
-    from grpo_bench.train.distributed import config_path
+    from grpo_bench.config.accelerate_configs import config_path
 
     r = row("FSDP2 1-process launch (tiny-hunyuan15)")
     if not ctx.args.dry_run:

@@ -34,6 +34,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from grpo_bench.config import metrics as m
 from grpo_bench.config import recipe
 from grpo_bench.config.run import from_dict, resolve
 from grpo_bench.config.run import section as cfg_section
@@ -42,7 +43,6 @@ from grpo_bench.core.loss import StepTerms
 from grpo_bench.errors import UserError
 from grpo_bench.suite.expand import expand
 from grpo_bench.suite.parse import load_suite
-from grpo_bench.train import metrics as m
 from grpo_bench.train import optimize as opt
 from grpo_bench.train.state import Counters
 

@@ -60,7 +60,7 @@ def sharding_of(launch: str | None) -> str:
         return "none"
     import yaml
 
-    from grpo_bench.train.distributed import config_path
+    from grpo_bench.config.accelerate_configs import config_path
 
     kind = str((yaml.safe_load(config_path(launch).read_text()) or {}).get("distributed_type", "")).upper()
     return {"FSDP": "fsdp2", "DEEPSPEED": "deepspeed_zero2"}.get(kind, "none")

@@ -70,8 +70,8 @@ def measured_pace(folders: Iterable[Path]) -> float | None:
 def run_passes(config: Any) -> int:
     """Sample-step passes a whole run of ``config`` makes (train/compute.py's unit, evaluations and diagnostics
     included): the closed form the trainer's own counters are tested against."""
-    from grpo_bench.train.compute import expected
-    from grpo_bench.train.metrics import COMPUTE_COUNTS
+    from grpo_bench.config.expected_compute import expected
+    from grpo_bench.config.metrics import COMPUTE_COUNTS
 
     totals = expected(config, config.updates)
     return int(sum(totals[k] for k in COMPUTE_COUNTS))

@@ -118,7 +118,7 @@ def parse_suite(data: Any, path: str = "<suite>", overrides: dict[str, Any] | No
             raise unknown("budget key", key, allowed_budget, where)
         if key in RESOURCE_KEYS:
             if RESOURCE_KEYS[key] is str:  # accelerate_config: a shipped launch config or a YAML path
-                from grpo_bench.train.distributed import config_path
+                from grpo_bench.config.accelerate_configs import config_path
 
                 config_path(str(value))
             elif not isinstance(value, int) or isinstance(value, bool) or value < 1:

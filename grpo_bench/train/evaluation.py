@@ -15,11 +15,11 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from grpo_bench.config import metrics as m
 from grpo_bench.core.rollout import generator
 from grpo_bench.core.sampling import sample
 from grpo_bench.core.sde import make_kernel
 from grpo_bench.rewards.base import composite, declaration, reward_weights
-from grpo_bench.train import metrics as m
 
 
 @dataclass

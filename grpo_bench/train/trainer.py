@@ -32,8 +32,10 @@ import yaml
 
 from grpo_bench import interrupt, safe_yaml
 from grpo_bench.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text
+from grpo_bench.config import metrics as m
 from grpo_bench.config import recipe, weights
 from grpo_bench.config.identity import cell_id
+from grpo_bench.config.metrics import TIMES as TIMES  # re-exported: the time_* keys tests leave out
 from grpo_bench.config.prompts import load_prompt_set
 from grpo_bench.config.run import (
     KLWeighting,
@@ -63,10 +65,8 @@ from grpo_bench.train import (
     sharding,
     steppers,
 )
-from grpo_bench.train import metrics as m
 from grpo_bench.train.collect import GroupSpec, RolloutPolicy, Shard, collect
 from grpo_bench.train.evaluation import EvalResult, evaluate
-from grpo_bench.train.metrics import TIMES as TIMES  # re-exported: the time_* keys tests leave out
 from grpo_bench.train.microbatch import MicroBatched, chunked
 from grpo_bench.train.optimize import Passes, measure_step_grad_norms, optimize
 from grpo_bench.train.state import TrainState
