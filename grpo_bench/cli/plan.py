@@ -16,8 +16,8 @@ from rich.table import Table
 
 from grpo_bench.config.run import parse_overrides
 from grpo_bench.errors import UserError
+from grpo_bench.report.suite_parts import load_suite_checked
 from grpo_bench.suite.expand import expand
-from grpo_bench.suite.parse import load_suite
 from grpo_bench.suite.spec import Cell, Suite
 from grpo_bench.train.plan import GB, Plan, check_fits, check_time, estimate
 
@@ -166,7 +166,7 @@ def check_flags(gpu_memory_gb: float | None, tflops: float) -> None:
 
 def plan_command(path: Path, gpu_memory_gb: float | None, tflops: float, overrides: list[str], console: Console) -> int:
     check_flags(gpu_memory_gb, tflops)
-    suite = load_suite(path, parse_overrides(overrides))
+    suite = load_suite_checked(path, parse_overrides(overrides))
     memory, source = gpu_memory(gpu_memory_gb, suite)
     plans = plan_cells(suite, expand(suite), tflops)
     print_plan(suite, plans, memory, console, source)

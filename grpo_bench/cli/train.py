@@ -20,9 +20,9 @@ from grpo_bench.config.run import RunConfig, from_dict, parse_overrides, resolve
 def suite_base(path: Path) -> dict[str, Any]:
     """What ``train --like SUITE`` starts from: the suite's base config and budget (what every cell
     of it shares), so that a run with a cell's method, setting and seed reproduces that cell."""
-    from grpo_bench.suite.parse import load_suite
+    from grpo_bench.report.suite_parts import load_suite_checked
 
-    suite = load_suite(path)
+    suite = load_suite_checked(path)
     return {**suite.base, **suite.budget}
 
 
