@@ -13,11 +13,10 @@ how many there are.
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
 from grpo_bench.config import metrics as m
+from grpo_bench.config.run import RunConfig
 
 HOOKS = ("update_steps", "anchor_policies", "share_prefix", "loss_family", "objective")
 """Method hooks that can change how many passes an update makes (a window that moves, a group's shared ODE
@@ -29,7 +28,7 @@ class ClosedFormUnknown(ValueError):
     """The config's method changes the pass counts through a hook the closed form does not model."""
 
 
-def per_update(cfg: Any) -> dict[str, int]:
+def per_update(cfg: RunConfig) -> dict[str, int]:
     """The sample-step passes of one update of ``cfg`` (a RunConfig; diag counts those of a diagnostic
     update) and of one evaluation (``compute_eval``); ClosedFormUnknown for a method with its own ``HOOKS``."""
     from grpo_bench.config.prompts import load_prompt_set
@@ -65,7 +64,7 @@ def per_update(cfg: Any) -> dict[str, int]:
     }
 
 
-def expected(cfg: Any, updates: int) -> dict[str, int]:
+def expected(cfg: RunConfig, updates: int) -> dict[str, int]:
     """The run totals logged on the metrics line of update ``updates - 1`` (after ``updates`` updates, with
     the evaluations the run makes up to there: before update u when u % eval_every == 0 or u is in eval_at,
     except before the last, and after the last), ``compute_training`` included. The update-0 evaluation is
@@ -74,7 +73,7 @@ def expected(cfg: Any, updates: int) -> dict[str, int]:
     return expected_curve(cfg, updates)[-1]
 
 
-def expected_curve(cfg: Any, updates: int) -> list[dict[str, int]]:
+def expected_curve(cfg: RunConfig, updates: int) -> list[dict[str, int]]:
     """``expected(cfg, n)`` for n = 0, 1, ..., ``updates`` (0: nothing computed yet), in one pass."""
     from grpo_bench.config.run import evaluates_before
 

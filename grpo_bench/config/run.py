@@ -173,7 +173,7 @@ def from_dict(data: dict[str, Any], where: str = "") -> RunConfig:
     return cfg
 
 
-def evaluates_before(cfg: Any, u: int) -> bool:
+def evaluates_before(cfg: RunConfig, u: int) -> bool:
     """Whether the run evaluates the policy before update ``u`` (every ``eval_every``-th and each ``eval_at``; the
     final evaluation, after the last update, is the trainer's own)."""
     return u != cfg.updates - 1 and (u % cfg.eval_every == 0 or u in getattr(cfg, "eval_at", ()))

@@ -82,7 +82,22 @@ def diversity(videos: Tensor, group_size: int) -> Tensor:
     return dist.sum((1, 2)) / (n * (n - 1))
 
 
-def evaluate(model: Any, reward: Any, sigmas: Tensor, cfg: Any, device: torch.device, autocast: Any,
+@dataclass(frozen=True)
+class EvalOptions:
+    """What an evaluation reads of the run (its section: ``section(cfg, EvalOptions)``, config/sections.py)."""
+
+    prompts: str  # the prompt set whose eval prompts are sampled
+    eval_samples: int  # samples per eval prompt
+    seed: int  # the fixed eval noise's seed
+    guidance: float
+    guidance_formula: str
+    prompts_per_update: int  # with group_size: the sampling chunk (the rollout's batch)
+    group_size: int
+    eval_oracle: bool  # score with the prompt set's exact oracle
+    setting: str  # the reward weights of the judge's composite
+
+
+def evaluate(model: Any, reward: Any, sigmas: Tensor, cfg: EvalOptions, device: torch.device, autocast: Any,
              acc: Any = None, even_only: bool = False) -> tuple[dict, list, Tensor]:
     """(eval_* metrics, per-video rows, videos Tensor[N, 3, F, H, W] on CPU).
 
