@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 import yaml
 
-from grpo_bench.train.config import from_dict
+from grpo_bench.config.run import from_dict
 from grpo_bench.train.trainer import Trainer, save_eval_videos
 
 

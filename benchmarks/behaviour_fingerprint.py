@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from tiny_world import TinyModel, TinyReward  # noqa: E402
 
-from grpo_bench.train.config import RunConfig  # noqa: E402
+from grpo_bench.config.run import RunConfig  # noqa: E402
 from grpo_bench.train.trainer import train  # noqa: E402
 
 METHODS = ("dance_grpo", "flow_grpo", "cps", "sage_grpo")

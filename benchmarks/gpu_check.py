@@ -89,7 +89,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 # --- cases through the trainer ---------------------------------------------------------------------
 def tiny_config(model: str, device: str) -> object:
-    from grpo_bench.train.config import RunConfig
+    from grpo_bench.config.run import RunConfig
 
     return RunConfig(model=model, method="flow_grpo", reward="world_oracle", updates=2, steps=4, prompts_per_update=2,
                      group_size=2, frames=5, height=16, width=16, lora_rank=2, device=device, eval_samples=1,
@@ -106,7 +106,7 @@ def run_tiny(model: str, ctx: Context) -> Iterator[dict]:
     r = row(f"{model} (1 update)", tokens=p.tokens, params=p.params,
             predicted_gb=(p.gpu_peak if on_gpu else p.host_peak) / GB, predicted_seconds=p.seconds_per_update)
     if not ctx.args.dry_run:
-        from grpo_bench.train.config import resolve
+        from grpo_bench.config.run import resolve
         from grpo_bench.train.trainer import Trainer
 
         trainer = Trainer(resolve(cfg), os.path.join(ctx.out_dir, model), None, None)
@@ -128,7 +128,7 @@ def run_landing(ctx: Context) -> Iterator[dict]:
         if not ctx.args.dry_run:
             from accelerate.state import AcceleratorState
 
-            from grpo_bench.train.config import RunConfig, resolve
+            from grpo_bench.config.run import RunConfig, resolve
             from grpo_bench.train.trainer import Trainer
 
             AcceleratorState._reset_state(reset_partial_state=True)
@@ -144,7 +144,7 @@ def run_landing(ctx: Context) -> Iterator[dict]:
 
 def run_fsdp(ctx: Context) -> Iterator[dict]:
     """A 1-process FSDP2 launch of two tiny-hunyuan15 updates through accelerate and the shipped config."""
-    from grpo_bench.train.distributed import config_path
+    from grpo_bench.config.accelerate_configs import config_path
 
     r = row("FSDP2 1-process launch (tiny-hunyuan15)")
     if not ctx.args.dry_run:

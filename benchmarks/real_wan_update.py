@@ -58,10 +58,10 @@ def main() -> None:
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = ap.parse_args()
 
+    from grpo_bench.config.run import RunConfig
     from grpo_bench.models.adapter_options import AdapterOptions
     from grpo_bench.models.diffusers_video import count_params
     from grpo_bench.models.wan import WanModel
-    from grpo_bench.train.config import RunConfig
     from grpo_bench.train.trainer import train
 
     t0 = time.perf_counter()

@@ -89,7 +89,7 @@ def summary(root: Path) -> dict[str, object]:
 def worker(out: Path, seed: int, overrides: list[str], model_path: str | None, judge_path: str | None) -> None:
     """One seed in this process; explicit weight files (e.g. a candidate base model or judge) optional."""
     from grpo_bench import models, rewards
-    from grpo_bench.train.config import from_dict, parse_overrides
+    from grpo_bench.config.run import from_dict, parse_overrides
     from grpo_bench.train.trainer import train
 
     cfg = from_dict({**parse_overrides(overrides), "seed": seed})

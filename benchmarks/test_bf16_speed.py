@@ -26,7 +26,7 @@ from torch import Tensor, nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from grpo_bench import models
-from grpo_bench.train.config import RunConfig, resolve
+from grpo_bench.config.run import RunConfig, resolve
 from grpo_bench.train.precision import has_bf16_units
 from grpo_bench.train.trainer import Trainer
 

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from grpo_bench import models
-from grpo_bench.train.config import RunConfig, resolve
+from grpo_bench.config.run import RunConfig, resolve
 from grpo_bench.train.trainer import Trainer
 
 ROUNDS = 5

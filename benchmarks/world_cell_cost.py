@@ -5,7 +5,7 @@ Takes one method's fair cell (the grid's own row: reward, method, first test see
 suites/field.yaml (video world, oracle track), suites/field_image.yaml (image world, compositional task) and,
 when that suite has it, the text task's cell, and trains them at the same time in separate processes, one thread
 each, so they share the machine's load; prints each cell's ``compute_seconds`` (the run's time_rollout +
-time_reward + time_train, train/metrics.py) and wall seconds, and each image cell's ratio to the video cell's.
+time_reward + time_train, config/metrics.py) and wall seconds, and each image cell's ratio to the video cell's.
 ``--updates N`` shortens every cell alike (the ratio of per-update costs; evaluations are included as the suite
 places them, so keep N a multiple of the suites' eval_every for a like-for-like ratio).
 
@@ -43,7 +43,7 @@ def fair_cell(suite_path: str, reward: str, method: str) -> dict | None:
 def _run(name: str, config: dict, folder: str, queue: mp.Queue) -> None:
     import torch
 
-    from grpo_bench.train.config import from_dict
+    from grpo_bench.config.run import from_dict
     from grpo_bench.train.trainer import train
 
     torch.set_num_threads(1)

@@ -1,5 +1,5 @@
 """Field types of the run config: which YAML / ``key=value`` values a field accepts, its declared
-constraints, and the one-line error when a value breaks one (pydantic validates; train/config.py
+constraints, and the one-line error when a value breaks one (pydantic validates; config/run.py
 declares the fields).
 
 A field's type says everything about one value: ``Annotated[Int, Field(ge=1), upto(1000)]``,
@@ -195,5 +195,5 @@ class FieldRules:
 
 def execution(default: Any = dataclasses.MISSING, *, factory: Any = dataclasses.MISSING) -> Any:
     """Declare a field that says where or how a run computes, or what it records on the way, not what
-    it computes: it is left out of the cell id (train/identity.py), so changing it never re-keys a cell."""
+    it computes: it is left out of the cell id (config/identity.py), so changing it never re-keys a cell."""
     return dataclasses.field(default=default, default_factory=factory, metadata={"execution": True})

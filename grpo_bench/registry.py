@@ -172,5 +172,5 @@ class LazyRegistry(Registry[T]):
 
 
 PROMPT_SETS: Registry = Registry("prompt set")
-"""Named prompt sets a world ships beside the built-in 'world' (train/prompts.py): ``factory() -> (train, eval)``
+"""Named prompt sets a world ships beside the built-in 'world' (config/prompts.py): ``factory() -> (train, eval)``
 lists of prompts, registered by the world's plug-in (``@PROMPT_SETS.register(name)``)."""

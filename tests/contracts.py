@@ -17,6 +17,7 @@ import pytest
 import torch
 from scipy import stats
 
+from grpo_bench.config.run import RunConfig, TrustRegion
 from grpo_bench.core.anchors import ANCHOR_POLICIES, make_anchor_policy
 from grpo_bench.core.method import METHODS, MethodConfig, RunShape, make_method
 from grpo_bench.core.sampling import StepTable, transition
@@ -25,7 +26,6 @@ from grpo_bench.core.sde import KERNELS, LOGPROB_FORMS, ScheduleWarning, equaliz
 from grpo_bench.core.trust_region import KL_VARIANTS, KLInputs, make_kl
 from grpo_bench.errors import UserError
 from grpo_bench.report.samplers import analyse_kernel, monte_carlo_variance
-from grpo_bench.train.config import RunConfig, TrustRegion
 
 SCHEDULES = [(3, 3.0), (10, 1.0), (10, 3.0), (50, 5.0)]
 

@@ -13,7 +13,7 @@ import numpy as np
 from suite_support import fake_train
 
 from grpo_bench.atomic import atomic_write_text, read_jsonl
-from grpo_bench.train.config import RunConfig
+from grpo_bench.config.run import RunConfig
 
 
 def gain(cfg: RunConfig, metric: str) -> float:

@@ -24,8 +24,9 @@ def main(out: Path) -> None:
     from accelerate import Accelerator, PartialState
 
     from grpo_bench import models
-    from grpo_bench.train import compute, distributed
-    from grpo_bench.train.config import RunConfig, resolve
+    from grpo_bench.config import expected_compute
+    from grpo_bench.config.run import RunConfig, resolve
+    from grpo_bench.train import distributed
     from grpo_bench.train.trainer import train
 
     state = PartialState(cpu=True)
@@ -58,7 +59,7 @@ def main(out: Path) -> None:
         "grad": probe.grad.tolist(),
         "rank_seed": distributed.rank_seed(cfg.seed, rank),
         "compute": {k: v for k, v in final["compute"].items() if k != "compute_seconds"},
-        "compute_expected": compute.expected(resolve(cfg), cfg.updates),  # the closed form (one process)
+        "compute_expected": expected_compute.expected(resolve(cfg), cfg.updates),  # the closed form (one process)
     }
     (out / f"rank{rank}.json").write_text(json.dumps(record))
 

@@ -16,8 +16,8 @@ from dist_train_script import ToyReward  # noqa: E402
 
 def main(out: Path, mode: str) -> None:
     from grpo_bench import models
+    from grpo_bench.config.run import RunConfig, resolve
     from grpo_bench.train import export
-    from grpo_bench.train.config import RunConfig, resolve
     from grpo_bench.train.trainer import Trainer
 
     cfg = resolve(RunConfig(model="tiny-wan", method="flow_grpo", kl="fixed", kl_weight=0.5, updates=1,

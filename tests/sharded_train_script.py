@@ -26,8 +26,8 @@ def main(out: Path, mode: str) -> None:
     from torch.distributed.tensor import DTensor
 
     from grpo_bench import models
+    from grpo_bench.config.run import RunConfig, resolve
     from grpo_bench.train import distributed, sharding
-    from grpo_bench.train.config import RunConfig, resolve
     from grpo_bench.train.trainer import Trainer
 
     rank = int(os.environ["RANK"])  # set by the launcher (the Trainer builds the accelerate state)

@@ -18,8 +18,8 @@ from dist_train_script import ToyReward  # noqa: E402
 
 def main(out: Path, tag: str, sp: int) -> None:
     from grpo_bench import models
+    from grpo_bench.config.run import RunConfig, resolve
     from grpo_bench.train import distributed, sharding
-    from grpo_bench.train.config import RunConfig, resolve
     from grpo_bench.train.trainer import Trainer
 
     rank = int(os.environ.get("RANK", "0"))

@@ -25,8 +25,8 @@ import torch
 import yaml
 
 from grpo_bench.atomic import append_line, atomic_write_bytes, atomic_write_json, atomic_write_text, read_jsonl
-from grpo_bench.train.config import RunConfig
-from grpo_bench.train.identity import cell_id
+from grpo_bench.config.identity import cell_id
+from grpo_bench.config.run import RunConfig
 
 EVAL_PROMPTS = ["a red circle moving left", "a blue square moving up"]
 

@@ -1,4 +1,4 @@
-"""Cell ids name the science of a run (train/identity.py, docs/design.md §7): the shipped suites keep their
+"""Cell ids name the science of a run (config/identity.py, docs/design.md §7): the shipped suites keep their
 ids, no execution field (device, threads, precision, cadences ...) ever re-keys a cell, adding a science
 field with a default keeps every id while changing a default does not, and one id names a run everywhere."""
 
@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from grpo_bench.config import identity
+from grpo_bench.config.identity import cell_id
+from grpo_bench.config.run import EXECUTION_FIELDS, FIELDS, ID_NEUTRAL, RULES, RunConfig, resolve
 from grpo_bench.errors import UserError
 from grpo_bench.suite.expand import expand
 from grpo_bench.suite.parse import load_suite
 from grpo_bench.suite.results import read_table
-from grpo_bench.train import identity
-from grpo_bench.train.config import EXECUTION_FIELDS, FIELDS, ID_NEUTRAL, RULES, RunConfig, resolve
-from grpo_bench.train.identity import cell_id
 
 ROOT = Path(__file__).resolve().parents[1]
 SUITES = sorted(p.stem for p in (ROOT / "suites").glob("*.yaml"))
@@ -94,7 +94,7 @@ def _another_value(name: str, value: typing.Any) -> typing.Any:
 @pytest.mark.parametrize("suite", SUITES)
 def test_no_execution_field_changes_a_shipped_suites_ids(suite, monkeypatch):
     """Moving a suite to another device, thread count, precision or cadence keeps every id."""
-    monkeypatch.setattr("grpo_bench.train.tracking.check_trackers", lambda names, where="": None)
+    monkeypatch.setattr("grpo_bench.config.trackers.check_trackers", lambda names, where="": None)
     path = ROOT / "suites" / f"{suite}.yaml"
     cells = expand(load_suite(path))
     before = [c.id for c in cells]

@@ -162,9 +162,9 @@ def _cell_flags(c) -> dict:
 
 def test_train_like_a_suite_reproduces_its_cell_config():
     from grpo_bench.cli.train import build_config
+    from grpo_bench.config.run import resolve
     from grpo_bench.suite.expand import expand
     from grpo_bench.suite.parse import load_suite
-    from grpo_bench.train.config import resolve
 
     path = ROOT / "suites" / "main_table.yaml"
     cell = expand(load_suite(path))[-1]
@@ -179,7 +179,7 @@ def test_rerunning_a_finished_train_says_it_is_already_done(tmp_path, monkeypatc
     from suite_support import fake_train
 
     from grpo_bench.cli import train as train_cli
-    from grpo_bench.train.config import resolve
+    from grpo_bench.config.run import resolve
 
     cfg = train_cli.build_config({"method": "cps", "seed": 0, "updates": 2, "device": "cpu"},
                                  ["steps=4", "eval_samples=1"])
@@ -206,7 +206,7 @@ def test_ablate_resumes_a_folder_started_under_the_long_name(tmp_path):
 
 def test_train_help_states_the_budget_defaults_of_runconfig():
     from grpo_bench.cli.train_cost import BUDGET_DEFAULTS, BUDGET_HELP
-    from grpo_bench.train.config import RunConfig
+    from grpo_bench.config.run import RunConfig
 
     cfg = RunConfig()
     assert BUDGET_DEFAULTS == {k: getattr(cfg, k) for k in BUDGET_DEFAULTS}

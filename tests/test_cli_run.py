@@ -169,6 +169,7 @@ def test_bad_suite_exits_2_with_one_line_and_starts_nothing(tmp_path):
     (["run", "{suite}", "ppo=1"], "command line: unknown config key 'ppo'"),
     (["run", "{suite}", "method=cps"], "method is varied by"),
     (["run", "{bad}"], "are the same run"),
+    (["run", "{parts}", "--dry-run"], "report.tables[0]: unknown report table 'tabel2'"),  # the report layer's check
     (["run", "{suite}", "--backend", "slurm"], "--backend: unknown backend 'slurm'"),
     (["ablate", "--kl", "dual,moveing", "--base", "{suite}"], "--kl: unknown KL variant 'moveing'"),
     (["ablate", "--equalizer", "maybe", "--base", "{suite}"], "--equalizer: unknown value 'maybe'"),
@@ -179,7 +180,8 @@ def test_command_line_mistakes_exit_2_and_start_nothing(tmp_path, monkeypatch, c
 
     suite = write_suite(tmp_path / "s.yaml")
     bad = write_suite(tmp_path / "bad.yaml", {**SMALL_SUITE, "union": [{"method": ["sage_grpo"], "kl": ["dual"]}]})
-    argv = [a.format(suite=suite, bad=bad) for a in args] + ["--out", str(tmp_path / "runs")]
+    parts = write_suite(tmp_path / "parts.yaml", {**SMALL_SUITE, "report": {"tables": ["tabel2"]}})
+    argv = [a.format(suite=suite, bad=bad, parts=parts) for a in args] + ["--out", str(tmp_path / "runs")]
     monkeypatch.setattr(sys, "argv", ["grpo-bench", *argv])
     with pytest.raises(SystemExit) as exc:
         cli.main()

@@ -1,4 +1,4 @@
-"""Each component has its own config section (train/config.py COMPONENTS): a YAML mapping may nest a
+"""Each component has its own config section (config/run.py COMPONENTS): a YAML mapping may nest a
 component's keys under its name, which changes no value and no cell id; a core component is built from
 its own section and holds nothing else of the run; the generator's options are declared once."""
 
@@ -10,16 +10,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from grpo_bench.core.kl_weight import make_kl_weight
-from grpo_bench.core.trust_region import make_kl
-from grpo_bench.errors import UserError
-from grpo_bench.models.adapter_options import AdapterOptions
-from grpo_bench.models.options import GeneratorOptions
-from grpo_bench.suite.expand import expand
-from grpo_bench.suite.parse import load_suite
-from grpo_bench.train.config import (
+from grpo_bench.config.identity import cell_id
+from grpo_bench.config.run import (
     COMPONENTS,
     KLWeighting,
+    Optimisation,
     RunConfig,
     TrustRegion,
     flatten_sections,
@@ -27,7 +22,15 @@ from grpo_bench.train.config import (
     resolve,
     section,
 )
-from grpo_bench.train.identity import cell_id
+from grpo_bench.core.kl_weight import make_kl_weight
+from grpo_bench.core.trust_region import KLOptions, make_kl
+from grpo_bench.errors import UserError
+from grpo_bench.models.adapter_options import AdapterOptions
+from grpo_bench.models.options import GeneratorOptions
+from grpo_bench.suite.expand import expand
+from grpo_bench.suite.parse import load_suite
+from grpo_bench.train.evaluation import EvalOptions
+from grpo_bench.train.steppers import StepperOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 FLAT = {"method": "flow_grpo", "kl": "dual", "lr": 3e-4, "anchor_every": 5, "beta_vel": 0.2, "kl_adaptive": False,
@@ -88,6 +91,22 @@ def test_core_components_are_built_from_their_sections_alone():
         whole = RunConfig(kl_adaptive=adaptive, kl_weight=0.3, kl_feedback="proportional", kl_target_auto=True)
         own = make_kl_weight(section(whole, KLWeighting))
         assert type(own) is type(make_kl_weight(whole)) and own.state_dict() == make_kl_weight(whole).state_dict()
+
+
+def test_the_stepper_and_the_evaluation_take_their_own_sections():
+    """The launch's stepper and the evaluation are built from their sections (train/steppers.py StepperOptions,
+    train/evaluation.py EvalOptions), each field a run-config key with its value, nothing else of the run; a KL
+    variant's declared options (core KLOptions) are the trust-region section's fields with kl and params."""
+    cfg = RunConfig(lr=3e-4, max_grad_norm=0.5, mixed_precision="bf16", sequence_parallel=2, eval_samples=3,
+                    guidance=2.0, setting="B", prompts_per_update=5)
+    stepper = section(cfg, StepperOptions)
+    assert stepper.optimisation == section(cfg, Optimisation) and stepper.optimisation.lr == 3e-4
+    assert (stepper.max_grad_norm, stepper.mixed_precision, stepper.sequence_parallel) == (0.5, "bf16", 2)
+    evaluation = section(cfg, EvalOptions)
+    assert (evaluation.eval_samples, evaluation.guidance, evaluation.setting, evaluation.prompts_per_update) == (
+        3, 2.0, "B", 5)
+    assert not hasattr(evaluation, "lr") and not hasattr(stepper, "eval_samples")
+    assert set(KLOptions.__annotations__) == {f.name for f in dataclasses.fields(TrustRegion)} | {"kl", "params"}
 
 
 def test_the_generator_options_are_declared_once():

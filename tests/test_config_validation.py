@@ -10,8 +10,7 @@ import typing
 import pytest
 import yaml
 
-from grpo_bench.errors import UserError
-from grpo_bench.train.config import (
+from grpo_bench.config.run import (
     COMPONENTS,
     FIELDS,
     UPPER_BOUNDS,
@@ -21,6 +20,7 @@ from grpo_bench.train.config import (
     parse_overrides,
     validate,
 )
+from grpo_bench.errors import UserError
 
 WHERE = "suites/x.yaml: base.{}: "
 
@@ -152,13 +152,13 @@ def test_an_unknown_key_names_where_keys_are_documented_instead_of_a_cut_off_lis
         coerce("zzzz", 1, "command line: ")
     text = str(err.value)
     assert text == ("command line: unknown config key 'zzzz'; "
-                    "grpo_bench/train/sections.py and grpo_bench/models/options.py document every key")
+                    "grpo_bench/config/sections.py and grpo_bench/models/options.py document every key")
 
 
 def test_words_yaml_reads_as_bools_are_words_for_word_fields(tmp_path):
+    from grpo_bench.config.run import from_dict, parse_overrides
     from grpo_bench.suite.expand import expand
     from grpo_bench.suite.parse import load_suite
-    from grpo_bench.train.config import from_dict, parse_overrides
 
     assert parse_overrides(["mixed_precision=no"]) == {"mixed_precision": "no"}
     assert coerce("mixed_precision", False) == "no"  # what YAML makes of an unquoted `no`

@@ -10,8 +10,8 @@ import pytest
 import torch
 from tiny_world import TinyModel, TinyReward
 
+from grpo_bench.config.run import RunConfig
 from grpo_bench.core.sampling import guided_velocity
-from grpo_bench.train.config import RunConfig
 from grpo_bench.train.trainer import train
 from grpo_bench.world.vocab import prompts
 

@@ -9,6 +9,7 @@ import pytest
 import torch
 from tiny_world import TinyModel, TinyReward
 
+from grpo_bench.config.run import RunConfig, resolve
 from grpo_bench.core import schedule
 from grpo_bench.core.anchors import ANCHOR_POLICIES
 from grpo_bench.core.loss import LossContext, step_terms
@@ -16,7 +17,6 @@ from grpo_bench.core.method import make_method
 from grpo_bench.core.rollout import Rollout, StepTable, generator
 from grpo_bench.core.trust_region import make_kl
 from grpo_bench.train.collect import collect
-from grpo_bench.train.config import RunConfig, resolve
 from grpo_bench.train.trainer import Trainer
 
 OLD, REF = "nft_old", "nft_ref"
@@ -65,7 +65,7 @@ def test_advantages_use_the_global_std():
 
 def test_revision_moves_the_ids_of_the_corrected_recipe():
     """Its runs compute something else than release 0.4's reading, so its cells must not be taken for those."""
-    from grpo_bench.train.identity import cell_id
+    from grpo_bench.config.identity import cell_id
 
     cfg = resolve(RunConfig(method="diffusion_nft"))
     assert cfg.method_revision == 1

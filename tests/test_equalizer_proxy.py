@@ -1,4 +1,4 @@
-"""The equalizer's proxy fits the kernel's log-prob form (train/config.py ``_equalizer_proxy``): 'auto' divides
+"""The equalizer's proxy fits the kernel's log-prob form (config/run.py ``_equalizer_proxy``): 'auto' divides
 by the form's own per-step gradient scale, so the equalized scale is flat; a hand-set Gaussian proxy on CPS's
 unscaled surrogate is refused, and runs only as the labelled 'mismatched_gaussian' ablation row."""
 
@@ -8,12 +8,12 @@ import math
 
 import pytest
 
+from grpo_bench.config.identity import cell_id
+from grpo_bench.config.run import RunConfig, resolve
 from grpo_bench.core.method import make_method
 from grpo_bench.core.schedule import sigmas
 from grpo_bench.core.sde import equalizer
 from grpo_bench.errors import UserError
-from grpo_bench.train.config import RunConfig, resolve
-from grpo_bench.train.identity import cell_id
 
 
 def cps_scales(a: float, steps: int, shift: float) -> list[tuple[float, float]]:

@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 from typer.testing import CliRunner
 
 from grpo_bench.cli import app
-from grpo_bench.train.config import RunConfig
+from grpo_bench.config.run import RunConfig
 from grpo_bench.train.export import provenance
 
 pytestmark = pytest.mark.filterwarnings("ignore")

@@ -11,12 +11,12 @@ import pandas as pd
 import pytest
 from tiny_world import TinyModel, TinyReward
 
+from grpo_bench.config import metrics
 from grpo_bench.report.claims import CLAIMS, Faster
 from grpo_bench.report.claims.speed import read_point
 from grpo_bench.suite.expand import expand
 from grpo_bench.suite.parse import load_suite
 from grpo_bench.suite.tune import tuning_suite
-from grpo_bench.train import metrics
 from grpo_bench.train.trainer import train
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore")]

@@ -18,13 +18,13 @@ from tiny_world import TinyModel, TinyReward
 from typer.testing import CliRunner
 
 from grpo_bench.cli import app, entry
+from grpo_bench.config.run import RunConfig
 from grpo_bench.core import schedule
 from grpo_bench.core.loss import OBJECTIVES, RatioInputs
 from grpo_bench.core.method import METHODS, RunShape, make_method
 from grpo_bench.core.rollout import StepTable, generator, initial_noise, rollout
 from grpo_bench.core.sde import gaussian_log_prob
 from grpo_bench.errors import UserError
-from grpo_bench.train.config import RunConfig
 from grpo_bench.train.trainer import train
 
 ROOT = Path(__file__).resolve().parents[1]

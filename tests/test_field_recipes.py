@@ -8,12 +8,12 @@ import math
 import pytest
 import torch
 
+from grpo_bench.config.run import RunConfig
 from grpo_bench.core import schedule
 from grpo_bench.core.method import RunShape, make_method
 from grpo_bench.core.rollout import StepTable, generator
 from grpo_bench.core.trust_region import KL_VARIANTS, KLInputs, make_kl
 from grpo_bench.errors import UserError
-from grpo_bench.train.config import RunConfig
 
 SIG10 = schedule.sigmas(10, 3.0)
 

@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from grpo_bench import safe_yaml
+from grpo_bench.config.run import FIELDS, parse_overrides
 from grpo_bench.errors import UserError
 from grpo_bench.suite.expand import expand
 from grpo_bench.suite.parse import BUDGET_CONFIG_KEYS, SUITE_KEYS, parse_suite
-from grpo_bench.train.config import FIELDS, parse_overrides
 
 KEYS = st.sampled_from([*FIELDS, *SUITE_KEYS, *BUDGET_CONFIG_KEYS, "gpus_per_cell", "x", "seed", ""])
 SCALARS = st.one_of(

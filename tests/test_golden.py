@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from tiny_world import TinyModel, TinyReward
 
-from grpo_bench.train.config import RunConfig
+from grpo_bench.config.run import RunConfig
 from grpo_bench.train.trainer import train
 
 GOLDEN = json.loads((Path(__file__).resolve().parent / "golden" / "method_metrics.json").read_text())

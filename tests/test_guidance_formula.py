@@ -9,8 +9,8 @@ import json
 import pytest
 from tiny_world import TinyModel, TinyReward
 
+from grpo_bench.config.run import RunConfig, from_dict
 from grpo_bench.errors import UserError
-from grpo_bench.train.config import RunConfig, from_dict
 from grpo_bench.train.trainer import train
 
 

@@ -246,7 +246,7 @@ def test_a_saved_image_pipeline_folder_loads_and_is_known_as_an_image_model(tmp_
 ])
 def test_bad_image_input_is_one_line_before_a_model_is_built(overrides, match, monkeypatch):
     from grpo_bench import models
-    from grpo_bench.train.config import from_dict
+    from grpo_bench.config.run import from_dict
 
     monkeypatch.setattr(models, "from_config", lambda cfg: pytest.fail("a model was built"))
     with pytest.raises(UserError, match=match) as err:
@@ -255,7 +255,7 @@ def test_bad_image_input_is_one_line_before_a_model_is_built(overrides, match, m
 
 
 def test_a_video_reward_on_an_image_model_and_the_reverse():
-    from grpo_bench.train.config import from_dict
+    from grpo_bench.config.run import from_dict
 
     with pytest.raises(UserError, match="'jpeg_compressibility' scores images only, but model 'tiny-wan'"):
         from_dict({"model": "tiny-wan", "reward": "jpeg_compressibility"})
@@ -286,7 +286,7 @@ def test_jpeg_rewards_follow_flow_grpo():
 
 def test_a_named_checkpoint_missing_from_the_cache_stops_train_before_a_model_is_built(tmp_path, monkeypatch):
     from grpo_bench import models
-    from grpo_bench.train.config import RunConfig
+    from grpo_bench.config.run import RunConfig
     from grpo_bench.train.trainer import train
 
     monkeypatch.setattr(models, "from_config", lambda cfg: pytest.fail("a model was built"))

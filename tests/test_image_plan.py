@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from grpo_bench import models
-from grpo_bench.train.config import RunConfig, from_dict
+from grpo_bench.config.run import RunConfig, from_dict
 from grpo_bench.train.plan import GB, estimate
 from grpo_bench.train.plan_models import model_spec
 from grpo_bench.train.plan_spec import parameter_count, transformer_spec

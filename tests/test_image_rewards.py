@@ -44,8 +44,8 @@ def test_pickscore_and_clipscore_of_a_still_are_its_one_frame_cosine(clip_parts)
 
 
 def test_each_reward_declares_what_it_scores():
+    from grpo_bench.config.weights import reward_modality
     from grpo_bench.rewards import REWARDS
-    from grpo_bench.train.weights import reward_modality
 
     kinds = {n: reward_modality(REWARDS.get(n)) for n in names()}
     assert {kinds[n] for n in ("hpsv2", "imagereward", "ocr", "jpeg_compressibility", "jpeg_incompressibility")} == {

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from grpo_bench import models
-from grpo_bench.train.config import RunConfig
+from grpo_bench.config.run import RunConfig
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 

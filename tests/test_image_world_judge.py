@@ -10,12 +10,12 @@ import pytest
 import torch
 
 from grpo_bench import rewards
+from grpo_bench.config.identity import asset_digests, file_digest
+from grpo_bench.config.run import from_dict
 from grpo_bench.errors import UserError
 from grpo_bench.image_world.grammar import prompts
 from grpo_bench.image_world.judge import DEFAULT_JUDGE, ImageJudge, load_judge, save_judge
 from grpo_bench.image_world.render import render
-from grpo_bench.train.config import from_dict
-from grpo_bench.train.identity import asset_digests, file_digest
 
 
 def test_the_judge_is_a_training_reward_and_the_checker_still_evaluates() -> None:

@@ -11,6 +11,8 @@ import pytest
 import torch
 
 from grpo_bench import models, rewards
+from grpo_bench.config.identity import asset_digests, file_digest
+from grpo_bench.config.run import from_dict
 from grpo_bench.core.method import METHODS
 from grpo_bench.errors import UserError
 from grpo_bench.image_world.text_model import DEFAULT_WEIGHTS, load_text_weights, save_text_weights
@@ -19,8 +21,6 @@ from grpo_bench.image_world.text_render import ink, render
 from grpo_bench.image_world.text_reward import letters_only
 from grpo_bench.image_world.words import prompt_of, prompts
 from grpo_bench.rewards import rapid_ocr
-from grpo_bench.train.config import from_dict
-from grpo_bench.train.identity import asset_digests, file_digest
 from grpo_bench.train.trainer import train
 
 TINY_NET = TextUNetConfig(channels=(8, 8, 8), emb_dim=16, map_dim=4, mid_blocks=1, groups=4)

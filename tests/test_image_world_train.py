@@ -10,13 +10,13 @@ import pytest
 import torch
 
 from grpo_bench import models, rewards
+from grpo_bench.config.identity import asset_digests, file_digest
+from grpo_bench.config.run import from_dict
 from grpo_bench.core.method import METHODS
 from grpo_bench.errors import UserError
 from grpo_bench.image_world.grammar import prompts
 from grpo_bench.image_world.model import DEFAULT_WEIGHTS, ImageWorldModel, load_weights, save_weights
 from grpo_bench.image_world.net import ImageUNetConfig
-from grpo_bench.train.config import from_dict
-from grpo_bench.train.identity import asset_digests, file_digest
 from grpo_bench.train.trainer import train
 
 TINY_NET = ImageUNetConfig(channels=(8, 8, 8), emb_dim=16, mid_blocks=1, groups=4)

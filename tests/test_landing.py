@@ -9,8 +9,8 @@ import warnings
 import pytest
 import torch
 
+from grpo_bench.config.run import from_dict
 from grpo_bench.train import landing
-from grpo_bench.train.config import from_dict
 from grpo_bench.train.trainer import train
 
 

@@ -10,8 +10,8 @@ import torch
 from test_liveness import UPDATES, _results
 from tiny_world import TinyModel, TinyReward
 
+from grpo_bench.config.run import RunConfig
 from grpo_bench.report.liveness import LOGP_GAP_WARN, findings
-from grpo_bench.train.config import RunConfig
 from grpo_bench.train.trainer import train
 
 

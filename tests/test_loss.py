@@ -142,8 +142,8 @@ def test_a_bad_advantage_rule_is_one_line_before_any_reward(bad, match):
 
 def test_the_trainer_builds_the_rule_from_the_run_config_and_nothing_else():
     """The collect phase's GroupSpec holds the rule as its own nested section: the run's three keys, checked."""
+    from grpo_bench.config.run import RunConfig, section
     from grpo_bench.train.collect import GroupSpec
-    from grpo_bench.train.config import RunConfig, section
 
     spec = section(RunConfig(adv_clip=2.5, adv_norm="global", on_bad_reward="zero", lr=1e-2), GroupSpec)
     assert spec.advantages == AdvantageRule(adv_clip=2.5, on_bad_reward="zero", adv_norm="global")

@@ -285,7 +285,7 @@ def test_sample_refuses_a_damaged_run_in_one_line_before_drawing(tmp_path, monke
     import torch
     from safetensors.torch import load_file, save_file
 
-    from grpo_bench.train.config import RunConfig
+    from grpo_bench.config.run import RunConfig
     from grpo_bench.train.trainer import train
 
     run = tmp_path / "run"

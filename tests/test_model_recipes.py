@@ -14,11 +14,11 @@ from typer.testing import CliRunner
 
 from grpo_bench.cli import app
 from grpo_bench.cli.train import build_config
+from grpo_bench.config import model_recipe
+from grpo_bench.config.model_recipe import RECIPE_KEYS, real_checkpoints, recipes
+from grpo_bench.config.run import RunConfig
 from grpo_bench.models import names
 from grpo_bench.suite.parse import load_suite
-from grpo_bench.train import model_recipe
-from grpo_bench.train.config import RunConfig
-from grpo_bench.train.model_recipe import RECIPE_KEYS, real_checkpoints, recipes
 from grpo_bench.train.plan_models import real_specs
 
 ROOT = Path(__file__).resolve().parents[1]

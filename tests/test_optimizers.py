@@ -9,9 +9,9 @@ import torch
 from torch import nn
 
 from grpo_bench import models
+from grpo_bench.config.run import Optimisation, RunConfig, from_dict
 from grpo_bench.errors import UserError
 from grpo_bench.train import optimizers
-from grpo_bench.train.config import Optimisation, RunConfig, from_dict
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
@@ -96,12 +96,12 @@ def test_muon_under_fsdp2_orthogonalises_whole_matrices(tmp_path):
 
     import yaml
 
-    from grpo_bench.train import distributed
+    from grpo_bench.config import accelerate_configs
 
     script = Path(__file__).with_name("muon_fsdp_script.py")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
     launch = [sys.executable, "-m", "accelerate.commands.launch"]
-    fsdp = yaml.safe_load(distributed.config_path("fsdp2").read_text())
+    fsdp = yaml.safe_load(accelerate_configs.config_path("fsdp2").read_text())
     fsdp.update(num_processes=2)
     fsdp.pop("gpu_ids", None)
     (tmp_path / "fsdp2_cpu.yaml").write_text(yaml.safe_dump(fsdp))

@@ -17,8 +17,8 @@ import pytest
 from typer.testing import CliRunner
 
 from grpo_bench.cli import app
+from grpo_bench.config.run import RunConfig, resolve
 from grpo_bench.errors import UserError
-from grpo_bench.train.config import RunConfig, resolve
 from grpo_bench.train.plan import GB, check_fits, estimate
 from grpo_bench.train.plan_models import model_spec
 

@@ -24,6 +24,8 @@ from typer.testing import CliRunner
 
 from grpo_bench import registry
 from grpo_bench.cli import app
+from grpo_bench.config.identity import cell_id
+from grpo_bench.config.run import from_dict, resolve
 from grpo_bench.core.anchors import ANCHOR_POLICIES
 from grpo_bench.core.method import METHODS, make_method
 from grpo_bench.core.schedule import sigmas
@@ -31,8 +33,6 @@ from grpo_bench.core.sde import KERNELS
 from grpo_bench.core.trust_region import KL_VARIANTS
 from grpo_bench.errors import UserError
 from grpo_bench.suite.results import read_table
-from grpo_bench.train.config import from_dict, resolve
-from grpo_bench.train.identity import cell_id
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "docs" / "examples" / "tempered_grpo.py"
 NAMES = ((METHODS, "tempered_grpo"), (KERNELS, "tempered"), (KL_VARIANTS, "ema"))

@@ -76,13 +76,15 @@ def test_the_power_part_renders_its_table(tmp_path):
 
 def test_report_spec_min_effect_is_validated_and_reaches_the_table(tmp_path):
     from grpo_bench.errors import UserError
+    from grpo_bench.report.suite_parts import check_report_parts
     from grpo_bench.suite.report_section import parse_report
 
     assert parse_report({"min_effect": 0.03}, "s.yaml: ").min_effect == 0.03
     assert parse_report({"min_effect": {"Oracle": 0.02, "default": 0.1}}, "s.yaml: ").min_effect == {
         "Oracle": 0.02, "default": 0.1}
-    with pytest.raises(UserError, match="s.yaml: .*Orcle.*allowed"):
-        parse_report({"min_effect": {"Orcle": 0.02}}, "s.yaml: ")
+    check_report_parts(parse_report({"min_effect": {"Oracle": 0.02, "default": 0.1}}, "s.yaml: "), "s.yaml: ")
+    with pytest.raises(UserError, match="s.yaml: .*Orcle.*allowed"):  # the column names are the report's
+        check_report_parts(parse_report({"min_effect": {"Orcle": 0.02}}, "s.yaml: "), "s.yaml: ")
     with pytest.raises(UserError, match="report.min_effect must be a finite number > 0"):
         parse_report({"min_effect": -1}, "s.yaml: ")
     start = dict(zip(SEEDS, [0.0] * 5))

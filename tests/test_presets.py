@@ -1,4 +1,4 @@
-"""Named presets keep calibrated values in one place (grpo_bench/train/presets.py): a suite that names
+"""Named presets keep calibrated values in one place (grpo_bench/config/presets.py): a suite that names
 one expands to exactly the cells of the same suite with the values copied into its base, the base
 refines the preset, and a wrong name is one line listing the presets."""
 
@@ -9,11 +9,11 @@ import json
 import pytest
 from suite_support import SMALL_SUITE, write_suite
 
+from grpo_bench.config.presets import PRESETS
+from grpo_bench.config.run import RunConfig, from_dict
 from grpo_bench.errors import UserError
 from grpo_bench.suite.expand import expand
 from grpo_bench.suite.parse import load_suite
-from grpo_bench.train.config import RunConfig, from_dict
-from grpo_bench.train.presets import PRESETS
 
 
 def _suite(**changes):

@@ -5,9 +5,9 @@ import math
 
 import pytest
 
+from grpo_bench.config.prompts import load_prompt_set
+from grpo_bench.config.run import from_dict
 from grpo_bench.errors import UserError
-from grpo_bench.train.config import from_dict
-from grpo_bench.train.prompts import load_prompt_set
 from grpo_bench.world import prompts as world_prompts
 
 

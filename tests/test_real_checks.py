@@ -97,7 +97,7 @@ def test_wan22_expand_timesteps_two_ode_steps_equal_the_pipeline(monkeypatch):
 
 def test_bf16_lora_update_follows_the_float32_update(tmp_path):
     from grpo_bench import models
-    from grpo_bench.train.config import RunConfig
+    from grpo_bench.config.run import RunConfig
     from grpo_bench.train.trainer import train
 
     def lora_update(precision):

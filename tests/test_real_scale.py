@@ -13,10 +13,10 @@ import torch
 from dist_train_script import ToyReward
 
 from grpo_bench import models
+from grpo_bench.config.run import RunConfig
 from grpo_bench.core.rollout import generator, rollout
 from grpo_bench.errors import UserError
 from grpo_bench.models.adapter_options import AdapterOptions
-from grpo_bench.train.config import RunConfig
 from grpo_bench.train.microbatch import MicroBatched, chunked
 
 pytestmark = pytest.mark.filterwarnings("ignore")
@@ -82,10 +82,12 @@ def test_micro_batched_gradient_diagnostic_equals_unbatched(trainer):
 
 
 def test_micro_batched_eval_equals_unbatched_and_shards_are_its_rows(trainer):
-    from grpo_bench.train.evaluation import evaluate, prompt_shard
+    from grpo_bench.config.sections import section
+    from grpo_bench.train.evaluation import EvalOptions, evaluate, prompt_shard
 
     def run(model, acc=None):
-        return evaluate(model, ToyReward(), trainer.sigmas, trainer.cfg, trainer.device, trainer.autocast, acc=acc)
+        options = section(trainer.cfg, EvalOptions)
+        return evaluate(model, ToyReward(), trainer.sigmas, options, trainer.device, trainer.autocast, acc=acc)
 
     metrics, rows, videos = run(trainer.model)
     m1, rows1, videos1 = run(MicroBatched(trainer.model, 1))
@@ -105,8 +107,8 @@ def test_micro_batched_eval_equals_unbatched_and_shards_are_its_rows(trainer):
     _, _, mine = run(trainer.model, RankOf3())
     torch.testing.assert_close(mine, videos[share.start * n : share.stop * n], atol=1e-5, rtol=1e-4)
     if (len(rows) // n) % 3:  # FSDP2 (even_only) with uneven shares: every rank samples everything
-        _, _, every = evaluate(trainer.model, ToyReward(), trainer.sigmas, trainer.cfg, trainer.device,
-                               trainer.autocast, acc=RankOf3(), even_only=True)
+        _, _, every = evaluate(trainer.model, ToyReward(), trainer.sigmas, section(trainer.cfg, EvalOptions),
+                               trainer.device, trainer.autocast, acc=RankOf3(), even_only=True)
         torch.testing.assert_close(every, videos, atol=1e-5, rtol=1e-4)
     # every prompt on exactly one rank, shares differ by at most one
     for total, world in [(8, 3), (2, 4), (7, 7)]:
@@ -116,7 +118,7 @@ def test_micro_batched_eval_equals_unbatched_and_shards_are_its_rows(trainer):
 
 
 def test_text_encoders_leave_after_caching_and_are_not_called_in_training(tmp_path):
-    from grpo_bench.train.prompts import load_prompt_set
+    from grpo_bench.config.prompts import load_prompt_set
     from grpo_bench.train.trainer import Trainer
 
     cfg = cfg_for(diag_every=0)

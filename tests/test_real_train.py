@@ -16,7 +16,7 @@ import torch
 from dist_train_script import ToyReward  # cheap deterministic VQ/MQ/TA of decoded videos
 
 from grpo_bench import models
-from grpo_bench.train.config import RunConfig
+from grpo_bench.config.run import RunConfig
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 

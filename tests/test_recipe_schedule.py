@@ -34,16 +34,16 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from grpo_bench.config import metrics as m
+from grpo_bench.config import recipe
+from grpo_bench.config.run import from_dict, resolve
+from grpo_bench.config.run import section as cfg_section
 from grpo_bench.core.kl_weight import ConstantKLWeight
 from grpo_bench.core.loss import StepTerms
 from grpo_bench.errors import UserError
 from grpo_bench.suite.expand import expand
 from grpo_bench.suite.parse import load_suite
-from grpo_bench.train import metrics as m
 from grpo_bench.train import optimize as opt
-from grpo_bench.train import recipe
-from grpo_bench.train.config import from_dict, resolve
-from grpo_bench.train.config import section as cfg_section
 from grpo_bench.train.state import Counters
 
 ROOT = Path(__file__).resolve().parents[1]

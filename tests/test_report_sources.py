@@ -44,7 +44,7 @@ def make_suite(folder: Path, finished: int | None = None, data_: dict | None = N
     for i, meta in enumerate(metas):
         atomic_write_json(folder / meta["id"] / CELL, meta)
         if finished is None or i < finished:
-            from grpo_bench.train.config import RunConfig
+            from grpo_bench.config.run import RunConfig
 
             fake_train(RunConfig(**meta["config"]), folder / meta["id"])
     return metas
@@ -85,7 +85,7 @@ def test_report_of_a_running_suite_shows_the_finished_cells_and_says_how_many(tm
 
 
 def test_report_of_a_single_train_run(tmp_path):
-    from grpo_bench.train.config import RunConfig, resolve
+    from grpo_bench.config.run import RunConfig, resolve
 
     cfg = resolve(RunConfig(method="cps", updates=3, eval_every=2, steps=4, eval_samples=1))
     fake_train(cfg, tmp_path / "run")
@@ -98,7 +98,7 @@ def test_report_of_a_single_train_run(tmp_path):
 
 
 def test_compare_puts_two_sources_side_by_side(tmp_path):
-    from grpo_bench.train.config import RunConfig, resolve
+    from grpo_bench.config.run import RunConfig, resolve
 
     for name, method, updates in (("a", "cps", 2), ("b", "dance_grpo", 3)):
         fake_train(resolve(RunConfig(method=method, updates=updates, eval_every=1, steps=4, eval_samples=1)),
@@ -218,8 +218,8 @@ def test_table2_csv_has_a_column_per_grid_key(tmp_path):
 
 
 def test_report_shows_the_cells_of_the_run_as_indexed_not_stale_folders(tmp_path):
+    from grpo_bench.config.run import RunConfig, resolve
     from grpo_bench.report.sources import CELL_INDEX
-    from grpo_bench.train.config import RunConfig, resolve
 
     metas = make_suite(tmp_path / "grid", finished=3)
     stale = resolve(RunConfig(method="cps", updates=2, steps=4, eval_samples=1))

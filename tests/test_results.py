@@ -11,13 +11,13 @@ import pytest
 import torch
 from suite_support import EVAL_PROMPTS, fake_line, fake_train
 
+from grpo_bench.config.identity import cell_id
+from grpo_bench.config.run import RunConfig, resolve
 from grpo_bench.suite.aggregate import aggregate
 from grpo_bench.suite.results import COLUMNS, read_table
 from grpo_bench.suite.rows import cell_rows
 from grpo_bench.suite.run_folder import RESULTS, ROWS, record_failure
 from grpo_bench.suite.strips import STRIP_PROMPTS, strip_pixels
-from grpo_bench.train.config import RunConfig, resolve
-from grpo_bench.train.identity import cell_id
 
 
 def _meta(cfg: RunConfig, suite: str = "t") -> dict:
@@ -113,8 +113,8 @@ def test_base_strips_are_the_same_base_model_for_every_method_of_a_seed(tmp_path
     """Each cell stores its eval at update 0 (the base model); every method of a seed starts from the same
     weights, prompts and eval noise, so their base strips are equal pixel for pixel, and they are the
     strips the report draws as its top row."""
+    from grpo_bench.config.run import from_dict
     from grpo_bench.report import data
-    from grpo_bench.train.config import from_dict
     from grpo_bench.train.trainer import train
 
     strips = {}

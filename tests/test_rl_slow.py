@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from grpo_bench.train.config import RunConfig
+from grpo_bench.config.run import RunConfig
 from grpo_bench.train.trainer import train
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))

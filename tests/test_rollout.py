@@ -6,6 +6,7 @@ import pytest
 import torch
 from tiny_world import TinyModel
 
+from grpo_bench.config.run import RunConfig
 from grpo_bench.core import schedule
 from grpo_bench.core.anchors import Anchors
 from grpo_bench.core.loss import LossContext, step_terms
@@ -14,7 +15,6 @@ from grpo_bench.core.rollout import StepTable, generator, initial_noise, rollout
 from grpo_bench.core.sampling import sample
 from grpo_bench.core.sde import log_prob, make_kernel
 from grpo_bench.core.trust_region import make_kl
-from grpo_bench.train.config import RunConfig
 
 PROMPTS = ["a red circle moving left", "a blue square moving up"]
 

@@ -17,11 +17,12 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from grpo_bench.config import accelerate_configs
+from grpo_bench.config.identity import cell_id
+from grpo_bench.config.run import EXECUTION_FIELDS, RunConfig, from_dict, parse_overrides, resolve
 from grpo_bench.errors import UserError
 from grpo_bench.models import sequence_parallel as sp_mod
 from grpo_bench.train import distributed
-from grpo_bench.train.config import EXECUTION_FIELDS, RunConfig, from_dict, parse_overrides, resolve
-from grpo_bench.train.identity import cell_id
 
 HERE = Path(__file__).resolve().parent
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "",
@@ -277,7 +278,7 @@ def test_sp_2_under_fsdp2_matches_one_process(tmp_path):
     group's sum (steppers.py): the same run as one process."""
     import yaml
 
-    cfg = yaml.safe_load(distributed.config_path("fsdp2").read_text())
+    cfg = yaml.safe_load(accelerate_configs.config_path("fsdp2").read_text())
     cfg.update(num_processes=2)
     cfg.pop("gpu_ids", None)
     (tmp_path / "fsdp2_cpu.yaml").write_text(yaml.safe_dump(cfg))

@@ -22,6 +22,7 @@ import torch
 import yaml
 
 from grpo_bench import rewards
+from grpo_bench.config import accelerate_configs
 from grpo_bench.errors import UserError
 from grpo_bench.train import distributed, sharding, steppers
 
@@ -39,7 +40,7 @@ def _launch(args: list[str], out: Path, mode: str) -> list[dict]:
 
 def _cpu_sized(name: str, out: Path) -> Path:
     """A shipped accelerate config for two CPU processes, its sharding block as shipped."""
-    cfg = yaml.safe_load(distributed.config_path(name).read_text())
+    cfg = yaml.safe_load(accelerate_configs.config_path(name).read_text())
     cfg.update(num_processes=2)
     cfg.pop("gpu_ids", None)
     path = out / f"{name}_cpu.yaml"

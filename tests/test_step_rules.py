@@ -11,12 +11,12 @@ import torch
 from tiny_world import TinyModel, TinyReward
 
 from grpo_bench.cli import entry
+from grpo_bench.config.identity import cell_id
+from grpo_bench.config.run import RunConfig, resolve
 from grpo_bench.core import schedule
 from grpo_bench.core.method import RunShape, make_method
 from grpo_bench.core.rollout import generator
 from grpo_bench.errors import UserError
-from grpo_bench.train.config import RunConfig, resolve
-from grpo_bench.train.identity import cell_id
 from grpo_bench.train.trainer import train
 
 SIG10 = schedule.sigmas(10, 3.0)

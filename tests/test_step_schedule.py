@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from grpo_bench.train.config import from_dict
+from grpo_bench.config.run import from_dict
 from grpo_bench.train.trainer import train
 
 BASE = dict(method="sage_grpo", kl="dual", updates=2, prompts_per_update=1, group_size=4, max_train_steps=3,

@@ -12,14 +12,15 @@ import pytest
 import yaml
 from suite_support import SMALL_SUITE, TRAINER, write_suite
 
+from grpo_bench.config.run import EXECUTION_FIELDS, ID_NEUTRAL, from_dict, resolve
 from grpo_bench.core.method import METHODS
 from grpo_bench.core.trust_region import KL_VARIANTS
 from grpo_bench.errors import UserError
+from grpo_bench.report.suite_parts import load_suite_checked
 from grpo_bench.suite import local_pool, runner
 from grpo_bench.suite.ablation import ablation
 from grpo_bench.suite.expand import expand
 from grpo_bench.suite.parse import load_suite, parse_suite
-from grpo_bench.train.config import EXECUTION_FIELDS, ID_NEUTRAL, from_dict, resolve
 
 SUITES = Path(__file__).resolve().parents[1] / "suites"
 
@@ -125,12 +126,27 @@ def test_runner_only_budget_keys_never_change_a_cell_id(tmp_path):
 )
 def test_malformed_suites_name_file_key_path_and_allowed_values(tmp_path, changes, needles):
     path = write_suite(tmp_path / "bad.yaml", _suite(**changes))
-    with pytest.raises(UserError) as err:
-        expand(load_suite(path))
+    with pytest.raises(UserError) as err:  # as a command loads it: the report layer checks the part names
+        expand(load_suite_checked(path))
     msg = str(err.value)
     assert msg.startswith(str(path)) and "\n" not in msg
     for needle in needles:
         assert needle in msg, msg
+
+
+def test_report_part_names_are_checked_by_the_report_layer_where_a_command_loads_the_suite(tmp_path):
+    """The suite layer checks the report block's shape and imports nothing from the report; the names are the
+    report's, checked by the loader every command uses (report/suite_parts.py)."""
+    path = write_suite(tmp_path / "s.yaml", _suite(report={"tables": ["table2", "tabel2"], "min_effect": {"Orcle": 1}}))
+    assert load_suite(path).report.tables == ["table2", "tabel2"]
+    with pytest.raises(UserError, match=r"report\.tables\[1\]: unknown report table 'tabel2'.*did you mean 'table2'"):
+        load_suite_checked(path)
+    path = write_suite(tmp_path / "s.yaml", _suite(report={"tables": ["table2"], "min_effect": {"Orcle": 1}}))
+    with pytest.raises(UserError, match="unknown report.min_effect column 'Orcle'"):
+        load_suite_checked(path)
+    cli = Path(__file__).resolve().parents[1] / "grpo_bench" / "cli"
+    unchecked = [p.name for p in sorted(cli.glob("*.py")) if "suite.parse import load_suite" in p.read_text()]
+    assert unchecked == []  # every command loads suites through the check
 
 
 def test_invalid_cell_combination_names_the_cell(tmp_path):

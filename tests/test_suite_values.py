@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from grpo_bench.config.presets import PRESETS
+from grpo_bench.config.run import FIELDS
 from grpo_bench.suite.expand import expand
 from grpo_bench.suite.parse import load_suite
-from grpo_bench.train.config import FIELDS
 from grpo_bench.train.plan_models import real_specs
-from grpo_bench.train.presets import PRESETS
 
 ROOT = Path(__file__).resolve().parents[1]
 SUITES = sorted((ROOT / "suites").glob("*.yaml"))

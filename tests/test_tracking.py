@@ -9,9 +9,10 @@ import pytest
 from typer.testing import CliRunner
 
 from grpo_bench.cli import app
+from grpo_bench.config.run import RunConfig
+from grpo_bench.config.trackers import check_trackers
 from grpo_bench.errors import UserError
-from grpo_bench.train.config import RunConfig
-from grpo_bench.train.tracking import check_trackers, hparams
+from grpo_bench.train.tracking import hparams
 
 
 def test_hparams_are_scalars_a_tensorboard_writer_accepts():

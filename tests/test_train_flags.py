@@ -16,11 +16,11 @@ from rich.console import Console
 from grpo_bench.cli import train as train_cli
 from grpo_bench.cli.train import FLAG_ALIASES, build_config
 from grpo_bench.cli.train_cost import before_line, clock
+from grpo_bench.config.identity import cell_id
+from grpo_bench.config.run import from_dict, resolve
 from grpo_bench.errors import UserError
 from grpo_bench.suite.machine import host
 from grpo_bench.suite.pace import run_passes
-from grpo_bench.train.config import from_dict, resolve
-from grpo_bench.train.identity import cell_id
 
 ROOT = Path(__file__).resolve().parents[1]
 NOT_CONFIG = {"out", "resume", "accelerate_config", "like", "overrides"}

@@ -10,10 +10,10 @@ import yaml
 from tiny_world import TinyModel, TinyReward
 from typer.testing import CliRunner
 
+from grpo_bench.config.run import RunConfig, resolve
 from grpo_bench.core.method import METHODS, make_method
 from grpo_bench.core.trust_region import KL_VARIANTS
 from grpo_bench.errors import UserError
-from grpo_bench.train.config import RunConfig, resolve
 from grpo_bench.train.trainer import TIMES, train
 
 
@@ -230,7 +230,7 @@ def test_cli_train_end_to_end_with_default_folder(tmp_path, monkeypatch):
 def test_the_update_0_eval_is_computed_once_per_seed_and_shared(tmp_path):
     """Cells of one seed of a suite evaluate the same base policy: the second reads the first's stored eval
     (the same numbers it would compute); another seed computes its own."""
-    from grpo_bench.train.config import from_dict
+    from grpo_bench.config.run import from_dict
 
     def cell(name: str, **kw):
         cfg = from_dict({"updates": 2, "eval_samples": 1, "save_videos": False, "reward": "world_oracle",

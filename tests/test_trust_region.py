@@ -9,11 +9,11 @@ import torch
 from tiny_world import TinyModel
 from torch import nn
 
+from grpo_bench.config.run import RunConfig, TrustRegion
 from grpo_bench.core.anchors import Anchors, make_anchor_policy
 from grpo_bench.core.kl_weight import AdaptiveKLWeight, ConstantKLWeight, make_kl_weight
 from grpo_bench.core.trust_region import KL_VARIANTS, KLInputs, analytic_kl, make_kl
 from grpo_bench.errors import UserError
-from grpo_bench.train.config import RunConfig, TrustRegion
 
 
 def _policies(every: int, *names: str) -> dict:

@@ -92,8 +92,8 @@ def test_world_suites_take_two_optimizer_steps_per_rollout_and_real_ones_the_off
 
 
 def _check_live(tmp_path, cfg: dict, retried: bool = False) -> None:
+    from grpo_bench.config.run import from_dict
     from grpo_bench.report.liveness import one_step_per_rollout
-    from grpo_bench.train.config import from_dict
 
     train(from_dict(cfg), tmp_path / "run")
     rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]

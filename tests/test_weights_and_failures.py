@@ -9,13 +9,13 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from grpo_bench.errors import UserError
-from grpo_bench.train.config import RunConfig
-from grpo_bench.train.weights import (
+from grpo_bench.config.run import RunConfig
+from grpo_bench.config.weights import (
     check_video_shape,
     check_weight_paths,
     reward_kwargs,
 )
+from grpo_bench.errors import UserError
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 ROOT = Path(__file__).resolve().parents[1]
@@ -126,8 +126,8 @@ torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
 
 
 def test_first_error_and_the_runner_records_one_line(tmp_path, monkeypatch):
+    from grpo_bench.launch_log import LaunchError, first_error
     from grpo_bench.suite import accelerate_launch
-    from grpo_bench.train.distributed import LaunchError, first_error
 
     assert first_error(LOG) == "rank 1: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.00 GiB"
     assert first_error("noise\nerror: config key 'lr' must be > 0\n") == "error: config key 'lr' must be > 0"

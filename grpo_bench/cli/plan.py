@@ -14,11 +14,11 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from grpo_bench.config.run import parse_overrides
 from grpo_bench.errors import UserError
+from grpo_bench.report.suite_parts import load_suite_checked
 from grpo_bench.suite.expand import expand
-from grpo_bench.suite.parse import load_suite
 from grpo_bench.suite.spec import Cell, Suite
-from grpo_bench.train.config import parse_overrides
 from grpo_bench.train.plan import GB, Plan, check_fits, check_time, estimate
 
 DEFAULT_TFLOPS = 400.0
@@ -60,7 +60,7 @@ def sharding_of(launch: str | None) -> str:
         return "none"
     import yaml
 
-    from grpo_bench.train.distributed import config_path
+    from grpo_bench.config.accelerate_configs import config_path
 
     kind = str((yaml.safe_load(config_path(launch).read_text()) or {}).get("distributed_type", "")).upper()
     return {"FSDP": "fsdp2", "DEEPSPEED": "deepspeed_zero2"}.get(kind, "none")
@@ -144,8 +144,8 @@ def _count(n: float) -> str:
 
 def check(suite: Suite, plans: list[tuple[Cell, Plan]], gpu_memory_gb: float | None) -> None:
     """Every cell fits its GPU, finishes within its time limit (with the declared requeues) and has a
-    schedule its processes can carry (train/recipe.py); else one line (exit 2)."""
-    from grpo_bench.train import recipe
+    schedule its processes can carry (config/recipe.py); else one line (exit 2)."""
+    from grpo_bench.config import recipe
 
     timeout, requeue = suite.resources.get("timeout_min"), int(suite.resources.get("requeue", 0))
     for cell, p in plans:
@@ -166,7 +166,7 @@ def check_flags(gpu_memory_gb: float | None, tflops: float) -> None:
 
 def plan_command(path: Path, gpu_memory_gb: float | None, tflops: float, overrides: list[str], console: Console) -> int:
     check_flags(gpu_memory_gb, tflops)
-    suite = load_suite(path, parse_overrides(overrides))
+    suite = load_suite_checked(path, parse_overrides(overrides))
     memory, source = gpu_memory(gpu_memory_gb, suite)
     plans = plan_cells(suite, expand(suite), tflops)
     print_plan(suite, plans, memory, console, source)
@@ -178,7 +178,7 @@ def preflight(suite: Suite, cells: list[Cell], console: Console) -> None:
     """For suites of real models: refuse (UserError) before any work when a cell will not fit."""
     if all(c.config.model == "world" for c in cells):
         return
-    from grpo_bench.train.weights import check_weight_paths
+    from grpo_bench.config.weights import check_weight_paths
 
     for c in cells:
         check_weight_paths(c.config, f"{suite.name}: cell {c.id}: ")

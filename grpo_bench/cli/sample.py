@@ -194,8 +194,8 @@ def judge_scores(videos: Tensor, prompts: list[str]) -> tuple[dict[str, Tensor] 
 def kernel_overrides(items: list[str], where: str = "command line: ") -> dict[str, Any]:
     """``["kernel.power=2"]`` -> ``{"power": 2}``, parsed as train's ``key=value`` overrides; any key that
     is not ``kernel.<name>`` is a UserError (the kernel's own ``Params`` then validate names and values)."""
+    from grpo_bench.config.run import parse_overrides
     from grpo_bench.params import component
-    from grpo_bench.train.config import parse_overrides
 
     parsed = parse_overrides(items, where)
     for key in parsed:

@@ -23,7 +23,7 @@ def check_model_out(model: str, reward: str | None, out: Path) -> str:
     """The model's kind ('image' or 'video'), with ``--out`` and ``--reward`` checked against it before any
     model is built: stills go to a .png, clips to a .gif; a reward must score what the model makes."""
     from grpo_bench import models
-    from grpo_bench.train.config import from_dict
+    from grpo_bench.config.run import from_dict
 
     kind = models.modality(model)
     if kind is None and model not in models.names():

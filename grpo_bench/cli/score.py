@@ -26,8 +26,8 @@ _FILES_HELP = "Images (.png .jpg .webp ...; a still) or videos (.mp4 .webm .gif 
 def _reward_kwargs(name: str, factory: Any, reward_path: str | None, reward_base_path: str | None) -> dict[str, str]:
     """``--reward-path`` / ``--reward-base-path`` as the factory's keyword arguments (as train's ``reward_path``
     and ``reward_base_path``); each must exist and be the file or folder the factory declares for it."""
+    from grpo_bench.config.weights import check_path, reward_kwargs
     from grpo_bench.rewards.base import factory_declaration
-    from grpo_bench.train.weights import check_path, reward_kwargs
 
     kinds = factory_declaration(factory).path_options
     options = tuple(kinds)
@@ -68,8 +68,8 @@ def score_files(name: str, prompt: str, files: list[Path], device: str = "cpu", 
     """One record per file: {"file", "reward", "prompt", "frames", "scores": {dimension: value}}."""
     from grpo_bench import rewards
     from grpo_bench.cli.score_files import check_fits, read_file
+    from grpo_bench.config.weights import reward_modality
     from grpo_bench.rewards.base import declaration
-    from grpo_bench.train.weights import reward_modality
 
     if not prompt.strip():
         raise UserError("score: --prompt is empty; give the prompt the files were made for")

@@ -10,16 +10,16 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from grpo_bench.config.run import parse_overrides
 from grpo_bench.errors import UserError
+from grpo_bench.report.suite_parts import load_suite_checked
 from grpo_bench.suite.ablation import ablation, legacy_ablation_name
 from grpo_bench.suite.expand import expand
 from grpo_bench.suite.live import JobPhases
-from grpo_bench.suite.parse import load_suite
 from grpo_bench.suite.results import check_results_file, load_results
 from grpo_bench.suite.run_folder import ERROR, RESULTS, is_done
 from grpo_bench.suite.runner import TRAINER, RunSummary, run_suite
 from grpo_bench.suite.spec import Cell, Suite
-from grpo_bench.train.config import parse_overrides
 
 DEFAULT_ABLATE_BASE = "ablate_kl.yaml"
 
@@ -162,7 +162,7 @@ def write_index(suite: Suite, cells: list[Cell], out: Path) -> Path:
 
 def run_command(path: Path, jobs: int | None, backend: str, out: Path, dry_run: bool, resume: bool,
                 overrides: list[str], console: Console) -> int:
-    suite = load_suite(path, parse_overrides(overrides))
+    suite = load_suite_checked(path, parse_overrides(overrides))
     return run_loaded(suite, out, jobs, backend, dry_run, resume, console)
 
 
@@ -187,7 +187,7 @@ def ablate_command(kl: str | None, equalizer: str | None, sde: str | None, base:
     from grpo_bench.core.trust_region import KL_VARIANTS
 
     base_path = base if base is not None else suites_dir() / DEFAULT_ABLATE_BASE
-    base_suite = load_suite(base_path, parse_overrides(overrides))
+    base_suite = load_suite_checked(base_path, parse_overrides(overrides))
     kls = _split(kl, every=KL_VARIANTS.names())
     eq = None
     if equalizer:

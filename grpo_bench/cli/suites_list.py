@@ -52,8 +52,8 @@ def _duration(minutes: float) -> str:
 
 
 def suites_command(folder: Path, runs: Path, reports: Path, console: Console) -> int:
+    from grpo_bench.report.suite_parts import load_suite_checked
     from grpo_bench.suite.expand import expand
-    from grpo_bench.suite.parse import load_suite
     from grpo_bench.suite.tune import tuning_suite
 
     paths = sorted(folder.glob("*.yaml"))
@@ -64,7 +64,7 @@ def suites_command(folder: Path, runs: Path, reports: Path, console: Console) ->
     for col in ("suite", "cells", "a cell", "compute", "measured on"):
         table.add_column(col)
     for path in paths:
-        suite = load_suite(path)
+        suite = load_suite_checked(path)
         table_cells = len(expand(suite))
         names = [suite.name]
         grid = 0

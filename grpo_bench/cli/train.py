@@ -13,16 +13,16 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from grpo_bench.train.config import RunConfig, from_dict, parse_overrides, resolve
-from grpo_bench.train.identity import cell_id
+from grpo_bench.config.identity import cell_id
+from grpo_bench.config.run import RunConfig, from_dict, parse_overrides, resolve
 
 
 def suite_base(path: Path) -> dict[str, Any]:
     """What ``train --like SUITE`` starts from: the suite's base config and budget (what every cell
     of it shares), so that a run with a cell's method, setting and seed reproduces that cell."""
-    from grpo_bench.suite.parse import load_suite
+    from grpo_bench.report.suite_parts import load_suite_checked
 
-    suite = load_suite(path)
+    suite = load_suite_checked(path)
     return {**suite.base, **suite.budget}
 
 
@@ -52,7 +52,7 @@ def build_config(flags: dict[str, Any], overrides: list[str], like: Path | None 
                         f"{k}={extra[k]}; give it once")
     data.update(extra)
     if like is None:
-        from grpo_bench.train.model_recipe import recipe_defaults
+        from grpo_bench.config.model_recipe import recipe_defaults
 
         data.update(recipe_defaults(data.get("model"), data))
     return from_dict(data, where="grpo-bench train: ")

@@ -14,7 +14,10 @@ one, gradient diagnostics every ``diag_every``.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the CLI's help loads without the config's imports
+    from grpo_bench.config.run import RunConfig
 
 BUDGET_HELP = (
     "Budget keys (key=value; RunConfig's defaults): updates=200, prompts_per_update=2, group_size=8 (rollouts "
@@ -37,7 +40,7 @@ def clock(seconds: float) -> str:
     return f"{seconds // 3600} h {seconds // 60 % 60:02d} min"
 
 
-def plan_line(cfg: Any) -> str:
+def plan_line(cfg: RunConfig) -> str:
     """Before the first update: how much work the run is."""
     return (f"{cfg.updates} updates x {cfg.prompts_per_update} prompts x {cfg.group_size} rollouts, {cfg.steps} "
             f"sampler steps; an evaluation every {cfg.eval_every} updates")
@@ -48,10 +51,10 @@ def suite_folders(runs: Path) -> list[Path]:
     return sorted(p for p in runs.iterdir() if p.is_dir()) if runs.is_dir() else []
 
 
-def before_line(cfg: Any, runs: Path = Path("runs")) -> str:
+def before_line(cfg: RunConfig, runs: Path = Path("runs")) -> str:
     """Before the first update: what the whole run will take, and what that estimate rests on."""
+    from grpo_bench.config.run import resolve
     from grpo_bench.suite.pace import pass_pace, run_passes
-    from grpo_bench.train.config import resolve
 
     resolved = resolve(cfg)
     passes = run_passes(resolved)
@@ -75,7 +78,7 @@ def _count(start: int, stop: int, every: int) -> int:
     return 0 if every <= 0 or stop <= start else len(range(-(-start // every) * every, stop, every))
 
 
-def estimate_line(done: int, total: int, line: dict[str, Any], cfg: Any) -> str:
+def estimate_line(done: int, total: int, line: dict[str, Any], cfg: RunConfig) -> str:
     """After the first update of this invocation: what it took and what the rest will take."""
     work = {name: float(line.get(f"time_{name}") or 0.0) for name in ("rollout", "reward", "train")}
     per_update = sum(work.values())

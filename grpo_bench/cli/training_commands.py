@@ -82,9 +82,10 @@ def train(
              "device": device, "model": model}
     cfg = build_config(flags, overrides or [], like=like)
     if accelerate_config is not None:
+        from grpo_bench.config import accelerate_configs
         from grpo_bench.train import distributed
 
-        distributed.config_path(accelerate_config)  # a bad name fails here, before any launch
+        accelerate_configs.config_path(accelerate_config)  # a bad name fails here, before any launch
         if not distributed.launched():
             raise typer.Exit(distributed.relaunch(accelerate_config, sys.argv[1:]))
     code = interruptible(lambda: run_train(cfg, out, resume, console) and 0)

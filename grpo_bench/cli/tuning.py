@@ -136,10 +136,10 @@ def job_phases(suite: Suite, out: Path, console: Console) -> JobPhases:
 
 def tune_command(path: Path, jobs: int | None, backend: str, out: Path, dry_run: bool, resume: bool,
                  overrides: list[str], console: Console) -> int:
-    from grpo_bench.suite.parse import load_suite
-    from grpo_bench.train.config import parse_overrides
+    from grpo_bench.config.run import parse_overrides
+    from grpo_bench.report.suite_parts import load_suite_checked
 
-    suite = load_suite(path, parse_overrides(overrides))
+    suite = load_suite_checked(path, parse_overrides(overrides))
     if suite.tune is None:
         raise UserError(f"{path}: no tune block; add one (docs/suites.md, 'Tuning'), e.g. tune: {{grid: {{lr: "
                         "[3.0e-5, 1.0e-4, 3.0e-4, 1.0e-3]}, seeds: [100, 101, 102], family: {setting: A}}")
@@ -151,10 +151,10 @@ def run_command(path: Path, jobs: int | None, backend: str, out: Path, dry_run: 
                 overrides: list[str], console: Console) -> int:
     """``grpo-bench run``: a tuned suite's tuning grid first (it resumes), then its table at the chosen points."""
     from grpo_bench.cli.suite import run_loaded
-    from grpo_bench.suite.parse import load_suite
-    from grpo_bench.train.config import parse_overrides
+    from grpo_bench.config.run import parse_overrides
+    from grpo_bench.report.suite_parts import load_suite_checked
 
-    loaded = load_suite(path, parse_overrides(overrides))
+    loaded = load_suite_checked(path, parse_overrides(overrides))
     phases = job_phases(loaded, out, console) if loaded.tune is not None and not dry_run else None
     suite, code = tuned_suite(loaded, out, jobs, backend, dry_run, resume, console, phases=phases)
     return code if suite is None else run_loaded(suite, out, jobs, backend, dry_run, resume, console,

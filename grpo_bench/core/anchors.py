@@ -10,7 +10,7 @@ are grpo_bench.core.trust_region.
 
 Plug-in policies register with ``register_anchor_policy``; their own parameters are set as
 ``anchor.<key>`` (grpo_bench.params). A policy is built from the trust region's section (``AnchorOptions``:
-the run config's ``TrustRegion``, train/sections.py) and its own parameters, and keeps only what it reads.
+the run config's ``TrustRegion``, config/sections.py) and its own parameters, and keeps only what it reads.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def register_anchor_policy(name: str):
 # --- anchor update policies --------------------------------------------------------------------
 class AnchorOptions(Protocol):
     """The settings every anchor policy may read: the run config's trust-region section (``TrustRegion``,
-    train/sections.py) carries them; declared here so that the core names no run config."""
+    config/sections.py) carries them; declared here so that the core names no run config."""
 
     anchor_every: int
     """Copy the policy into an 'every' anchor every N optimizer steps."""

@@ -147,7 +147,7 @@ class AdaptiveKLWeight:
 
 
 def make_kl_weight(options: Any) -> ConstantKLWeight | AdaptiveKLWeight:
-    """The KL weight built from its own section (the run config's ``KLWeighting``, train/config.py)."""
+    """The KL weight built from its own section (the run config's ``KLWeighting``, config/run.py)."""
     if options.kl_adaptive:
         return AdaptiveKLWeight(options.kl_beta_min, options.kl_beta_max, options.kl_warmup, options.kl_target,
                                 options.kl_window, auto_target=options.kl_target_auto, feedback=options.kl_feedback,

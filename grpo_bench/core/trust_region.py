@@ -34,7 +34,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import torch
 from torch import Tensor
@@ -76,6 +76,21 @@ class KLInputs:
     delta: Tensor | None = None  # [b] the step's Delta = sigma - sigma' (FlowGRPO's estimator)
 
 
+class KLOptions(Protocol):
+    """What a KL variant is built from: the run config's trust-region section (``TrustRegion``,
+    config/sections.py) with the variant's name (``kl``) and the plug-in parameters (``params``: ``kl.*``,
+    ``anchor.*``), as ``make_kl`` assembles it; declared here so that the core names no run config. The
+    anchor policies read their part (``AnchorOptions``)."""
+
+    kl: str | None
+    params: Mapping[str, Any]
+    beta_pos: float
+    beta_vel: float
+    anchor_every: int
+    stepwise_estimator: str
+    stepwise_ref: str
+
+
 class KLVariant(ABC):
     """A KL trust region: which anchors it needs (each with its update policy) and its per-sample estimate.
 
@@ -87,9 +102,9 @@ class KLVariant(ABC):
     """Anchor name -> registered update policy; the rollout computes each anchor's mu_ref."""
     Params: type[PluginParams] = NoParams
 
-    def __init__(self, cfg: Any) -> None:
-        self.cfg = cfg  # the section it was built from: read while building (anchors), never at loss time
-        given = plugin_params.component(plugin_params.of_config(cfg), "kl")
+    def __init__(self, options: KLOptions) -> None:
+        self.cfg = options  # the section it was built from: read while building (anchors), never at loss time
+        given = plugin_params.component(plugin_params.of_config(options), "kl")
         self.params = plugin_params.parse(self.Params, given, "kl", f"KL variant {self.name!r}")
 
     def anchor_policies(self) -> dict[str, AnchorPolicy]:
@@ -145,11 +160,11 @@ class StepwiseKL(KLVariant):
     With ``stepwise_ref: previous`` the reference is instead the policy before the last optimizer
     step (a live ``previous`` anchor), analytic: a KL between consecutive iterates."""
 
-    def __init__(self, cfg: Any) -> None:
-        super().__init__(cfg)
-        if getattr(cfg, "stepwise_ref", "rollout") == "previous":
+    def __init__(self, options: KLOptions) -> None:
+        super().__init__(options)
+        if getattr(options, "stepwise_ref", "rollout") == "previous":
             self.anchors = {"previous": "previous"}
-        self.estimator = str(getattr(cfg, "stepwise_estimator", "sample"))
+        self.estimator = str(getattr(options, "stepwise_estimator", "sample"))
 
     def __call__(self, inp: KLInputs) -> dict[str, Tensor]:
         if "previous" in self.anchors:
@@ -175,11 +190,11 @@ class DualKL(KLVariant):
 
     anchors = {"moving": "every"}
 
-    def __init__(self, cfg: Any) -> None:
-        super().__init__(cfg)
-        self.position, self.velocity = MovingKL(cfg), StepwiseKL(cfg)
+    def __init__(self, options: KLOptions) -> None:
+        super().__init__(options)
+        self.position, self.velocity = MovingKL(options), StepwiseKL(options)
         self.anchors = {**self.position.anchors, **self.velocity.anchors}
-        self.beta_pos, self.beta_vel = cfg.beta_pos, cfg.beta_vel
+        self.beta_pos, self.beta_vel = options.beta_pos, options.beta_vel
 
     def __call__(self, inp: KLInputs) -> dict[str, Tensor]:
         pos, vel = self.position(inp)[KL], self.velocity(inp)[KL]
@@ -188,7 +203,7 @@ class DualKL(KLVariant):
 
 def make_kl(options: Any, kind: str | None = None, params: dict[str, Any] | None = None) -> KLVariant:
     """The KL variant ``kind`` built from its own section: ``options`` holds the trust region's fields (the
-    run config's ``TrustRegion`` section, train/config.py), ``params`` the plug-in parameters (``kl.*``,
+    run config's ``TrustRegion`` section, config/run.py), ``params`` the plug-in parameters (``kl.*``,
     ``anchor.*``). The variant holds those, its name and nothing else of the run. Without ``kind`` and
     ``params`` both are read from ``options`` (a whole run config works too: tests, planning)."""
     kind = options.kl if kind is None else kind
@@ -197,13 +212,14 @@ def make_kl(options: Any, kind: str | None = None, params: dict[str, Any] | None
     return KL_VARIANTS.get(kind)(SimpleNamespace(**{**fields, "kl": kind, "params": given}))
 
 
-def resolved_params(cfg: Any) -> dict[str, Any]:
-    """Every ``kl.*`` and ``anchor.*`` parameter of the config's KL variant, defaults filled in.
+def resolved_params(options: KLOptions) -> dict[str, Any]:
+    """Every ``kl.*`` and ``anchor.*`` parameter of the KL variant ``options`` names (a trust-region section with
+    ``kl`` and ``params``, or a whole run config: config/run.py), defaults filled in.
 
     Raises a UserError naming the key for a value out of range or a key no component declares."""
-    variant = make_kl(cfg)
+    variant = make_kl(options)
     out = plugin_params.dump(variant.params, "kl")
-    given = plugin_params.component(plugin_params.of_config(cfg), "anchor")
+    given = plugin_params.component(plugin_params.of_config(options), "anchor")
     taken: set[str] = set()
     for policy in variant.anchor_policies().values():
         out.update(plugin_params.dump(policy.params, "anchor"))
@@ -213,6 +229,6 @@ def resolved_params(cfg: Any) -> dict[str, Any]:
         allowed = sorted(
             {f"anchor.{k}" for p in variant.anchor_policies().values() for k in type(p).Params.model_fields}
         )
-        raise UserError(f"KL variant {cfg.kl!r} has no anchor parameter anchor.{stray[0]} (its anchors: "
+        raise UserError(f"KL variant {options.kl!r} has no anchor parameter anchor.{stray[0]} (its anchors: "
                         f"{dict(variant.anchors) or 'none'}); allowed: {', '.join(allowed) or 'none'}")
     return out

@@ -6,7 +6,7 @@ Stills are one-frame clips: latents and images are Tensor[B, 3, 1, 32, 32] in [-
 unconditional ``null_cond`` uses each part's reserved null index. Weights live in one safetensors file whose
 metadata records the architecture, so the file alone rebuilds the network.
 
-The factory declares what the core reads instead of naming this world (train/config.py, train/identity.py,
+The factory declares what the core reads instead of naming this world (config/run.py, config/identity.py,
 cli/train.py): its ``run_defaults`` (one 32x32 frame, its prompts, its oracle as the training reward), its
 ``shipped_weights`` (their digest is part of every cell id that loads them), and ``embedded`` (no diffusers
 stack needed).
@@ -137,7 +137,7 @@ def image_world_model(pretrained: bool = True, path: str | Path | None = None, c
 
 
 def check_config(cfg: Any, where: str = "") -> None:
-    """What a run of this model must have (read by train/config.py before any work): 32x32 stills."""
+    """What a run of this model must have (read by config/run.py before any work): 32x32 stills."""
     if cfg.video_size != SIZE:
         raise UserError(f"{where}config key 'video_size' is {cfg.video_size}; model {NAME!r} makes {SIZE}x{SIZE} "
                         f"images: use video_size: {SIZE} (its default)")

@@ -86,7 +86,7 @@ def text_world_model(pretrained: bool = True, path: str | Path | None = None, co
 
 
 def check_config(cfg: Any, where: str = "") -> None:
-    """What a run of this model must have (read by train/config.py before any work): 32x128 stills."""
+    """What a run of this model must have (read by config/run.py before any work): 32x128 stills."""
     if cfg.video_size != HEIGHT:
         raise UserError(f"{where}config key 'video_size' is {cfg.video_size}; model {NAME!r} makes {HEIGHT}x{WIDTH} "
                         f"images: use video_size: {HEIGHT} (its default; the height)")

@@ -11,7 +11,7 @@ Everything else is the video adapters' (models/diffusers_video.py): loading from
 the Hugging Face cache only, text encoded once per prompt with the pipeline's own ``encode_prompt``
 and cached, LoRA through peft or full fine-tuning with float32 master weights, the policy export.
 A model asked for more than one frame is refused (``frames`` must be 1; config validation refuses it
-before any model is built, train/weights.py ``check_modality``).
+before any model is built, config/weights.py ``check_modality``).
 """
 
 from __future__ import annotations

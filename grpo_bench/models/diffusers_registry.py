@@ -70,7 +70,7 @@ def register_family(model: type[DiffusersVideoModel], tiny_name: str,
 
     def options(cfg: Any, kw: dict[str, Any]) -> AdapterOptions:
         if cfg is None and model.modality == "image":
-            kw = {"frames": 1, **kw}  # a still-image model's default (a RunConfig's comes from train/config.py)
+            kw = {"frames": 1, **kw}  # a still-image model's default (a RunConfig's comes from config/run.py)
         return AdapterOptions.from_config(cfg, **kw) if cfg is not None else AdapterOptions(**kw)
 
     def tiny_factory(pretrained: bool = True, cfg: Any = None, seed: int = 0, **kw: Any) -> DiffusersVideoModel:

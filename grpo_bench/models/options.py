@@ -1,5 +1,5 @@
 """The generator's options, declared once beside the code that reads them: the run config includes them
-(train/config.py, section ``generator``) and the diffusers adapters extend them (``AdapterOptions``)."""
+(config/run.py, section ``generator``) and the diffusers adapters extend them (``AdapterOptions``)."""
 
 from __future__ import annotations
 

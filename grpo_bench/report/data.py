@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from grpo_bench.config import expected_compute, metrics
 from grpo_bench.rewards.base import SETTINGS
 from grpo_bench.suite.results import COLUMNS, add_grid_columns, grid_keys
 from grpo_bench.suite.strips import BASE_STRIP, strip_pixels
-from grpo_bench.train import compute, metrics
 
 KEYS = ["cell", "group", "setting", "seed"]
 ORACLE = {"vq": "oracle_vq", "mq": "oracle_mq", "ta": "oracle_ta"}
@@ -223,10 +223,10 @@ def compute_curves(df: pd.DataFrame) -> pd.DataFrame:
     point ``update`` = 0, 1, ..., n (the policy after that many updates; 0: nothing computed yet), keyed like
     ``eval_curves``: one row per (cell, update) with every ``metrics.COMPUTE_COUNTS`` kind, compute_training,
     compute_seconds (for a stored cell: its logged time_rollout + time_reward + time_train, summed) and
-    ``derived``: False where the cell logged its counts, True where
-    it was stored before the counters existed and the counts are the closed form of its stored config
-    (``compute.expected_curve``, the formula the counter is tested against). A cell whose config no longer
-    builds, or whose method's passes have no closed form (``compute.HOOKS``), gets NaN counts (derived True)."""
+    ``derived``: False where the cell logged its counts, True where it was stored before the counters existed
+    and the counts are the closed form of its stored config (``expected_compute.expected_curve``, the formula
+    the counter is tested against). A cell whose config no longer builds, or whose method's passes have no
+    closed form (``expected_compute.HOOKS``), gets NaN counts (derived True)."""
     columns = [*KEYS, "method", "update", *COMPUTE_COLUMNS, metrics.COMPUTE_SECONDS, "derived"]
     rows = df[df["kind"] == "update"]
     if rows.empty:
@@ -254,8 +254,8 @@ def compute_curves(df: pd.DataFrame) -> pd.DataFrame:
             continue
         cfg = _stored_config(infos.get(cell, {}).get("config"))
         try:
-            curve = compute.expected_curve(cfg, n) if cfg is not None else [{}] * (n + 1)
-        except compute.ClosedFormUnknown:
+            curve = expected_compute.expected_curve(cfg, n) if cfg is not None else [{}] * (n + 1)
+        except expected_compute.ClosedFormUnknown:
             curve = [{}] * (n + 1)
         mine = phases.loc[cell] if cell in phases.index.get_level_values("cell") else pd.Series(dtype=float)
         seconds = [0.0, *mine.reindex(range(n)).cumsum().tolist()]  # the logged phase times, summed
@@ -267,8 +267,8 @@ def compute_curves(df: pd.DataFrame) -> pd.DataFrame:
 
 def _stored_config(data: Any) -> Any:
     """The RunConfig of a cell's stored config, or None where it no longer builds (a removed method...)."""
+    from grpo_bench.config.run import from_dict
     from grpo_bench.errors import UserError
-    from grpo_bench.train.config import from_dict
 
     try:
         return from_dict(dict(data or {}))

@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from grpo_bench.config import metrics
 from grpo_bench.report import data
 from grpo_bench.report.parts import FIGURES, TABLES, Context, Section
 from grpo_bench.report.stats import mean_ci
-from grpo_bench.train import metrics
 
 ORACLE = "eval_oracle_overall"
 COMPUTE = metrics.COMPUTE_TRAINING

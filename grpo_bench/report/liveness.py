@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import pandas as pd
 
+from grpo_bench.config.metrics import WEIGHTS_CHANGED_WARN
 from grpo_bench.report import data
 from grpo_bench.report.parts import TABLES, Context, Section
 from grpo_bench.report.tables import write_table
-from grpo_bench.train.landing import WEIGHTS_CHANGED_WARN
 
 FLOOR_SHARE = 0.25
 """An adaptive weight is 'stuck at its floor' (ceiling) when it sits at kl_beta_min (kl_beta_max) for at

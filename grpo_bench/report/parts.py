@@ -2,9 +2,8 @@
 sections report.md embeds; suites name the parts they want (report.tables, report.figures).
 
 The parts themselves (grpo_bench.report.tables, grpo_bench.report.figures ...) register into these
-registries and are imported on first lookup, so a part may import this module without a cycle. The
-suite's report-block check (grpo_bench.suite.report_section) checks the names a suite asks for against
-them: the one import from the suite layer up into the report layer (pyproject [tool.importlinter] names it).
+registries and are imported on first lookup, so a part may import this module without a cycle. The names a
+suite asks for are checked against them where a command loads the suite (grpo_bench.report.suite_parts).
 """
 
 from __future__ import annotations

@@ -31,10 +31,10 @@ def _stored_suite(folder: Path) -> Any:
     path = folder / "suite.yaml"
     if not path.is_file():
         return None
-    from grpo_bench.suite.parse import load_suite
+    from grpo_bench.report.suite_parts import load_suite_checked
 
     try:
-        return load_suite(path)
+        return load_suite_checked(path)
     except (UserError, OSError, ValueError):
         return None
 

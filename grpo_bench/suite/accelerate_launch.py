@@ -24,7 +24,8 @@ def launch_accelerate(cdir: Path, trainer: str, gpus: list[int], on_update: Call
                       launch: str | None = None) -> None:
     """Multi-GPU cell: ``accelerate launch`` the cell entry on the slot's GPUs (budget.accelerate_config, default
     plain data parallel); progress from metrics.jsonl; a failure is one line (first rank's error, log path)."""
-    from grpo_bench.train.distributed import config_path, launch_failure
+    from grpo_bench.config.accelerate_configs import config_path
+    from grpo_bench.launch_log import launch_failure
 
     how = ["--config_file", str(config_path(launch))] if launch else ["--multi_gpu"]
     cmd = [sys.executable, "-m", "accelerate.commands.launch", *how, "--num_processes", str(len(gpus)),

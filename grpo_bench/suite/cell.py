@@ -76,7 +76,7 @@ def run_cell(meta: dict[str, Any], cell_dir: str, trainer: str, emit: Emit, slot
                 launch_accelerate(cdir, trainer, gpus, lambda u: emit(("update", slot, meta["id"], u, total, None)),
                                   meta.get("launch"))
             else:
-                from grpo_bench.train.config import RunConfig
+                from grpo_bench.config.run import RunConfig
 
                 train = load_trainer(trainer)
 
@@ -139,7 +139,7 @@ def _main_cell(argv: list[str]) -> None:
     """Entry of ``python -m grpo_bench.suite.cell CELL_DIR TRAINER`` (one process per GPU under accelerate)."""
     import json
 
-    from grpo_bench.train.config import RunConfig
+    from grpo_bench.config.run import RunConfig
 
     cdir, trainer = Path(argv[0]), argv[1]
     meta = json.loads((cdir / CELL).read_text())

@@ -28,10 +28,10 @@ from typing import Any
 
 import numpy as np
 
+from grpo_bench.config.run import FIELDS, coerce
 from grpo_bench.errors import UserError, unknown
 from grpo_bench.params import is_param_key
 from grpo_bench.suite.values import check_name, mapping
-from grpo_bench.train.config import FIELDS, coerce
 
 DESIGN_KEYS = ("method", "factors", "points", "estimates", "not_estimated")
 

@@ -2,7 +2,7 @@
 
 A cell's config is RunConfig defaults <- base <- budget <- command-line overrides <- its grid
 values <- its seed, then ``resolve``d (method defaults filled in). Its id is ``cell_id`` of that
-resolved config (train/identity.py): its science fields and the digests of the shipped world weights it
+resolved config (config/identity.py): its science fields and the digests of the shipped world weights it
 loads, so it does not depend on key order, on which file declared a value, on the host, its device,
 thread count or precision, and it changes when the world model or judge is rebuilt.
 """
@@ -13,10 +13,10 @@ import itertools
 import math
 from typing import Any
 
+from grpo_bench.config.identity import cell_id
+from grpo_bench.config.run import RunConfig, from_dict, resolve
 from grpo_bench.errors import UserError
 from grpo_bench.suite.spec import LABEL_FIRST, Cell, Suite
-from grpo_bench.train.config import RunConfig, from_dict, resolve
-from grpo_bench.train.identity import cell_id
 
 MAX_CELLS = 10_000
 """Cells of one suite (a grid that expands further is a typo, not a plan)."""

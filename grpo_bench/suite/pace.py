@@ -69,8 +69,8 @@ def measured_pace(folders: Iterable[Path]) -> float | None:
 def run_passes(config: Any) -> int:
     """Sample-step passes a whole run of ``config`` makes (train/compute.py's unit, evaluations and diagnostics
     included): the closed form the trainer's own counters are tested against."""
-    from grpo_bench.train.compute import expected
-    from grpo_bench.train.metrics import COMPUTE_COUNTS
+    from grpo_bench.config.expected_compute import expected
+    from grpo_bench.config.metrics import COMPUTE_COUNTS
 
     totals = expected(config, config.updates)
     return int(sum(totals[k] for k in COMPUTE_COUNTS))
@@ -80,7 +80,7 @@ def pass_pace(folders: Iterable[Path], model: str) -> tuple[float, int] | None:
     """(seconds per sample-step pass, cells that measured it) over the finished cells of ``model`` in ``folders``
     that ran on this host; None when none did. A pass, not an update, is the unit so that cells of another
     budget (group size, sampler steps, evaluation cadence) measure a run of this one."""
-    from grpo_bench.train.config import from_dict, resolve
+    from grpo_bench.config.run import from_dict, resolve
 
     seconds = passes = 0.0
     cells = 0

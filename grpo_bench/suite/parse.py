@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from grpo_bench import safe_yaml
+from grpo_bench.config.run import coerce
 from grpo_bench.errors import UserError, unknown
 from grpo_bench.preflight import folder_name, shown
 from grpo_bench.suite.report_section import parse_report
 from grpo_bench.suite.spec import DecideSpec, Suite
 from grpo_bench.suite.values import check_name, config_values, grid_values, mapping
-from grpo_bench.train.config import coerce
 
 SUITE_KEYS = ("name", "description", "preset", "base", "grid", "union", "seeds", "budget", "report", "decide",
               "tune", "design")
@@ -84,8 +84,8 @@ def parse_suite(data: Any, path: str = "<suite>", overrides: dict[str, Any] | No
         raise UserError(f"{where}name must be a folder-safe string (letters, digits, _ . -), got {shown(name, 60)}")
     folder_name(name, where)
     base = config_values(data.get("base", {}), where, "base")
-    if "preset" in data:  # named calibrated values (grpo_bench/train/presets.py); base refines them
-        from grpo_bench.train.presets import preset
+    if "preset" in data:  # named calibrated values (grpo_bench/config/presets.py); base refines them
+        from grpo_bench.config.presets import preset
 
         base = {**config_values(preset(data["preset"], f"{where}preset: "), where, "preset"), **base}
     grid = grid_values(data["grid"], where, "grid") if "grid" in data else {}
@@ -118,7 +118,7 @@ def parse_suite(data: Any, path: str = "<suite>", overrides: dict[str, Any] | No
             raise unknown("budget key", key, allowed_budget, where)
         if key in RESOURCE_KEYS:
             if RESOURCE_KEYS[key] is str:  # accelerate_config: a shipped launch config or a YAML path
-                from grpo_bench.train.distributed import config_path
+                from grpo_bench.config.accelerate_configs import config_path
 
                 config_path(str(value))
             elif not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -144,8 +144,8 @@ def parse_suite(data: Any, path: str = "<suite>", overrides: dict[str, Any] | No
     decide = _decide(data["decide"], seeds, where) if data.get("decide") is not None else None
     tune = None
     if data.get("tune") is not None:
+        from grpo_bench.config.run import RunConfig
         from grpo_bench.suite.tune import parse_tune
-        from grpo_bench.train.config import RunConfig
 
         updates = {**base, **budget, **overrides}.get("updates", RunConfig.updates)
         tune = parse_tune(data["tune"], where, seeds=seeds, grid=grid, union=union, base={**base, **overrides},

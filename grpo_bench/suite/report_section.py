@@ -1,9 +1,9 @@
-"""The ``report`` block of a suite file, validated into a ``ReportSpec``.
+"""The ``report`` block of a suite file, validated into a ``ReportSpec``: its keys and the shape of each value.
 
-The table and figure names and Table 2's headline columns belong to the report layer (its registries,
-which load plug-ins before a lookup, so a plug-in may add a part), so they are looked up there, lazily,
-when a suite is loaded: the one import from the suite layer up into the report layer (pyproject
-[tool.importlinter] names it). A bad name is still an error before anything runs.
+Which table and figure names exist, and Table 2's headline columns that ``min_effect`` may name, belong to the
+report layer (its registries load plug-ins before a lookup, so a plug-in may add a part): the report checks them
+where a suite is loaded for a command (grpo_bench/report/suite_parts.py ``load_suite_checked``), still before
+anything runs. This module imports nothing from the report layer (pyproject [tool.importlinter]).
 """
 
 from __future__ import annotations
@@ -11,30 +11,28 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from grpo_bench.config.run import FIELDS
 from grpo_bench.errors import UserError, unknown
+from grpo_bench.preflight import shown
 from grpo_bench.suite.spec import ReportSpec
 from grpo_bench.suite.values import config_values, mapping
-from grpo_bench.train.config import FIELDS
 
 REPORT_KEYS = ("tables", "figures", "baseline", "smooth", "min_effect", "strata", "held_out")
 
 
 def parse_report(data: Any, where: str) -> ReportSpec:
-    """A suite's ``report`` mapping; ``where`` is the error prefix (``"suites/x.yaml: "``)."""
-    from grpo_bench.report.parts import FIGURES, TABLES
-
+    """A suite's ``report`` mapping; ``where`` is the error prefix (``"suites/x.yaml: "``). Part names are
+    checked by the report layer (report/suite_parts.py)."""
     spec = mapping(data, where, "report")
     for key in spec:
         if key not in REPORT_KEYS:
             raise unknown("report key", key, REPORT_KEYS, where)
     out = ReportSpec()
-    for key, registry in (("tables", TABLES), ("figures", FIGURES)):
+    for key in ("tables", "figures"):
         if key in spec:
             names = spec[key]
             if not isinstance(names, list):
-                raise UserError(f"{where}report.{key} must be a list of names; allowed: {', '.join(registry.names())}")
-            for i, name in enumerate(names):
-                registry.get(str(name), where=f"{where}report.{key}[{i}]: ")
+                raise UserError(f"{where}report.{key} must be a list of {key[:-1]} names, got {shown(names, 60)}")
             setattr(out, key, [str(n) for n in names])
     if "baseline" in spec:
         out.baseline = config_values(spec["baseline"], where, "report.baseline")
@@ -60,7 +58,7 @@ def parse_report(data: Any, where: str) -> ReportSpec:
 
 
 def _min_effect(value: Any, where: str) -> float | dict[str, float]:
-    from grpo_bench.report.tables import TABLE2
+    """A number > 0, or {column title: number > 0}; which titles exist is the report's (report/suite_parts.py)."""
 
     def positive(v: Any, key: str) -> float:
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
@@ -69,8 +67,4 @@ def _min_effect(value: Any, where: str) -> float | dict[str, float]:
 
     if not isinstance(value, dict):
         return positive(value, "report.min_effect")
-    allowed = [*(title for title, _, _ in TABLE2), "default"]  # Table 2's headline columns
-    for key in value:
-        if key not in allowed:
-            raise unknown("report.min_effect column", key, allowed, where)
     return {str(k): positive(v, f"report.min_effect.{k}") for k, v in value.items()}

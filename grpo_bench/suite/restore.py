@@ -1,7 +1,7 @@
 """Finished cells back from a stored results table (``grpo-bench restore``): a committed report, or another suite's
 folder, seeds a run folder so that ``run`` / ``tune`` skip those cells and resume the rest.
 
-A cell id names its science (train/identity.py), so a finished cell of any stored table is that run wherever it
+A cell id names its science (config/identity.py), so a finished cell of any stored table is that run wherever it
 is needed: a tuning grid stopped in one session, a table whose cells another suite already ran. Each restored
 folder holds what aggregation reads (``rows.parquet``: the cell's rows of the stored table; ``cell.json``; and
 ``DONE``), no checkpoints or videos; a folder already present is never touched.

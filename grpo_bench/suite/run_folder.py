@@ -5,7 +5,7 @@ Layout of a suite run::
     runs/<suite>/
       suite.yaml              the suite file as run (copied at start)
       results.parquet         every cell aggregated (schema: grpo_bench.suite.results); the report reads only this
-      <cell-id>/              one cell (id = cell_id of the resolved RunConfig, train/identity.py)
+      <cell-id>/              one cell (id = cell_id of the resolved RunConfig, config/identity.py)
         cell.json             id, suite, labels (grid values), group, resolved config (written first)
         config.yaml           resolved config (the trainer)
         metrics.jsonl         one line per update (the trainer)

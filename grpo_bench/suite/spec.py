@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from grpo_bench.train.config import RunConfig
+from grpo_bench.config.run import RunConfig
 
 LABEL_FIRST = ("method", "kl")
 """Keys always shown in a cell's row label, in this order (their resolved values)."""

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from grpo_bench.config.run import FIELDS, coerce, flatten_sections
 from grpo_bench.errors import UserError, unknown
 from grpo_bench.params import is_param_key
-from grpo_bench.train.config import FIELDS, coerce, flatten_sections
 
 
 def mapping(value: Any, where: str, what: str) -> dict[str, Any]:

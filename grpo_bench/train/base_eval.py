@@ -21,7 +21,8 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from grpo_bench.atomic import atomic_write, atomic_write_json
-from grpo_bench.train.identity import asset_digests
+from grpo_bench.config.identity import asset_digests
+from grpo_bench.config.run import RunConfig
 
 FOLDER = "_base_eval"
 DEPENDS_ON = (
@@ -37,7 +38,7 @@ EVAL_ARITHMETIC = 1
 of older code is never read by newer code."""
 
 
-def key(cfg: Any, threads: int) -> str:
+def key(cfg: RunConfig, threads: int) -> str:
     data = {k: getattr(cfg, k) for k in DEPENDS_ON}
     if cfg.guidance_formula != "cfg":  # keyed only when set: the keys stored before it existed stay valid
         data["guidance_formula"] = cfg.guidance_formula

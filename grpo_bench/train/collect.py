@@ -19,13 +19,14 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from grpo_bench.config import metrics as m
 from grpo_bench.core.advantages import AdvantageRule, group_advantages, group_std
 from grpo_bench.core.anchors import Anchors
 from grpo_bench.core.method import Method
 from grpo_bench.core.rollout import Rollout, StepTable, generator, initial_noise, rollout
 from grpo_bench.rewards.base import composite, reward_weights
 from grpo_bench.train import distributed
-from grpo_bench.train import metrics as m
+from grpo_bench.train.clock import clock
 from grpo_bench.train.compute import Compute
 from grpo_bench.train.microbatch import WithVelocity, chunked
 
@@ -120,7 +121,7 @@ def collect(policy: RolloutPolicy, reward: Any, method: Method, prompts: list[st
                               for a in anchors.stored_names},
                      train_steps=steps[mine], share_group=share, fresh_noise=not method.needs_logprob,
                      guidance_formula=spec.guidance_formula)
-    t1 = m.clock(dev)
+    t1 = clock(dev)
     with torch.no_grad():
         local = {k: v.detach().float().cpu() for k, v in reward(ro.videos, ro.prompts).items()}
     scores = distributed.gather_scores(local, shard.acc)  # every rank: the whole batch

@@ -1,5 +1,5 @@
 """What a run computes, in model passes (docs/statistics.md "Compute", docs/design.md §7): counted where the
-calls are made, and the closed form of the same counts from a run config.
+calls are made (the closed form of the same counts from a run config is config/expected_compute.py).
 
 The unit is the **sample-step pass**: one call of the generator's velocity network on one sample at one sampler
 step. A classifier-free-guidance call runs its unconditional and conditional halves as one doubled batch
@@ -12,13 +12,6 @@ and count the calls they make through counted views (``velocity``, ``view``): ro
 training, diagnostic and evaluation forwards, and the backwards of the training and diagnostic ones (a hook
 on the call's output fires when autograd passes back through it: counted where the backward happens). The
 counts are those of this process; ``totals`` sums them over the processes of a launch.
-
-``expected`` is the closed form of the same run totals from a config (P, G, T, trained steps per sample,
-stored steps, inner_epochs, guidance, the KL's anchors, eval and diag cadence). The trainer never uses it;
-results of cells stored before the counters existed get their compute from it (``report/data.py``
-``compute_curves``, marked ``derived``) and a test holds it against the counter. ``minibatches``,
-``micro_batch`` and ``step_every`` move how the passes are grouped into optimizer steps and calls, never
-how many there are.
 """
 
 from __future__ import annotations
@@ -30,8 +23,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from grpo_bench.config import metrics as m
 from grpo_bench.core.loss import LossContext
-from grpo_bench.train import metrics as m
 
 VelocityFn = Callable[[Tensor, Tensor, Any], Tensor]
 
@@ -104,78 +97,3 @@ class Counted:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.model, name)
-
-
-# --- the closed form -------------------------------------------------------------------------------
-HOOKS = ("update_steps", "anchor_policies", "share_prefix", "loss_family", "objective")
-"""Method hooks that can change how many passes an update makes (a window that moves, a group's shared ODE
-prefix, the method's own anchors, another loss): the closed form covers only methods that keep the base
-class's, so a method that declares one is counted by its cells, never given a formula it does not follow."""
-
-
-class ClosedFormUnknown(ValueError):
-    """The config's method changes the pass counts through a hook the closed form does not model."""
-
-
-def per_update(cfg: Any) -> dict[str, int]:
-    """The sample-step passes of one update of ``cfg`` (a RunConfig; diag counts those of a diagnostic
-    update) and of one evaluation (``compute_eval``); ClosedFormUnknown for a method with its own ``HOOKS``."""
-    from grpo_bench.core import schedule
-    from grpo_bench.core.method import Method, make_method
-    from grpo_bench.core.trust_region import make_kl
-    from grpo_bench.train.config import TrustRegion, section
-    from grpo_bench.train.prompts import load_prompt_set
-
-    mult = 1 if cfg.guidance == 1.0 else 2  # a guided call runs the doubled batch
-    method = make_method(cfg.method, **cfg.method_overrides())
-    own = [h for h in HOOKS if getattr(type(method), h, None) != getattr(Method, h, None)]
-    if not method.rule.static:  # a window, sparse draw or branching step (the method's or the run's)
-        own.append(f"step rule {method.rule.name!r}")
-    if own:
-        raise ClosedFormUnknown(f"method {cfg.method!r} declares {', '.join(own)}: its passes are counted, not derived")
-    sigmas = schedule.sigmas(cfg.steps, cfg.shift)
-    stored = int(method.eligible_steps(sigmas).sum())  # S: the steps a rollout keeps (and diagnostics measure)
-    trained = int(method.train_steps(sigmas, 1, torch.Generator().manual_seed(0)).shape[1])  # K per sample
-    policies = make_kl(section(cfg, TrustRegion), kind=cfg.kl, params=cfg.params).anchor_policies()
-    live = sum(1 for p in policies.values() if p.live)  # evaluated at loss time, every training pass
-    fixed = len(policies) - live  # stored by the rollout, once per trained (sample, step) pair
-    rows = cfg.prompts_per_update * cfg.group_size * mult  # B model rows of one call over the batch
-    pairs = rows * trained  # trained (sample, step) pairs, in model rows
-    eval_rows = len(load_prompt_set(cfg.prompts).eval) * cfg.eval_samples * mult
-    return {
-        m.COMPUTE_ROLLOUT: rows * cfg.steps,
-        m.COMPUTE_REFERENCE: pairs * (fixed + cfg.inner_epochs * live),
-        m.COMPUTE_TRAIN_FORWARD: pairs * cfg.inner_epochs,
-        m.COMPUTE_TRAIN_BACKWARD: pairs * cfg.inner_epochs,
-        m.COMPUTE_DIAG_FORWARD: rows * stored * (1 + live),
-        m.COMPUTE_DIAG_BACKWARD: rows * stored,
-        m.COMPUTE_EVAL: eval_rows * cfg.steps,
-    }
-
-
-def expected(cfg: Any, updates: int) -> dict[str, int]:
-    """The run totals logged on the metrics line of update ``updates - 1`` (after ``updates`` updates, with
-    the evaluations the run makes up to there: before update u when u % eval_every == 0 or u is in eval_at,
-    except before the last, and after the last), ``compute_training`` included. The update-0 evaluation is
-    counted even where a suite shares it (trainer.py ``base_evaluation``: a cell that reads it is charged what
-    it cost)."""
-    return expected_curve(cfg, updates)[-1]
-
-
-def expected_curve(cfg: Any, updates: int) -> list[dict[str, int]]:
-    """``expected(cfg, n)`` for n = 0, 1, ..., ``updates`` (0: nothing computed yet), in one pass."""
-    from grpo_bench.train.config import evaluates_before
-
-    one, last = per_update(cfg), cfg.updates - 1
-    total = dict.fromkeys(m.COMPUTE_COUNTS, 0)
-    out = [{**total, m.COMPUTE_TRAINING: 0}]
-    for u in range(updates):
-        diag = bool(cfg.diag_every) and u % cfg.diag_every == 0
-        evals = evaluates_before(cfg, u) + (u == last)  # before update u; after the last
-        for k in m.COMPUTE_COUNTS:
-            if k in (m.COMPUTE_DIAG_FORWARD, m.COMPUTE_DIAG_BACKWARD):
-                total[k] += one[k] * diag
-            else:
-                total[k] += one[k] * (evals if k == m.COMPUTE_EVAL else 1)
-        out.append({**total, m.COMPUTE_TRAINING: sum(total[k] for k in m.TRAINING_COUNTS)})
-    return out

@@ -27,36 +27,20 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import subprocess
 import sys
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from grpo_bench.errors import UserError, unknown
-
-CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+from grpo_bench.config.accelerate_configs import config_path
+from grpo_bench.errors import UserError
+from grpo_bench.launch_log import first_error
 
 
 # --- launch ------------------------------------------------------------------------------------
-def config_names() -> list[str]:
-    return sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
-
-
-def config_path(name: str) -> Path:
-    """A shipped accelerate config by name (single_gpu, multi_gpu, fsdp2, deepspeed_zero2) or a YAML path."""
-    path = Path(name).expanduser()
-    if path.suffix in (".yaml", ".yml") and path.is_file():
-        return path
-    if name not in config_names():
-        raise unknown("accelerate config", name, config_names(), "--accelerate-config: ")
-    return CONFIG_DIR / f"{name}.yaml"
-
-
 def launched() -> bool:
     """True inside a process started by ``accelerate launch`` (or torchrun)."""
     return "LOCAL_RANK" in os.environ or "ACCELERATE_PROCESS_ID" in os.environ
@@ -111,33 +95,6 @@ def _run_launcher(cmd: list[str]) -> int:
         sys.stderr.write(f"error: accelerate launch exited with {code}: "
                          f"{first_error(''.join(tail)) or 'see the output above'}\n")
     return 2 if errors else code
-
-
-_EXC = re.compile(r"^(?:\[rank(\d+)\]:\s*)?"
-                  r"((?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit)|error): (.+)$")
-_LAUNCHER = ("ChildFailedError", "torch.distributed.elastic", "SignalException")
-
-
-def first_error(log: str) -> str | None:
-    """The first error a launched process printed (a one-line ``error: ...`` user error, or the last
-    line of its traceback: ``SomeError: message``), as ``rank N: SomeError: message``; the
-    launcher's own summary (ChildFailedError) is skipped. None when the log holds no error line."""
-    for line in log.splitlines():
-        m = _EXC.match(line.strip())
-        if m and not any(x in line for x in _LAUNCHER):
-            rank = f"rank {m.group(1)}: " if m.group(1) else ""
-            return f"{rank}{m.group(2)}: {m.group(3).strip()}"
-    return None
-
-
-class LaunchError(RuntimeError):
-    """A multi-process launch failed; the message is one line: the first error and the log path."""
-
-
-def launch_failure(returncode: int, log_path: Path) -> LaunchError:
-    text = log_path.read_text(errors="replace") if log_path.is_file() else ""
-    first = first_error(text) or f"accelerate launch exited with {returncode}"
-    return LaunchError(f"{first} (all ranks' output: {log_path})")
 
 
 # --- the global batch across ranks --------------------------------------------------------------

@@ -15,11 +15,11 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from grpo_bench.config import metrics as m
 from grpo_bench.core.rollout import generator
 from grpo_bench.core.sampling import sample
 from grpo_bench.core.sde import make_kernel
 from grpo_bench.rewards.base import composite, declaration, reward_weights
-from grpo_bench.train import metrics as m
 
 
 @dataclass
@@ -82,7 +82,22 @@ def diversity(videos: Tensor, group_size: int) -> Tensor:
     return dist.sum((1, 2)) / (n * (n - 1))
 
 
-def evaluate(model: Any, reward: Any, sigmas: Tensor, cfg: Any, device: torch.device, autocast: Any,
+@dataclass(frozen=True)
+class EvalOptions:
+    """What an evaluation reads of the run (its section: ``section(cfg, EvalOptions)``, config/sections.py)."""
+
+    prompts: str  # the prompt set whose eval prompts are sampled
+    eval_samples: int  # samples per eval prompt
+    seed: int  # the fixed eval noise's seed
+    guidance: float
+    guidance_formula: str
+    prompts_per_update: int  # with group_size: the sampling chunk (the rollout's batch)
+    group_size: int
+    eval_oracle: bool  # score with the prompt set's exact oracle
+    setting: str  # the reward weights of the judge's composite
+
+
+def evaluate(model: Any, reward: Any, sigmas: Tensor, cfg: EvalOptions, device: torch.device, autocast: Any,
              acc: Any = None, even_only: bool = False) -> tuple[dict, list, Tensor]:
     """(eval_* metrics, per-video rows, videos Tensor[N, 3, F, H, W] on CPU).
 
@@ -92,7 +107,7 @@ def evaluate(model: Any, reward: Any, sigmas: Tensor, cfg: Any, device: torch.de
     videos returned are this rank's own (the main process's share: it saves them). ``even_only`` (FSDP2:
     every forward is a collective, so all ranks must run as many) splits only when the prompts divide
     evenly over the ranks; otherwise every rank samples all of them, as one process would."""
-    from grpo_bench.train.prompts import load_prompt_set
+    from grpo_bench.config.prompts import load_prompt_set
 
     n = cfg.eval_samples
     prompts = load_prompt_set(cfg.prompts).eval

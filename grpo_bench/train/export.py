@@ -27,6 +27,7 @@ from typing import Any
 from torch import Tensor
 
 from grpo_bench.atomic import atomic_write_json, atomic_write_text
+from grpo_bench.config.run import RunConfig
 
 POLICY = "policy"
 CARD = "card.json"
@@ -84,7 +85,7 @@ def _readme(card: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def export_policy(model: Any, cfg: Any, out_dir: Path, final: dict[str, Any],
+def export_policy(model: Any, cfg: RunConfig, out_dir: Path, final: dict[str, Any],
                   gathered: dict[int, Any] | None = None) -> Path:
     """Write ``out_dir/policy`` (weights by the model's ``save_policy`` + card) atomically; returns the
     folder. A sharded run passes the gathered trainable tensors (``gather_trainable``, called on every rank)."""

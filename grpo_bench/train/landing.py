@@ -29,8 +29,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-WEIGHTS_CHANGED_WARN = 0.5
-"""An update that changes fewer than this share of the trainable elements is reported (warning, liveness)."""
+from grpo_bench.config.metrics import WEIGHTS_CHANGED_WARN
+
 PROBE_ELEMENTS = 1 << 22
 """At most about this many elements per process are compared per update (4M: 8 MB of bf16, 16 MB fp32)."""
 LOW_PRECISION = {torch.bfloat16: 8, torch.float16: 11}

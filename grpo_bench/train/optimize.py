@@ -21,8 +21,9 @@ from typing import Any
 
 import torch
 
+from grpo_bench.config import metrics as m
 from grpo_bench.core.loss import LossContext, per_step_grad_norms, step_terms
-from grpo_bench.train import metrics as m
+from grpo_bench.train.clock import clock
 from grpo_bench.train.collect import RolloutBatch
 from grpo_bench.train.compute import Compute
 from grpo_bench.train.state import TrainState
@@ -100,7 +101,7 @@ def measure_step_grad_norms(batch: RolloutBatch, loss: LossContext, params: list
         with autocast():
             per_step = per_step_grad_norms(loss, batch.rollout, batch.advantages, params, steps,
                                            micro_batch=micro_batch, group=group)
-    return StepGradNorms(per_step, m.clock(device) - start)
+    return StepGradNorms(per_step, clock(device) - start)
 
 
 def optimize(batch: RolloutBatch, loss_ctx: LossContext, state: TrainState, passes: Passes, acc: Any,
@@ -165,7 +166,7 @@ def optimize(batch: RolloutBatch, loss_ctx: LossContext, state: TrainState, pass
     if not per_step_kl:
         kl_weight.update(stats.losses[m.KL])
     return replace(stats, kl_target=kl_weight.target, weights_changed=probe.end(),
-                   time_train=m.clock(device) - start)
+                   time_train=clock(device) - start)
 
 
 def _rank_mean(acc: Any, value: float) -> float:

@@ -24,8 +24,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from grpo_bench.config.sections import Optimisation, checked
 from grpo_bench.errors import UserError
-from grpo_bench.train.sections import Optimisation, checked
 
 ADAMW_NAMES = ("embed", "norm", "proj_out")
 """Name parts of 2-D weights that stay with AdamW under Muon (input embeddings, norms, the output layer)."""

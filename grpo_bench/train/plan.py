@@ -109,11 +109,11 @@ def _bytes(dtype: str) -> int:
 def estimate(cfg: Any, processes: int = 1, sharding: str = "none", tflops: float = 400.0,
              spec: ModelSpec | None = None) -> Plan:
     """The plan of one resolved RunConfig on ``processes`` processes (one GPU each)."""
+    from grpo_bench.config.prompts import load_prompt_set
+    from grpo_bench.config.run import resolve
     from grpo_bench.core import schedule
     from grpo_bench.core.method import make_method
     from grpo_bench.core.trust_region import make_kl
-    from grpo_bench.train.config import resolve
-    from grpo_bench.train.prompts import load_prompt_set
 
     cfg = resolve(cfg)
     spec = spec or model_spec(cfg)
@@ -233,7 +233,7 @@ def _per_step_seconds(cfg: Any, spec: ModelSpec, trainable: int, train_bytes: in
                       trained: int, anchors: int, world: int, tflops: float) -> float:
     """Fixed per-update costs the FLOP count misses: every optimizer step's overhead and elementwise pass
     (Muon's orthogonalisation too), and a launch overhead per transformer call (train/plan_costs.py)."""
-    from grpo_bench.train import recipe
+    from grpo_bench.config import recipe
 
     sched = recipe.schedule(cfg, world)
     per_call = max(1, cfg.micro_batch or rows)

@@ -91,7 +91,7 @@ def communication_bytes(cfg: Any, spec: ModelSpec, trainable: int, base_bytes: i
         forward = calls * (cfg.steps + trained * anchors) + backward
         gathered = spec.transformer_params * base_bytes + (trainable * 4 if cfg.lora_rank > 0 else 0)
         return share * ((forward + backward) * gathered + backward * trainable * 4)
-    from grpo_bench.train import recipe
+    from grpo_bench.config import recipe
 
     steps = recipe.schedule(cfg, world).steps_per_rollout  # optimizer steps per update
     return share * 2 * trainable * 4 * steps

@@ -29,15 +29,16 @@ from __future__ import annotations
 
 import contextlib
 import os
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
+from grpo_bench.config.sections import Optimisation
 from grpo_bench.errors import UserError
 from grpo_bench.registry import Registry
 from grpo_bench.train import distributed, optimizers, sharding
-from grpo_bench.train.sections import Optimisation, section
 
 STEPPERS: Registry[type[Stepper]] = Registry("launch stepper")
 
@@ -77,10 +78,10 @@ def allow_precision(mixed_precision: str) -> None:
         AcceleratorState._reset_state()
 
 
-def accelerator_kwargs(cfg: Any, cpu: bool) -> dict[str, Any]:
-    """Arguments of the trainer's ``Accelerator`` for this launch."""
+def accelerator_kwargs(mixed_precision: str, cpu: bool) -> dict[str, Any]:
+    """Arguments of the trainer's ``Accelerator`` for this launch (``mixed_precision`` resolved: no 'auto')."""
     if not deepspeed_requested():
-        return {"mixed_precision": cfg.mixed_precision, "cpu": cpu}
+        return {"mixed_precision": mixed_precision, "cpu": cpu}
     from accelerate.utils import InitProcessGroupKwargs
 
     # mixed_precision "no": DeepSpeed's own bf16 mode would cast the weights to bf16; the trainer
@@ -90,23 +91,36 @@ def accelerator_kwargs(cfg: Any, cpu: bool) -> dict[str, Any]:
     return {"mixed_precision": "no", "cpu": False, "kwargs_handlers": handlers}
 
 
+@dataclass(frozen=True)
+class StepperOptions:
+    """What a stepper reads of the run (its section: ``section(cfg, StepperOptions)``, config/sections.py): the
+    optimizer's section, clipping, the resolved compute precision, the sequence-parallel degree, and the model's
+    name for its one error."""
+
+    optimisation: Optimisation
+    max_grad_norm: float
+    mixed_precision: str
+    sequence_parallel: int
+    model: str
+
+
 class Stepper:
     """Replicated parameters: all-reduce (mean) of the gradients once per optimizer step."""
 
-    def __init__(self, acc: Any, module: nn.Module, cfg: Any) -> None:
-        self.acc, self.module, self.cfg = acc, module, cfg
+    def __init__(self, acc: Any, module: nn.Module, options: StepperOptions) -> None:
+        self.acc, self.module, self.options = acc, module, options
         self.params = self._trainable()
         self.optimizer = acc.prepare(self._adamw())
 
     def _trainable(self) -> list[Tensor]:
         params = [p for p in self.module.parameters() if p.requires_grad]
         if not params:
-            raise UserError(f"model {self.cfg.model!r}: trainable_module() has no parameter with requires_grad")
+            raise UserError(f"model {self.options.model!r}: trainable_module() has no parameter with requires_grad")
         return params
 
     def _adamw(self) -> torch.optim.Optimizer:
         """The run's optimizer (AdamW, or Muon with AdamW beside it: optimizers.py)."""
-        return optimizers.build(self.module, self.params, section(self.cfg, Optimisation))
+        return optimizers.build(self.module, self.params, self.options.optimisation)
 
     engine_checkpoint = False
     """True when the launch's engine saves its own state (through ``Accelerator.save_state``)."""
@@ -130,9 +144,9 @@ class Stepper:
     def step(self) -> float:
         """Average, clip, step; the total gradient norm before clipping."""
         # summed over a sequence-parallel group, averaged over the groups (distributed.py)
-        dp = distributed.data_parallel(self.acc, getattr(self.cfg, "sequence_parallel", 1))
+        dp = distributed.data_parallel(self.acc, self.options.sequence_parallel)
         distributed.average_gradients(self.params, dp)
-        norm = float(self.acc.clip_grad_norm_(self.params, self.cfg.max_grad_norm))
+        norm = float(self.acc.clip_grad_norm_(self.params, self.options.max_grad_norm))
         self.optimizer.step()
         return norm
 
@@ -145,8 +159,8 @@ class FSDP2Stepper(Stepper):
     """FSDP2 shards: the module is sharded before its parameters (DTensors) and the optimizer exist;
     FSDP reduce-scatters (averages) the gradients during backward."""
 
-    def __init__(self, acc: Any, module: nn.Module, cfg: Any) -> None:
-        self.acc, self.module, self.cfg = acc, module, cfg
+    def __init__(self, acc: Any, module: nn.Module, options: StepperOptions) -> None:
+        self.acc, self.module, self.options = acc, module, options
         sharding.shard_module(module, acc.device, acc.num_processes)
         self.params = self._trainable()
         self.optimizer = self._adamw()
@@ -158,12 +172,12 @@ class FSDP2Stepper(Stepper):
         sharding.ShardedOptimizerState(self.module, self.optimizer).load_state_dict(state)
 
     def step(self) -> float:
-        sp = getattr(self.cfg, "sequence_parallel", 1)
+        sp = self.options.sequence_parallel
         if sp > 1:  # FSDP averaged over all W processes; a group's partial gradients want sum / (W / sp)
             for p in self.params:  # (a custom divide factor needs PREMUL_SUM, which gloo lacks)
                 if p.grad is not None:
                     p.grad.mul_(sp)
-        norm = sharding.clip_grad_norm(self.params, self.cfg.max_grad_norm)
+        norm = sharding.clip_grad_norm(self.params, self.options.max_grad_norm)
         self.optimizer.step()
         return norm
 
@@ -172,8 +186,8 @@ class FSDP2Stepper(Stepper):
 class DeepSpeedStepper(Stepper):
     """A DeepSpeed engine (ZeRO stage 2 with the shipped config) owns reduction, clipping and the step."""
 
-    def __init__(self, acc: Any, module: nn.Module, cfg: Any) -> None:
-        self.acc, self.module, self.cfg = acc, module, cfg
+    def __init__(self, acc: Any, module: nn.Module, options: StepperOptions) -> None:
+        self.acc, self.module, self.options = acc, module, options
         ds = acc.state.deepspeed_plugin.deepspeed_config
         stage = int(ds.get("zero_optimization", {}).get("stage", 0))
         if stage > 2:  # ZeRO-3 partitions the weights, and the trainer calls the module outside the engine
@@ -182,7 +196,7 @@ class DeepSpeedStepper(Stepper):
         self.params = self._trainable()
         # The run config, not the launch file, sets clipping; no DeepSpeed dataloader exists, so the
         # nominal batch is one sample a rank and the loop owns accumulation (boundary set per backward).
-        ds.update(gradient_clipping=cfg.max_grad_norm, gradient_accumulation_steps=1,
+        ds.update(gradient_clipping=options.max_grad_norm, gradient_accumulation_steps=1,
                   train_micro_batch_size_per_gpu=1, train_batch_size=acc.num_processes)
         self.engine, self.optimizer = acc.prepare(module, self._adamw())
 
@@ -192,7 +206,8 @@ class DeepSpeedStepper(Stepper):
         return None
 
     def autocast(self) -> contextlib.AbstractContextManager:
-        return torch.autocast(self.acc.device.type, dtype=torch.bfloat16, enabled=self.cfg.mixed_precision == "bf16")
+        bf16 = self.options.mixed_precision == "bf16"
+        return torch.autocast(self.acc.device.type, dtype=torch.bfloat16, enabled=bf16)
 
     def zero_grad(self) -> None:
         self.engine.zero_grad()
@@ -206,5 +221,6 @@ class DeepSpeedStepper(Stepper):
         return float(self.engine.get_global_grad_norm())
 
 
-def make_stepper(acc: Any, module: nn.Module, cfg: Any) -> Stepper:
-    return STEPPERS.get(launch_kind(acc))(acc, module, cfg)
+def make_stepper(acc: Any, module: nn.Module, options: StepperOptions) -> Stepper:
+    """The launch's stepper, built from its own section (``StepperOptions``)."""
+    return STEPPERS.get(launch_kind(acc))(acc, module, options)

@@ -32,6 +32,20 @@ import yaml
 
 from grpo_bench import interrupt, safe_yaml
 from grpo_bench.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text
+from grpo_bench.config import metrics as m
+from grpo_bench.config import recipe, weights
+from grpo_bench.config.identity import cell_id
+from grpo_bench.config.metrics import TIMES as TIMES  # re-exported: the time_* keys tests leave out
+from grpo_bench.config.prompts import load_prompt_set
+from grpo_bench.config.run import (
+    KLWeighting,
+    RunConfig,
+    TrustRegion,
+    evaluates_before,
+    resolve,
+    section,
+    validate,
+)
 from grpo_bench.core import schedule
 from grpo_bench.core.anchors import Anchors, make_anchor_policy
 from grpo_bench.core.kl_weight import make_kl_weight
@@ -48,28 +62,13 @@ from grpo_bench.train import (
     export,
     landing,
     precision,
-    recipe,
     sharding,
     steppers,
-    weights,
 )
-from grpo_bench.train import metrics as m
 from grpo_bench.train.collect import GroupSpec, RolloutPolicy, Shard, collect
-from grpo_bench.train.config import (
-    KLWeighting,
-    RunConfig,
-    TrustRegion,
-    evaluates_before,
-    resolve,
-    section,
-    validate,
-)
-from grpo_bench.train.evaluation import EvalResult, evaluate
-from grpo_bench.train.identity import cell_id
-from grpo_bench.train.metrics import TIMES as TIMES  # re-exported: the time_* keys tests leave out
+from grpo_bench.train.evaluation import EvalOptions, EvalResult, evaluate
 from grpo_bench.train.microbatch import MicroBatched, chunked
 from grpo_bench.train.optimize import Passes, measure_step_grad_norms, optimize
-from grpo_bench.train.prompts import load_prompt_set
 from grpo_bench.train.state import TrainState
 from grpo_bench.train.tracking import MetricsSink, hparams
 
@@ -109,7 +108,7 @@ class Trainer:
         cfg = dataclasses.replace(cfg, mixed_precision=self.precision)  # 'auto' resolved for every component
         self.cfg, self.out_dir = cfg, Path(out_dir)
         steppers.check_launch(cfg.mixed_precision)
-        launch = steppers.accelerator_kwargs(cfg, _device_is_cpu(cfg.device))
+        launch = steppers.accelerator_kwargs(cfg.mixed_precision, _device_is_cpu(cfg.device))
         steppers.allow_precision(launch["mixed_precision"])
         self.acc = Accelerator(**launch,
                                log_with=cfg.trackers or None, project_dir=str(self.out_dir))
@@ -136,7 +135,7 @@ class Trainer:
             model.enable_sequence_parallel(cfg.sequence_parallel, self.device)
         # The launch's optimizer step (steppers.py): FSDP2 shards the module first, DeepSpeed wraps it
         # in its engine; every later reference to the parameters sees the final ones.
-        self.stepper = steppers.make_stepper(self.acc, module, cfg)
+        self.stepper = steppers.make_stepper(self.acc, module, section(cfg, steppers.StepperOptions))
         self.sharded = sharding.is_sharded(self.stepper.params)
         self.params, self.autocast = self.stepper.params, self.stepper.autocast
         if (msg := landing.precision_warning(self.params, cfg.lr)) is not None:  # bf16 weights a step cannot move
@@ -176,7 +175,7 @@ class Trainer:
 
     def _equalizer_weights(self, cfg: RunConfig) -> torch.Tensor:
         """S_i per step (ones without the equalizer): the proxy of the run's log-prob form, unless the config
-        names the mismatched Gaussian proxy (resolved in train/config.py ``_equalizer_proxy``)."""
+        names the mismatched Gaussian proxy (resolved in config/run.py ``_equalizer_proxy``)."""
         if not self.method.config.equalizer:
             return torch.ones(cfg.steps)
         actual = self.method.config.logprob
@@ -209,8 +208,8 @@ class Trainer:
         """The current policy on the eval prompts (ODE, fixed noise)."""
         t = time.perf_counter()
         sampler = self.state.compute.view(self.sampler, m.COMPUTE_EVAL)  # its forwards counted (compute.py)
-        metrics, rows, videos = evaluate(sampler, self.reward, self.sigmas, self.cfg, self.device, self.autocast,
-                                          acc=self.dp, even_only=self.sharded)
+        metrics, rows, videos = evaluate(sampler, self.reward, self.sigmas, section(self.cfg, EvalOptions),
+                                          self.device, self.autocast, acc=self.dp, even_only=self.sharded)
         return EvalResult(metrics, rows, videos, time_eval=time.perf_counter() - t)
 
     def base_evaluation(self) -> EvalResult:

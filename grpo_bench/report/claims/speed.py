@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from grpo_bench.config.metrics import COMPUTE_REFERENCE, COMPUTE_TRAINING
 from grpo_bench.report.claims.finding import (
     CONTRADICTED,
     NOT_AS_NAMED,
@@ -35,7 +36,6 @@ from grpo_bench.report.claims.finding import (
 )
 from grpo_bench.report.claims.suite import Suite, Where, short_label, where_text
 from grpo_bench.report.power import ALPHA, seeds_needed
-from grpo_bench.train.metrics import COMPUTE_REFERENCE, COMPUTE_TRAINING
 
 METRICS = {"Oracle": "learning"}
 """The metric a speed claim is read on: the held-out oracle (equal_compute.eval_compute's learning)."""

@@ -26,7 +26,7 @@ LABELLED_ABLATIONS = {"equalizer_proxy": "mismatched_gaussian"}
 
 def normalised(cfg: dict[str, Any]) -> dict[str, Any]:
     """A stored config in today's terms: an equalizer that ran the Gaussian proxy on a non-Gaussian log-prob
-    (release 0.4 and before: the default) is the labelled ``mismatched_gaussian`` row (train/config.py)."""
+    (release 0.4 and before: the default) is the labelled ``mismatched_gaussian`` row (config/run.py)."""
     if (cfg.get("equalizer") and cfg.get("logprob", "gaussian") != "gaussian"
             and cfg.get("equalizer_proxy", "gaussian") == "gaussian"):
         return {**cfg, "equalizer_proxy": "mismatched_gaussian"}

@@ -5,7 +5,7 @@ One id names a run everywhere: its folder in a suite, ``cell.json``, ``final.jso
 
 - the resolved config's **science fields** (method and its options, reward, prompts, sampling, budget,
   optimiser, trust region, evaluation size, model and adapter): every field except the ones declared
-  ``execution`` in train/config.py (``EXECUTION_FIELDS``: where and how it computes, what it records on
+  ``execution`` in config/run.py (``EXECUTION_FIELDS``: where and how it computes, what it records on
   the way: device, threads, compute precision, micro-batching, gradient checkpointing, trackers,
   checkpoint cadence, evaluation and diagnostic cadence, saved videos), and except fields still at the
   value that reproduces the runs from before they existed (``ID_NEUTRAL``);
@@ -30,7 +30,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from grpo_bench.train.config import EXECUTION_FIELDS, ID_NEUTRAL, RunConfig
+from grpo_bench.config.run import EXECUTION_FIELDS, ID_NEUTRAL, RunConfig
 
 ID_LENGTH = 12
 

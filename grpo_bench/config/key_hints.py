@@ -30,7 +30,7 @@ SYNONYMS = {
     "kl_type": "kl", "trust_region": "kl", "tracker": "trackers", "log_with": "trackers", "report_to": "trackers",
 }
 """Other code bases' names (diffusers, TRL, FlowGRPO/DanceGRPO scripts) -> this config's key."""
-WHERE = "grpo_bench/train/sections.py and grpo_bench/models/options.py document every key"
+WHERE = "grpo_bench/config/sections.py and grpo_bench/models/options.py document every key"
 
 
 def unknown_key(name: str, keys: Iterable[str], where: str = "") -> UserError:

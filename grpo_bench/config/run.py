@@ -1,6 +1,6 @@
 """Typed run configuration, YAML loading and validation with clear errors (docs/design.md §3–4, §6).
 
-A run's configuration is declared by component (train/sections.py), one dataclass each, every option once
+A run's configuration is declared by component (config/sections.py), one dataclass each, every option once
 with its default and doc: the experiment (``Compared``), the method's options (``MethodOptions``), sampling,
 optimisation, the trust region, the KL weighting, evaluation, the system and the generator (``COMPONENTS``, by section
 name). A core component is built from its own section (``section(cfg, KLWeighting)``), never from the
@@ -21,7 +21,7 @@ rewards, models, trackers), the device, the prompt set, and the rules across fie
 
 A field that says where or how a run computes (device, threads, precision, micro-batching, trackers,
 checkpoint and eval cadence ...) is declared with ``execution(...)`` and left out of the cell id
-(train/identity.py, ``EXECUTION_FIELDS``). A science field added later declares an id-neutral value in
+(config/identity.py, ``EXECUTION_FIELDS``). A science field added later declares an id-neutral value in
 ``ID_NEUTRAL``: while a config holds that value the field is left out of the id, so adding a field
 with a default keeps every existing id; changing a default (or setting the field) changes the ids it
 affects.
@@ -36,15 +36,9 @@ from typing import Any
 
 from grpo_bench import params as plugin_params
 from grpo_bench import safe_yaml
-from grpo_bench.errors import UserError, unknown
-from grpo_bench.fields import (
-    FieldRules,
-)
-from grpo_bench.models.options import GeneratorOptions
-from grpo_bench.preflight import shown
 
 # The components and their sections live in sections.py; every config name is also read from here.
-from grpo_bench.train.sections import (  # noqa: F401
+from grpo_bench.config.sections import (  # noqa: F401
     COMPONENTS,
     METHOD_OPTIONS,
     Compared,
@@ -58,6 +52,12 @@ from grpo_bench.train.sections import (  # noqa: F401
     flatten_sections,
     section,
 )
+from grpo_bench.errors import UserError, unknown
+from grpo_bench.fields import (
+    FieldRules,
+)
+from grpo_bench.models.options import GeneratorOptions
+from grpo_bench.preflight import shown
 
 
 # A dataclass takes its bases' fields last base first: listed in reverse, the flat field order is the
@@ -88,7 +88,7 @@ FIELDS = {f.name: f for f in dataclasses.fields(RunConfig)}
 
 
 EXECUTION_FIELDS = frozenset(name for name, f in FIELDS.items() if f.metadata.get("execution"))
-"""Fields declared with ``execution(...)``: left out of every cell id (train/identity.py)."""
+"""Fields declared with ``execution(...)``: left out of every cell id (config/identity.py)."""
 
 ID_NEUTRAL: dict[str, Any] = {
     "params": {}, "param_dtype": "float32", "reward_path": "", "reward_base_path": "", "equalizer_proxy": "gaussian",
@@ -127,7 +127,7 @@ def coerce(name: str, value: Any, where: str = "") -> Any:
                             f"'anchor.<name>') to values, got {bad[0]!r}")
         return dict(value)
     if name not in FIELDS:
-        from grpo_bench.train.key_hints import unknown_key
+        from grpo_bench.config.key_hints import unknown_key
 
         raise unknown_key(name, FIELDS, where)
     return RULES.check(name, value, where)
@@ -173,7 +173,7 @@ def from_dict(data: dict[str, Any], where: str = "") -> RunConfig:
     return cfg
 
 
-def evaluates_before(cfg: Any, u: int) -> bool:
+def evaluates_before(cfg: RunConfig, u: int) -> bool:
     """Whether the run evaluates the policy before update ``u`` (every ``eval_every``-th and each ``eval_at``; the
     final evaluation, after the last update, is the trainer's own)."""
     return u != cfg.updates - 1 and (u % cfg.eval_every == 0 or u in getattr(cfg, "eval_at", ()))
@@ -196,7 +196,7 @@ def validate(cfg: RunConfig, where: str = "") -> None:
         from grpo_bench.core.trust_region import KL_VARIANTS
 
         KL_VARIANTS.get(cfg.kl, where=where)
-    from grpo_bench.train.tracking import check_trackers
+    from grpo_bench.config.trackers import check_trackers
 
     check_trackers(cfg.trackers, where)
     bad = [u for u in cfg.eval_at if not 0 < u < cfg.updates]
@@ -213,13 +213,13 @@ def validate(cfg: RunConfig, where: str = "") -> None:
     if cfg.minibatches > cfg.prompts_per_update * cfg.group_size:
         raise UserError(f"{where}config key 'minibatches' ({cfg.minibatches}) exceeds the rollout batch "
                         f"prompts_per_update * group_size = {cfg.prompts_per_update * cfg.group_size}")
-    from grpo_bench.train import recipe
+    from grpo_bench.config import recipe
 
     recipe.check(cfg, 1, where)  # one process here; the trainer and plan check their own number of processes
     if cfg.kl_beta_max < cfg.kl_beta_min:
         raise UserError(f"{where}KL weights must satisfy 0 <= kl_beta_min <= kl_beta_max, got kl_beta_min "
                         f"{cfg.kl_beta_min} > kl_beta_max {cfg.kl_beta_max}")
-    from grpo_bench.train.prompts import load_prompt_set
+    from grpo_bench.config.prompts import load_prompt_set
 
     prompt_set = load_prompt_set(cfg.prompts, where)
     from grpo_bench.rewards import declares_ground_truth
@@ -302,7 +302,7 @@ def _model_defaults(model: Any) -> dict[str, Any]:
 
 def _check_model_and_reward(cfg: RunConfig, where: str) -> None:
     from grpo_bench import models, rewards
-    from grpo_bench.train.weights import check_modality
+    from grpo_bench.config.weights import check_modality
 
     rewards.REWARDS.get(cfg.reward, where=f"{where}config key 'reward': ")
     name = cfg.model

@@ -6,10 +6,6 @@ may spell them out. The KL names come from the core's KL variants, which compute
 
 from __future__ import annotations
 
-import time
-
-import torch
-
 # KL (the penalty), and the dual variant's parts; a KL plug-in may log more named parts
 from grpo_bench.core.trust_region import KL as KL
 from grpo_bench.core.trust_region import KL_MOVING as KL_MOVING
@@ -44,6 +40,9 @@ OPTIMIZER_STEPS = "optimizer_steps"  # run totals
 ANCHOR_COPIES = "anchor_copies"
 LOGP_GAP = "logp_gap"  # mean |log p_train - log p_rollout| over the update's first optimizer step (same parameters)
 WEIGHTS_CHANGED = "weights_changed"  # share of trainable elements the update's optimizer steps changed (landing.py)
+WEIGHTS_CHANGED_WARN = 0.5
+"""An update that changes fewer than this share of the trainable elements is reported (train/landing.py warns,
+the liveness report flags the cell)."""
 
 # evaluate (ODE sampling, fixed noise): on eval updates only
 EVAL_PREFIX = "eval_"
@@ -82,9 +81,3 @@ TIME_ROLLOUT, TIME_REWARD, TIME_TRAIN = "time_rollout", "time_reward", "time_tra
 TIME_DIAG, TIME_EVAL = "time_diag", "time_eval"
 TIMES = (TIME_ROLLOUT, TIME_REWARD, TIME_TRAIN, TIME_DIAG, TIME_EVAL, COMPUTE_SECONDS)
 
-
-def clock(device: torch.device) -> float:
-    """perf_counter after the device's queued work: what the time_* metrics subtract."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return time.perf_counter()

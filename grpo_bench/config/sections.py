@@ -1,7 +1,7 @@
 """The components of a run config, one dataclass each, every option once with its default and doc, and their
 sections (docs/design.md §1): ``COMPONENTS`` names them, ``section`` builds one from a run config (what a core
 component is built from), ``flatten_sections`` spells a mapping with nested sections as the flat keys every
-config reads. ``RunConfig`` (train/config.py) combines them; the generator's section is models/options.py.
+config reads. ``RunConfig`` (config/run.py) combines them; the generator's section is models/options.py.
 """
 
 from __future__ import annotations
