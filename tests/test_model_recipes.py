@@ -122,9 +122,14 @@ def test_each_recipes_numbers_are_in_range_for_its_model(model):
 @pytest.mark.parametrize(("model", "expected"), [
     ("sd3.5-large", {"height": 1024, "guidance": 4.5, "shift": 3.0, "max_text_tokens": 256}),
     ("flux.1-schnell", {"height": 1024, "steps": 4, "guidance": 1.0, "shift": 1.0, "max_text_tokens": 256}),
-    ("wan2.1-14b", {"frames": 81, "height": 720, "width": 1280, "guidance": 5.0, "shift": 5.0}),
-    ("wan2.2-5b", {"frames": 121, "height": 704, "width": 1280, "guidance": 5.0, "shift": 5.0}),
-    ("hunyuan15-720p", {"frames": 121, "height": 720, "width": 1280, "guidance": 6.0, "shift": 9.0}),
+    # the RL repositories' training sizes (recipes.yaml quotes file and line): Flow-Factory's Wan2.1-T2V-14B LoRA
+    # example, VeRL-Omni's Wan2.2-TI2V-5B DanceGRPO script (8 frames, rounded to 9), UniRL's HunyuanVideo 1.5
+    ("wan2.1-14b", {"frames": 5, "height": 256, "width": 256, "steps": 10, "guidance": 5.0, "shift": 3.0,
+                    "micro_batch": 1, "lora_rank": 64, "lora_alpha": 128.0}),
+    ("wan2.2-5b", {"frames": 9, "height": 704, "width": 1280, "steps": 10, "guidance": 5.0, "shift": 5.0,
+                   "micro_batch": 4}),
+    ("hunyuan15-720p", {"frames": 5, "height": 480, "width": 480, "steps": 16, "guidance": 6.0, "shift": 5.0,
+                        "micro_batch": 1, "lora_rank": 64, "lora_alpha": 64.0}),
 ])
 def test_a_plain_run_of_a_newly_recipied_model_takes_its_official_defaults(model, expected):
     cfg = _cfg(model)
@@ -132,7 +137,23 @@ def test_a_plain_run_of_a_newly_recipied_model_takes_its_official_defaults(model
     assert cfg.lora_rank > 0 and cfg.mixed_precision == "bf16"
 
 
-def test_hunyuan15_720ps_size_is_the_official_16_9_bucket():
+GENERATION_SIZES = {"wan2.1-14b": (81, 720, 1280), "wan2.2-5b": (121, 704, 1280), "hunyuan15-720p": (121, 720, 1280)}
+"""The official generation sizes (Wan2.1 generate.py:84-85, :112; Wan2.2 wan_ti2v_5B.py:36; HunyuanVideo-1.5
+generate.py:302 and its 16:9 720p bucket), which the recipes replaced by RL training sizes."""
+
+
+@pytest.mark.parametrize("model", sorted(GENERATION_SIZES))
+def test_a_video_recipe_fits_one_80gb_gpu_by_plan_where_its_generation_size_does_not(model):
+    """The point of taking the RL sizes: ``train --model M`` on one H100 passes the memory check (cli/train_memory.py)
+    with the recipe as it is, and would be refused at the checkpoint's generation size."""
+    from grpo_bench.train.plan import GB, estimate
+
+    frames, height, width = GENERATION_SIZES[model]
+    assert estimate(_cfg(model)).gpu_peak < 80 * GB
+    assert estimate(_cfg(model, f"frames={frames}", f"height={height}", f"width={width}")).gpu_peak > 80 * GB
+
+
+def test_hunyuan15_720ps_generation_size_is_the_official_16_9_bucket():
     """hunyuan_video_pipeline.py get_closest_resolution_given_original_size with the 720p bucket (base 960, stride 16):
     generate_crop_size_list and get_closest_ratio (hyvideo/utils/data_utils.py), re-implemented here."""
     patches = round((960 / 16) ** 2)
@@ -145,7 +166,22 @@ def test_hunyuan15_720ps_size_is_the_official_16_9_bucket():
         else:
             wp -= 1
     height, width = min(sizes, key=lambda s: abs(s[0] / s[1] - 9 / 16))
-    assert (recipes()["hunyuan15-720p"]["height"], recipes()["hunyuan15-720p"]["width"]) == (height, width)
+    assert GENERATION_SIZES["hunyuan15-720p"][1:] == (height, width)
+
+
+@pytest.mark.parametrize("model", sorted(recipes()))
+def test_every_recipes_lora_targets_name_modules_of_its_transformer(model):
+    """Built from real_specs.yaml on ``meta``: a target that matches no module fails at load time (models/lora.py),
+    minutes into a real run; here it fails at once. Matched as peft and lora.py match them: the name or its suffix."""
+    import diffusers
+    import torch
+
+    targets = recipes()[model].get("lora_targets", RunConfig().lora_targets)
+    spec = real_specs()[model]["transformer"]
+    with torch.device("meta"):
+        transformer = getattr(diffusers, spec["class"])(**spec["config"])
+    names = [n for n, _ in transformer.named_modules()]
+    assert not [t for t in targets if not any(n == t or n.endswith(f".{t}") for n in names)]
 
 
 def test_a_registered_checkpoint_without_a_recipe_is_refused_in_one_line(monkeypatch, capsys, tmp_path):

@@ -23,7 +23,7 @@ from grpo_bench.suite.machine import host
 from grpo_bench.suite.pace import run_passes
 
 ROOT = Path(__file__).resolve().parents[1]
-NOT_CONFIG = {"out", "resume", "accelerate_config", "like", "overrides"}
+NOT_CONFIG = {"out", "resume", "accelerate_config", "like", "overrides", "gpu_memory", "memory_check"}
 """train's parameters that are no config key (they have no key=value form)."""
 ALIAS_VALUES = {"method": "cps", "kl": "dual", "setting": "B", "seed": 7, "updates": 3, "lr": 2.5e-4,
                 "device": "cpu", "model": "tiny-wan"}

@@ -155,11 +155,12 @@ def check(suite: Suite, plans: list[tuple[Cell, Plan]], gpu_memory_gb: float | N
         check_time(p, timeout, requeue, cell.config.checkpoint_every, where)
 
 
-def check_flags(gpu_memory_gb: float | None, tflops: float) -> None:
-    """--tflops and --gpu-memory-gb are positive finite numbers (0 would divide by zero, nan print "nan days")."""
+def check_flags(gpu_memory_gb: float | None, tflops: float, gpu_flag: str = "--gpu-memory-gb") -> None:
+    """--tflops and --gpu-memory-gb (train: ``gpu_flag`` --gpu-memory) are positive finite numbers (0 would divide
+    by zero, nan print "nan days")."""
     import math
 
-    for flag, value in (("--tflops", tflops), ("--gpu-memory-gb", gpu_memory_gb)):
+    for flag, value in (("--tflops", tflops), (gpu_flag, gpu_memory_gb)):
         if value is not None and not (math.isfinite(value) and value > 0):
             raise UserError(f"{flag} must be a finite number > 0, got {value!r}")
 

@@ -66,6 +66,14 @@ def train(
     like: Path | None = typer.Option(
         None, "--like", help="Start from this suite's base config and budget (its cells' lr, warm-up, KL target, "
         "updates, ...); without it train uses RunConfig's defaults, which differ from the suites'."),
+    gpu_memory: float | None = typer.Option(
+        None, "--gpu-memory", "--gpu-memory-gb", metavar="GB",
+        help="Check the run against a GPU of this many GB (default: the free memory of the local GPU; without a GPU "
+             "the check is skipped). Before any weight loads, grpo-bench plan's predicted peak per process is held "
+             "against it and a run that does not fit is refused (exit 2)."),
+    memory_check: bool = typer.Option(
+        True, "--memory-check/--no-memory-check", metavar="",
+        help="--no-memory-check: run even when plan predicts more GPU memory than the device has."),
     overrides: list[str] | None = typer.Argument(
         None, help="key=value config overrides: any RunConfig key (the --flags above are aliases of the common "
         "ones; docs/cli.md)."),
@@ -74,10 +82,13 @@ def train(
 
     train's defaults are RunConfig's (a named real --model: its recipe's), not a suite's: to reproduce a suite cell give --like SUITE with the cell's --method, --kl, --setting and --seed."""  # noqa: E501  (one line: rich would keep the break)
     from grpo_bench import preflight
-    from grpo_bench.cli.train import build_config, run_train
+    from grpo_bench.cli.plan import check_flags
+    from grpo_bench.cli.train import build_config, require_real_model_stack, run_train
+    from grpo_bench.cli.train_memory import check_train_memory
 
     if out is not None:
         preflight.out_dir(out)
+    check_flags(gpu_memory, 1.0, gpu_flag="--gpu-memory")
     flags = {"method": method, "kl": kl, "setting": setting, "seed": seed, "updates": updates, "lr": lr,
              "device": device, "model": model}
     cfg = build_config(flags, overrides or [], like=like)
@@ -86,8 +97,10 @@ def train(
         from grpo_bench.train import distributed
 
         accelerate_configs.config_path(accelerate_config)  # a bad name fails here, before any launch
-        if not distributed.launched():
-            raise typer.Exit(distributed.relaunch(accelerate_config, sys.argv[1:]))
+    require_real_model_stack(cfg)
+    check_train_memory(cfg, gpu_memory, accelerate_config, memory_check, console)  # before any weight loads
+    if accelerate_config is not None and not distributed.launched():
+        raise typer.Exit(distributed.relaunch(accelerate_config, sys.argv[1:]))
     code = interruptible(lambda: run_train(cfg, out, resume, console) and 0)
     if code:
         raise typer.Exit(code)
