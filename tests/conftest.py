@@ -1,4 +1,4 @@
-"""Shared fixtures: a tiny protocol-conforming model and reward (tests/tiny_world.py), and a fresh accelerate
+"""Shared fixtures: a tiny protocol-conforming model and reward (tests/_support/tiny_world.py), and a fresh accelerate
 state for the tests that change the launch's precision."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Run by tests/test_real_train.py under ``accelerate launch --num_processes 2 --cpu``: two GRPO
+"""Run by tests/train/test_real_train.py under ``accelerate launch --num_processes 2 --cpu``: two GRPO
 updates of tiny-wan with LoRA on every rank, plus the data-parallel helpers of
 grpo_bench/train/distributed.py on rank-dependent data; each rank writes what it saw to OUT/rank<r>.json."""
 

@@ -1,4 +1,4 @@
-"""Run by tests/test_optimizers.py under ``accelerate launch`` (2 CPU processes, gloo): one GRPO update of
+"""Run by tests/train/test_optimizers.py under ``accelerate launch`` (2 CPU processes, gloo): one GRPO update of
 tiny-wan, full fine-tuning with ``optimizer: muon``, data parallel (``dp``) or FSDP2-sharded (``fsdp``).
 Rank 0 writes the initial and final trainable parameters to OUT/<mode>.pt (in module order)."""
 

@@ -1,5 +1,5 @@
 """Measures one training forward+backward of a small DiT block stack on the CPU and prints it next to
-the plan's prediction (run in a fresh process by tests/test_plan.py; argv: wan|hunyuan, checkpointing 0|1)."""
+the plan's prediction (run in a fresh process by tests/train/test_plan.py; argv: wan|hunyuan, checkpointing 0|1)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 warnings.filterwarnings("ignore")
 
 

@@ -1,4 +1,4 @@
-"""Run by tests/test_sharded_training.py under ``accelerate launch`` (2 CPU processes, gloo) with the plain
+"""Run by tests/train/test_sharded_training.py under ``accelerate launch`` (2 CPU processes, gloo) with the plain
 data-parallel config (``dp``), an FSDP2 config (``fsdp``) or the DeepSpeed ZeRO-2 config (``zero2``): two
 GRPO updates of tiny-wan with LoRA and the fixed KL anchor; the fsdp and zero2 runs are interrupted after
 update 1 and resumed from their checkpoint.

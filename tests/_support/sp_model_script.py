@@ -1,4 +1,4 @@
-"""Run by tests/test_sequence_parallel.py under ``torch.distributed.run --nproc_per_node 2`` (CPU, gloo):
+"""Run by tests/models/test_sequence_parallel.py under ``torch.distributed.run --nproc_per_node 2`` (CPU, gloo):
 one forward and backward of a tiny random transformer (tiny-wan / tiny-hunyuan15, LoRA off, full
 fine-tuning) split over the two processes by sequence parallelism, next to the same computation unsplit on
 every rank. Rank 0 writes OUT/<model>.json: the largest relative difference of the velocity and of the

@@ -1,4 +1,4 @@
-"""Run by tests/test_sequence_parallel.py: two GRPO updates of tiny-wan (LoRA) with ``sequence_parallel: SP``,
+"""Run by tests/models/test_sequence_parallel.py: two GRPO updates of tiny-wan (LoRA) with ``sequence_parallel: SP``,
 under ``accelerate launch --num_processes N --cpu`` (gloo) or as one plain process. Rank 0 writes
 OUT/<tag>.json (metrics, compute totals, rows) and OUT/<tag>-params.pt (the final trainable parameters);
 every rank writes OUT/<tag>-rank<r>.json with its parameter digest."""

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import httpx
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DIMENSIONS = ("vq", "mq", "ta")
 CHOICES = ("left", "right", "tie")
 HIDDEN = re.compile(r'<input type="hidden" name="(\w+)" value="([^"]*)"')

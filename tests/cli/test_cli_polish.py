@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from grpo_bench.cli import app
 from grpo_bench.suite.live import SuiteDisplay
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _display(**kw) -> tuple[SuiteDisplay, io.StringIO]:

@@ -15,12 +15,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from suite_support import SMALL_SUITE, write_suite
+from support_paths import ROOT, SUPPORT
 from typer.testing import CliRunner
 
 from grpo_bench.cli import app
 
-TESTS = Path(__file__).resolve().parent
-ROOT = TESTS.parent
 RUN = """
 import sys
 from pathlib import Path
@@ -34,7 +33,7 @@ run_suite(suite, expand(suite), Path(sys.argv[2]), jobs=2, trainer="suite_suppor
 
 def _env(tmp_path: Path, sleep: float) -> dict:
     return {**os.environ, "FAKE_LOG": str(tmp_path / "log"), "FAKE_SLEEP": str(sleep), "OMP_NUM_THREADS": "1",
-            "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
+            "PYTHONPATH": os.pathsep.join([str(SUPPORT), os.environ.get("PYTHONPATH", "")])}
 
 
 def _log(tmp_path: Path) -> list[tuple[str, str, int]]:

@@ -161,7 +161,7 @@ def _results(tmp: Path, name: str, data: bytes | None) -> Path:
     return folder
 
 
-STORED = Path(__file__).resolve().parents[1] / "reports" / "main_table" / "results.parquet"
+STORED = Path(__file__).resolve().parents[2] / "reports" / "main_table" / "results.parquet"
 
 
 def _stored(tmp: Path, name: str, **second_cell: str) -> Path:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
-from test_rapid_ocr import rendered
+from rendered_text import rendered
 
 from grpo_bench import media
 from grpo_bench.cli import entry

@@ -22,7 +22,7 @@ from grpo_bench.suite.pace import run_passes
 from grpo_bench.train.config import from_dict, resolve
 from grpo_bench.train.identity import cell_id
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOT_CONFIG = {"out", "resume", "accelerate_config", "like", "overrides"}
 """train's parameters that are no config key (they have no key=value form)."""
 ALIAS_VALUES = {"method": "cps", "kl": "dual", "setting": "B", "seed": 7, "updates": 3, "lr": 2.5e-4,

@@ -1,5 +1,5 @@
 """Every registered kernel, method, KL variant, anchor policy, reward and model passes the same
-contract (tests/contracts.py). The lists come from the registries, which load methods/, installed
+contract (tests/_support/contracts.py). The lists come from the registries, which load methods/, installed
 plug-ins and GRPO_BENCH_PLUGINS first: nothing here names the shipped plug-ins."""
 
 from __future__ import annotations

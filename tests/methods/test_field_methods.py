@@ -27,7 +27,7 @@ from grpo_bench.errors import UserError
 from grpo_bench.train.config import RunConfig
 from grpo_bench.train.trainer import train
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FIELD = ("flow_grpo_fast", "mix_grpo", "grpo_guard", "flow_dppo", "tempflow_grpo", "diffusion_nft")
 SIG10 = schedule.sigmas(10, 3.0)
 
@@ -240,7 +240,7 @@ def test_a_shared_prefix_gives_the_same_rollout_with_fewer_forwards():
     assert torch.equal(plain.x[0], plain.x[1])  # from one prefix
 
 
-# DiffusionNFT: tests/test_diffusion_nft.py (every official number, the old policy, the KL term).
+# DiffusionNFT: tests/methods/test_diffusion_nft.py (every official number, the old policy, the KL term).
 
 
 # --- every field method trains on the tiny world ----------------------------------------------------------

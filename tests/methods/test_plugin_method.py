@@ -34,7 +34,7 @@ from grpo_bench.errors import UserError
 from grpo_bench.train.config import from_dict, resolve
 from grpo_bench.train.identity import cell_id
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "docs" / "examples" / "tempered_grpo.py"
+EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "tempered_grpo.py"
 NAMES = ((METHODS, "tempered_grpo"), (KERNELS, "tempered"), (KL_VARIANTS, "ema"))
 TINY = ["steps=4", "updates=2", "prompts_per_update=1", "group_size=2", "eval_samples=1", "diag_every=0",
         "save_videos=false", "video_size=16", "checkpoint_every=5", "anchor_every=1", "minibatches=1"]
@@ -185,7 +185,7 @@ def test_a_broken_plugin_is_one_clear_error(tmp_path, monkeypatch):
         registry._PluginState.loaded.discard(str(bad))
 
 
-@pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[1] / "methods").glob("[!_]*.py")),
+@pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[2] / "methods").glob("[!_]*.py")),
                          ids=lambda p: p.stem)
 def test_shipped_method_files_import_only_the_public_api(path):
     tree = ast.parse(path.read_text())

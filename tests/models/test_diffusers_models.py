@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
 import pytest
 import torch
+from harness_sampler import HarnessSpacingScheduler, harness_ode
 
-from grpo_bench.core.sampling import StepTable, transition
 from grpo_bench.core.schedule import sigmas as harness_sigmas
 from grpo_bench.errors import UserError
 from grpo_bench.models.adapter_options import AdapterOptions
@@ -30,24 +29,6 @@ def hunyuan():
     from grpo_bench.models.hunyuan15 import tiny_hunyuan15
 
     return tiny_hunyuan15(AdapterOptions(frames=9, height=16, width=16))
-
-
-def harness_ode(model, noise, prompts, steps, shift, guidance):
-    """The harness's sampler: shifted schedule, ODE kernel, CFG v_u + g (v_c - v_u)."""
-    sig = harness_sigmas(steps, shift)
-    table = StepTable.ode(sig)  # the evaluation sampler's table, stepped by the training path's transition
-    cond = model.encode_prompts(prompts)
-    null = model.null_cond(len(prompts))
-    x = noise.clone()
-    with torch.no_grad():
-        for i in range(steps):
-            s = torch.full((x.shape[0],), float(sig[i]))
-            v = model.velocity(x, s, cond)
-            if guidance > 1:
-                v_u = model.velocity(x, s, null)
-                v = v_u + guidance * (v - v_u)
-            x, _ = transition(table, torch.full((x.shape[0],), i, dtype=torch.long), x, v)
-    return x
 
 
 @pytest.mark.parametrize("name", ["wan", "hunyuan"])
@@ -78,25 +59,6 @@ def test_prompts_are_encoded_once(wan, monkeypatch):
     wan.encode_prompts(["a green ball", "a green ball", "a yellow cat"])
     wan.encode_prompts(["a yellow cat", "a green ball"])
     assert calls == [["a green ball", "a yellow cat"]]
-
-
-class HarnessSpacingScheduler:
-    """Factory for a FlowMatchEulerDiscreteScheduler whose default spacing is the harness's (and
-    HunyuanVideo 1.5's) linspace(1, 0, T+1)[:-1] before the shift. WanPipeline calls
-    set_timesteps(T) and the scheduler's own default spacing ends at its shifted sigma_min instead;
-    the transformer call, guidance and Euler update under test are unchanged."""
-
-    @staticmethod
-    def make(shift):
-        from diffusers import FlowMatchEulerDiscreteScheduler
-
-        class Sched(FlowMatchEulerDiscreteScheduler):
-            def set_timesteps(self, num_inference_steps=None, device=None, sigmas=None, mu=None, timesteps=None):
-                if sigmas is None and timesteps is None:
-                    sigmas = np.linspace(1.0, 0.0, num_inference_steps + 1)[:-1]
-                super().set_timesteps(None, device, sigmas, mu, timesteps)
-
-        return Sched(shift=shift)
 
 
 @pytest.mark.parametrize("guidance", [1.0, 4.0])

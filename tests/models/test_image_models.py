@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from test_diffusers_models import HarnessSpacingScheduler, harness_ode, harness_sigmas
+from harness_sampler import HarnessSpacingScheduler, harness_ode, harness_sigmas
 
 from grpo_bench.errors import UserError
 from grpo_bench.models.adapter_options import AdapterOptions

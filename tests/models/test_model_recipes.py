@@ -19,7 +19,7 @@ from grpo_bench.train.config import RunConfig
 from grpo_bench.train.model_recipe import recipes
 from grpo_bench.train.plan_models import real_specs
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _cfg(model: str, *overrides: str) -> RunConfig:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 from dist_train_script import ToyReward
-from test_diffusers_models import HarnessSpacingScheduler, harness_ode
+from harness_sampler import HarnessSpacingScheduler, harness_ode
 
 from grpo_bench.models.adapter_options import AdapterOptions
 

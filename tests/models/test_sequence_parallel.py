@@ -16,6 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from support_paths import ROOT, SUPPORT
 
 from grpo_bench.errors import UserError
 from grpo_bench.models import sequence_parallel as sp_mod
@@ -23,9 +24,8 @@ from grpo_bench.train import distributed
 from grpo_bench.train.config import EXECUTION_FIELDS, RunConfig, from_dict, parse_overrides, resolve
 from grpo_bench.train.identity import cell_id
 
-HERE = Path(__file__).resolve().parent
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "",
-       "PYTHONPATH": os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")])}
+       "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
 
 
 # --- the field ---------------------------------------------------------------------------------
@@ -182,7 +182,7 @@ def test_a_trainer_at_sp_2_on_one_process_refuses_before_loading_anything(tmp_pa
 
 # --- grpo-bench plan --------------------------------------------------------------------------------
 def test_the_plan_divides_activations_and_transformer_time_by_sp_and_counts_a_group_as_one_rank():
-    from test_plan import hy  # HunyuanVideo 1.5 480p x 81 frames, the paper's recipe (no weights: meta device)
+    from plan_configs import hy  # HunyuanVideo 1.5 480p x 81 frames, the paper's recipe (no weights: meta device)
 
     from grpo_bench.train.plan import estimate
 
@@ -214,7 +214,7 @@ def test_two_process_ulysses_forward_and_backward_match_the_unsplit_model(tmp_pa
     """Velocity and the group's summed gradients against the unsplit model (full fine-tuning: every weight);
     tiny-hunyuan15 with 27 text rows, so one masked row is added."""
     _run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-          str(HERE / "sp_model_script.py"), model, str(tmp_path)])
+          str(SUPPORT / "sp_model_script.py"), model, str(tmp_path)])
     rec = json.loads((tmp_path / f"{model}.json").read_text())
     assert rec["missing"] == [] and rec["n_grads"] > 50
     assert rec["velocity"] <= 1e-5 and rec["grad"] <= 1e-5 and rec["grad_tensor"] <= 1e-5, rec
@@ -223,7 +223,7 @@ def test_two_process_ulysses_forward_and_backward_match_the_unsplit_model(tmp_pa
 
 def _train(tmp_path: Path, tag: str, processes: int, sp: int, config: Path | None = None
            ) -> tuple[dict, dict, list[dict]]:
-    script = [str(HERE / "sp_train_script.py"), str(tmp_path), tag, str(sp)]
+    script = [str(SUPPORT / "sp_train_script.py"), str(tmp_path), tag, str(sp)]
     if processes == 1:
         _run([sys.executable, *script])
     elif config is not None:

@@ -12,7 +12,7 @@ import pytest
 
 grimp = pytest.importorskip("grimp")
 
-PACKAGE = Path(__file__).resolve().parents[1] / "grpo_bench"
+PACKAGE = Path(__file__).resolve().parents[2] / "grpo_bench"
 
 
 def _module_name(path: Path) -> str:

@@ -12,7 +12,7 @@ import pytest
 from grpo_bench.cli import entry
 from grpo_bench.extras import DISTRIBUTION_OF, EXTRA_OF
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # modules that import an optional part at their top: dropped so that the command imports them afresh
 IMPORTERS = ("grpo_bench.study.server", "grpo_bench.study.analysis", "grpo_bench.models._tiny_text",
              "grpo_bench.models.wan", "grpo_bench.models.hunyuan15", "grpo_bench.models.diffusers_video")

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 pytestmark = pytest.mark.filterwarnings("ignore")
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import plan_figures  # noqa: E402
 

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from grpo_bench.cli import app
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def readme_commands() -> list[str]:

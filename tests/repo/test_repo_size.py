@@ -18,7 +18,7 @@ from grpo_bench.errors import UserError
 from grpo_bench.report.compact import TREE_LIMIT_BYTES, compact_folder, png_bytes, reencode_parquet
 from grpo_bench.suite.results import COLUMNS, write_table
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_tracked_tree_under_limit():

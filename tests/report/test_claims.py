@@ -37,7 +37,7 @@ from grpo_bench.report.power import seeds_needed
 from grpo_bench.suite.results import COLUMNS
 from grpo_bench.suite.run_folder import RESULTS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SEEDS = [0, 1, 2, 3, 4]
 
 

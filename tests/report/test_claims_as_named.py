@@ -190,7 +190,7 @@ def test_the_stored_reports_read_as_the_issue_found_them():
     seeds 0-2); claim 5's kl_weight ran from a dirty tree that no fingerprint records."""
     from grpo_bench.report.claims import CLAIMS
 
-    root = Path(__file__).resolve().parents[1] / "reports"
+    root = Path(__file__).resolve().parents[2] / "reports"
     by_key = {c.key: c for c in CLAIMS}
     v = evaluate(by_key["table2_B"], root)
     assert v.verdict == NOT_AS_NAMED and "borrowed lr" in v.effect and "`sage_grpo [kl=dual]`" in v.effect

@@ -18,7 +18,7 @@ from grpo_bench.report.claims.finding import NOT_AS_NAMED
 from grpo_bench.report.parts import FIGURES, TABLES, Context
 from grpo_bench.suite.run_folder import RESULTS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 NOISE = np.array([0.01, -0.01, 0.005, -0.005])
 ROWS = {

@@ -14,7 +14,7 @@ from grpo_bench.report import data, figures
 from grpo_bench.report.parts import Context
 from grpo_bench.report.sources import load_frame
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -128,5 +128,5 @@ def test_the_field_suites_report_their_ranks(suite):
 
     from grpo_bench.suite.parse import load_suite
 
-    report = load_suite(Path(__file__).resolve().parents[1] / "suites" / suite).report
+    report = load_suite(Path(__file__).resolve().parents[2] / "suites" / suite).report
     assert "oracle_ranks" in report.tables and "oracle_ranks" in report.figures

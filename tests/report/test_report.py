@@ -236,7 +236,7 @@ def test_strata_split_every_family_by_their_keys():
 
     from grpo_bench.report import data as _data
 
-    df = _pd.read_parquet(Path(__file__).resolve().parents[1] / "reports" / "ablate_equalizer" / "results.parquet")
+    df = _pd.read_parquet(Path(__file__).resolve().parents[2] / "reports" / "ablate_equalizer" / "results.parquet")
     cells = df[df["kind"] == "cell"]
     expected = {f"{r.setting}, kl={_json.loads(r.text)['config']['kl']}" for r in cells.itertuples()}
     out = _data.stratify(df, ["setting", "kl"])
@@ -256,7 +256,7 @@ def test_the_oracle_track_has_no_judge_column():
 
     from grpo_bench.report import data as _data
 
-    df = _pd.read_parquet(Path(__file__).resolve().parents[1] / "reports" / "ablate_equalizer" / "results.parquet")
+    df = _pd.read_parquet(Path(__file__).resolve().parents[2] / "reports" / "ablate_equalizer" / "results.parquet")
     first = df.loc[df["kind"] == "cell", "cell"].iloc[0]
     row = (df["kind"] == "cell") & (df["cell"] == first)
     info = _json.loads(df.loc[row, "text"].iloc[0])

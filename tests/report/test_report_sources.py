@@ -23,7 +23,7 @@ from grpo_bench.suite.expand import expand
 from grpo_bench.suite.parse import parse_suite
 from grpo_bench.suite.run_folder import CELL, RESULTS, ROWS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 GRID_SUITE = {
     "name": "grid",
     "base": {"updates": 4, "eval_every": 2, "diag_every": 0, "steps": 4, "eval_samples": 1, "method": "sage_grpo"},

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 REPORTS = ROOT / "reports"
 STORED = sorted(p.parent for p in REPORTS.rglob("results.parquet") if (p.parent / "report.md").is_file())
 TABLE_SUFFIXES = (".md", ".tex", ".csv")

@@ -10,7 +10,6 @@ import types
 import pytest
 import torch
 import torch.nn.functional as F
-from test_real_rewards import clip_parts  # noqa: F401  (a tiny random CLIP and its tokenizer)
 
 from grpo_bench.errors import UserError
 from grpo_bench.rewards import load, names
@@ -23,7 +22,7 @@ def stills(b=3, h=24, w=20, seed=0):
     return torch.rand(b, 3, 1, h, w, generator=torch.Generator().manual_seed(seed)) * 2 - 1
 
 
-def test_pickscore_and_clipscore_of_a_still_are_its_one_frame_cosine(clip_parts):  # noqa: F811
+def test_pickscore_and_clipscore_of_a_still_are_its_one_frame_cosine(clip_parts):
     from grpo_bench.rewards.clip_score import ClipScore
     from grpo_bench.rewards.pickscore import PickScore
 
@@ -131,7 +130,7 @@ def test_imagereward_scores_each_prompt_and_image(monkeypatch, tmp_path):
     torch.testing.assert_close(got, torch.tensor([5.4, 9.4]))
 
 
-# --- OCR (the real engine: tests/test_rapid_ocr.py) --------------------------------------------------
+# --- OCR (the real engine: tests/rewards/test_rapid_ocr.py) --------------------------------------------------
 def test_ocr_reward_follows_flow_grpo():
     """flow_grpo/ocr.py: 1 - min(d, len)/len on lower-cased, space-free text; contained = 0 distance."""
     from grpo_bench.rewards.ocr import OcrReward, ocr_reward, quoted

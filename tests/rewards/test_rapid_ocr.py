@@ -8,26 +8,11 @@ from importlib import metadata
 
 import numpy as np
 import pytest
-from PIL import Image, ImageDraw, ImageFont
+from rendered_text import noise, rendered
 
 from grpo_bench.errors import UserError
 from grpo_bench.rewards import rapid_ocr
 from grpo_bench.rewards.rapid_ocr import recognize, word_score
-
-
-def rendered(text: str, width: int = 128, height: int = 32, size: int = 24) -> np.ndarray:
-    """Black ``text`` centred on white, H x W x 3 uint8 RGB."""
-    image = Image.new("RGB", (width, height), "white")
-    draw = ImageDraw.Draw(image)
-    font = ImageFont.load_default(size=size)
-    left, top, right, bottom = draw.textbbox((0, 0), text, font=font)
-    draw.text(((width - (right - left)) / 2 - left, (height - (bottom - top)) / 2 - top), text, fill="black",
-              font=font)
-    return np.asarray(image)
-
-
-def noise(seed: int = 0) -> np.ndarray:
-    return np.random.default_rng(seed).integers(0, 256, (32, 128, 3), dtype=np.uint8)
 
 
 def test_the_prompt_word_scores_high_and_a_wrong_word_and_noise_low():

@@ -19,27 +19,6 @@ pytestmark = pytest.mark.filterwarnings("ignore")
 PROMPTS = ["a red circle moving left", "a blue square", "a cat", "a green triangle moving up"]
 
 
-def tiny_clip(tok):
-    from transformers import CLIPConfig, CLIPModel
-
-    torch.manual_seed(0)
-    cfg = CLIPConfig(
-        text_config=dict(vocab_size=len(tok), hidden_size=32, intermediate_size=37, num_hidden_layers=2,
-                         num_attention_heads=4, max_position_embeddings=77, bos_token_id=0,
-                         eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id),
-        vision_config=dict(image_size=30, patch_size=6, hidden_size=32, intermediate_size=37, num_hidden_layers=2,
-                           num_attention_heads=4),
-        projection_dim=16,
-    )
-    return CLIPModel(cfg).eval()
-
-
-@pytest.fixture(scope="module")
-def clip_parts():
-    tok = word_tokenizer(["<pad>", "</s>"], pad="<pad>", eos="</s>", append_eos=True)
-    return tiny_clip(tok), tok
-
-
 def videos(b=4, f=5, h=20, w=24, seed=0):
     return torch.rand(b, 3, f, h, w, generator=torch.Generator().manual_seed(seed)) * 2 - 1
 

@@ -4,7 +4,7 @@ raters are posting restarts on the same kit with every acknowledged vote, each r
 they have not answered.
 
 The short load run is in the default suite (GRPO_BENCH_STUDY_LOAD_S seconds, default 8); the 60 s run
-is opt-in (``pytest -m slow tests/test_study_load.py``).
+is opt-in (``pytest -m slow tests/study/test_study_load.py``).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from grpo_bench.train import identity
 from grpo_bench.train.config import EXECUTION_FIELDS, FIELDS, ID_NEUTRAL, RULES, RunConfig, resolve
 from grpo_bench.train.identity import cell_id
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SUITES = sorted(p.stem for p in (ROOT / "suites").glob("*.yaml"))
 # {suite: [cell ids in expansion order]} (tests/golden/suite_cell_ids.json), of the id scheme of 0.3 (science
 # fields only). Regenerated for a suite only when its content, a default it uses or the shipped world weights

@@ -16,7 +16,7 @@ from grpo_bench.report.factors import fit_effects
 from grpo_bench.report.stats import mean_ci
 from grpo_bench.suite.parse import load_suite
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SUITE = yaml.safe_load((ROOT / "suites" / "factors.yaml").read_text())
 DESIGN = SUITE["design"]
 LEVELS = {f: list(v) for f, v in DESIGN["factors"].items()}

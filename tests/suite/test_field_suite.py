@@ -13,7 +13,7 @@ from grpo_bench.suite.expand import expand
 from grpo_bench.suite.parse import load_suite
 from grpo_bench.suite.tune import tuned_methods, tuned_rows, tuning_suite, with_chosen
 
-FIELD = Path(__file__).resolve().parents[1] / "suites" / "field.yaml"
+FIELD = Path(__file__).resolve().parents[2] / "suites" / "field.yaml"
 
 
 def test_every_method_gets_the_same_tuning_grid_and_both_readings():

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from rich.console import Console
 from suite_support import TRAINER
-from test_tune import suite_data
+from tune_support import suite_data
 from typer.testing import CliRunner
 
 from grpo_bench.cli import app
@@ -24,7 +24,7 @@ from grpo_bench.suite.pace import measured_pace
 from grpo_bench.suite.parse import parse_suite
 from grpo_bench.suite.tune import seed_major, tuning_suite
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _quiet(tmp_path: Path) -> Console:

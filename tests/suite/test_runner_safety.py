@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from suite_support import SMALL_SUITE, TRAINER, write_suite
+from support_paths import SUPPORT
 
 from grpo_bench import atomic
 from grpo_bench.errors import UserError
@@ -23,8 +24,6 @@ from grpo_bench.suite.expand import expand
 from grpo_bench.suite.locks import SuiteLock
 from grpo_bench.suite.parse import load_suite
 from grpo_bench.suite.run_folder import ERROR, mark_done, record_failure
-
-TESTS = Path(__file__).resolve().parent
 
 
 def _suite(tmp_path, **changes):
@@ -168,7 +167,7 @@ main()
 def _start(tmp_path: Path, sleep: float) -> subprocess.Popen:
     suite = write_suite(tmp_path / "s.yaml")
     env = {**os.environ, "FAKE_LOG": str(tmp_path / "log"), "FAKE_SLEEP": str(sleep), "OMP_NUM_THREADS": "1",
-           "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
+           "PYTHONPATH": os.pathsep.join([str(SUPPORT), os.environ.get("PYTHONPATH", "")])}
     return subprocess.Popen([sys.executable, "-c", CLI, str(suite), "--jobs", "2", "--out", str(tmp_path / "runs")],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 

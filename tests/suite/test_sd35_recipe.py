@@ -19,7 +19,7 @@ from grpo_bench.core.sampling import StepTable
 from grpo_bench.suite.expand import expand
 from grpo_bench.suite.parse import load_suite
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SUITES = ("sd35_flow_grpo", "sd35_flow_grpo_1gpu")
 
 

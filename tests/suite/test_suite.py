@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 from suite_support import SMALL_SUITE, TRAINER, write_suite
+from support_paths import SUPPORT
 
 from grpo_bench.core.method import METHODS
 from grpo_bench.core.trust_region import KL_VARIANTS
@@ -21,7 +22,7 @@ from grpo_bench.suite.expand import expand
 from grpo_bench.suite.parse import load_suite, parse_suite
 from grpo_bench.train.config import EXECUTION_FIELDS, ID_NEUTRAL, from_dict, resolve
 
-SUITES = Path(__file__).resolve().parents[1] / "suites"
+SUITES = Path(__file__).resolve().parents[2] / "suites"
 
 
 def _suite(**changes):
@@ -227,7 +228,7 @@ def test_workers_get_their_own_gpu_and_thread_budget(tmp_path, monkeypatch):
 def test_submitit_backend_runs_cells_through_the_local_executor(tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_LOG", str(tmp_path / "log"))
     # submitit's jobs are fresh interpreters: they find the fake trainer through PYTHONPATH
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(SUPPORT), os.environ.get("PYTHONPATH", "")]))
     suite = load_suite(write_suite(tmp_path / "s.yaml", _suite(union=None, seeds=[0])))
     summary = runner.run_suite(suite, expand(suite), tmp_path / "runs", backend="submitit", cluster="local",
                                trainer=TRAINER, jobs=2)

@@ -15,7 +15,7 @@ from grpo_bench.train.config import FIELDS
 from grpo_bench.train.plan_models import real_specs
 from grpo_bench.train.presets import PRESETS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SUITES = sorted((ROOT / "suites").glob("*.yaml"))
 WORLD_TUNED = ("lr", "kl_weight", "kl_beta_min", "kl_beta_max", "kl_target")
 """Fields whose world values were set on the embedded world (config.py's docstrings, presets.py)."""
@@ -25,7 +25,7 @@ PAPER = {"kl_beta_min": 1e-7, "kl_beta_max": 1e-5, "kl_target": 1e-5, "beta_pos"
 """The SAGE-GRPO paper's / official code's numbers (scripts/post_train/train_grpo.sh: kl_coef 1e-7, kl_weight
 1e-5, dual_kl_moving_weight 1.0, dual_kl_step_weight 0.1, update_ref_model_step 10, clip_range 1e-4;
 post_train.py: weight_decay 0.01, and one optimizer step per rollout, its gradients accumulated over every
-(sample, timestep) backward: tests/test_recipe_schedule.py)."""
+(sample, timestep) backward: tests/train/test_recipe_schedule.py)."""
 FLOW_GRPO_BETA = 0.01
 """FlowGRPO's own constant KL weight (yifan123/flow_grpo config/grpo.py:128 pickscore_sd3: config.train.beta = 0.01),
 applied to its own estimator (scripts/train_sd3.py:895: / (2 std_dev_t^2), no Delta: KL variant ``flow_grpo``)."""

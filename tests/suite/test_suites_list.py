@@ -16,7 +16,7 @@ from grpo_bench.suite.machine import host
 from grpo_bench.suite.parse import load_suite
 from grpo_bench.suite.tune import tuning_suite
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _rows(path: Path, cells: list[tuple[float, str]]) -> None:

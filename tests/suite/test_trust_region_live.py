@@ -7,7 +7,7 @@ embedded-world suite is run for two updates at the suite's own optimizer setting
 of every real-model suite (HunyuanVideo 1.5, Wan, SD3.5) likewise, on the tiny random preset of its family
 (tiny-hunyuan15, tiny-wan, tiny-sd3) at the suite's optimizer schedule, lr, clip, precision, LoRA and KL numbers.
 The video suites take one optimizer step per rollout as the official codes do
-(tests/test_recipe_schedule.py): there the ratio is 1, the clip idle and the rollout-referenced step-wise
+(tests/train/test_recipe_schedule.py): there the ratio is 1, the clip idle and the rollout-referenced step-wise
 KL zero by the recipe's design (the report says "inert by the recipe"), and the test holds them to that,
 while every KL term against an anchor acts from the second update on.
 """
@@ -23,7 +23,7 @@ from grpo_bench.suite.expand import expand
 from grpo_bench.suite.parse import load_suite
 from grpo_bench.train.trainer import train
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TRUST_KEYS = ("method", "kl", "stepwise_ref", "stepwise_estimator", "minibatches", "inner_epochs", "anchor_every",
               "clip_range")
 REAL_KEYS = (*TRUST_KEYS, "step_every", "kl_schedule_unit", "micro_batch", "lr", "param_dtype", "mixed_precision",

@@ -10,27 +10,13 @@ import pandas as pd
 import pytest
 from rich.console import Console
 from suite_support import TRAINER, lr_gain
+from tune_support import LRS, suite_data
 
 from grpo_bench.errors import UserError
 from grpo_bench.suite.expand import expand
 from grpo_bench.suite.parse import parse_suite
 from grpo_bench.suite.selection import CHOSEN, cell_learning, choose, read_chosen
 from grpo_bench.suite.tune import SelectRule, seed_major, tuned_rows, tuning_suite, with_chosen
-
-LRS = [3.0e-5, 1.0e-4, 3.0e-4, 1.0e-3]
-
-
-def suite_data(**tune) -> dict:
-    return {
-        "name": "tuned",
-        "base": {"kl": "fixed", "updates": 12, "eval_every": 6, "diag_every": 0, "steps": 4, "eval_samples": 1},
-        "grid": {"setting": ["A", "B"], "method": ["dance_grpo", "sage_grpo"]},
-        "union": [{"method": ["sage_grpo"], "kl": ["dual"], "setting": ["B"]}],
-        "seeds": [1000, 1001],
-        "tune": {"family": {"setting": "A"}, "grid": {"lr": LRS}, "seeds": [100, 101],
-                 "select": {"metric": "reward", "window": 4}, **tune},
-        "report": {"tables": ["table2"], "figures": ["reward_curves"], "baseline": {"method": "dance_grpo"}},
-    }
 
 
 def test_the_tuning_grid_is_the_same_for_every_method_on_the_family_and_tuning_seeds():

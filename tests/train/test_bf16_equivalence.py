@@ -1,4 +1,4 @@
-"""bf16 autocast learns what fp32 learns (opt-in: ``pytest -m slow tests/test_bf16_equivalence.py``, ~6 min).
+"""bf16 autocast learns what fp32 learns (opt-in: ``pytest -m slow tests/train/test_bf16_equivalence.py``, ~6 min).
 
 The check that made bf16 the world's default (train/precision.py). The main table's reference cell
 (SAGE-GRPO, oracle track, Setting A) runs at fp32 and at bf16 for SEEDS seeds, with everything else
@@ -24,7 +24,7 @@ from grpo_bench.suite.parse import load_suite
 from grpo_bench.train.precision import has_bf16_units
 from grpo_bench.train.trainer import train
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SEEDS = (0, 1, 2, 3)
 UPDATES = 60
 MARGIN = 0.05

@@ -8,7 +8,7 @@ import os
 import pickle
 
 import pytest
-from test_trainer import lines, no_times, run, tiny
+from tiny_run import lines, no_times, run, tiny
 from tiny_world import TinyModel, TinyReward
 
 from grpo_bench.errors import UserError

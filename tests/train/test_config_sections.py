@@ -29,7 +29,7 @@ from grpo_bench.train.config import (
 )
 from grpo_bench.train.identity import cell_id
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FLAT = {"method": "flow_grpo", "kl": "dual", "lr": 3e-4, "anchor_every": 5, "beta_vel": 0.2, "kl_adaptive": False,
         "kl_weight": 0.02, "eval_samples": 3}
 

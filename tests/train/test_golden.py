@@ -12,12 +12,13 @@ import json
 from pathlib import Path
 
 import pytest
+from support_paths import GOLDEN
 from tiny_world import TinyModel, TinyReward
 
 from grpo_bench.train.config import RunConfig
 from grpo_bench.train.trainer import train
 
-GOLDEN = json.loads((Path(__file__).resolve().parent / "golden" / "method_metrics.json").read_text())
+GOLDEN = json.loads((GOLDEN / "method_metrics.json").read_text())
 ABS = {"policy_loss": 1e-7}
 """The policy loss is a near-cancelling mean (advantages sum to zero in each group) of O(0.1) float32 terms:
 its last digits follow the summation order, which batching every trained step of a sample into one forward

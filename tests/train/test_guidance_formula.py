@@ -1,6 +1,6 @@
 """``guidance_formula`` reaches every place a run combines the guided halves: the rollout samples with it and the
 loss recomputes with it (their log-probs agree at the rollout's parameters: ``logp_gap`` 0), and the evaluation
-samples with it. Qwen-Image's formula against its pipeline: tests/test_image_models.py."""
+samples with it. Qwen-Image's formula against its pipeline: tests/models/test_image_models.py."""
 
 from __future__ import annotations
 

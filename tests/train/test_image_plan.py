@@ -16,7 +16,7 @@ from grpo_bench.train.plan_models import model_spec
 from grpo_bench.train.plan_spec import parameter_count, transformer_spec
 
 pytestmark = pytest.mark.filterwarnings("ignore")
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize(("name", "side"), [("tiny-sd3", 16), ("tiny-flux", 16), ("tiny-qwen-image", 32)])

@@ -8,23 +8,11 @@ import json
 
 import pytest
 import torch
+from image_train_support import run_config
 
 from grpo_bench import models
-from grpo_bench.train.config import RunConfig
 
 pytestmark = pytest.mark.filterwarnings("ignore")
-
-FLOW_GRPO_TARGETS = ["attn.add_k_proj", "attn.add_q_proj", "attn.add_v_proj", "attn.to_add_out", "attn.to_k",
-                     "attn.to_out.0", "attn.to_q", "attn.to_v"]  # flow_grpo scripts/train_sd3.py
-
-
-def run_config(model: str, method: str, **kw) -> RunConfig:
-    base = dict(model=model, method=method, reward="jpeg_incompressibility", updates=1, steps=4, prompts_per_update=2,
-                group_size=2, frames=1, height=16, width=16, lora_rank=2, lora_targets=FLOW_GRPO_TARGETS,
-                device="cpu", eval_samples=1, eval_oracle=False, diag_every=0, lr=1e-3, kl_weight=1e-2)
-    base.update(kw)
-    return RunConfig(**base)
-
 
 @pytest.mark.parametrize("method", [
     "flow_grpo", "sage_grpo",
@@ -64,7 +52,7 @@ def test_full_fine_tuning_of_flux_and_qwen_image_updates_float32_weights(name, t
 def image_commands() -> list[str]:
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[1] / "docs" / "real_models.md").read_text()
+    text = (Path(__file__).resolve().parents[2] / "docs" / "real_models.md").read_text()
     block = text.split("## Images", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
     return [line.strip() for line in block.splitlines() if line.startswith("grpo-bench train --model tiny-")]
 

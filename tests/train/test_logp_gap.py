@@ -7,7 +7,7 @@ import json
 
 import pytest
 import torch
-from test_liveness import UPDATES, _results
+from liveness_support import UPDATES, liveness_results
 from tiny_world import TinyModel, TinyReward
 
 from grpo_bench.report.liveness import LOGP_GAP_WARN, findings
@@ -58,7 +58,7 @@ def test_liveness_names_a_gap_above_its_threshold_and_not_below():
                                      "kl": [1e-4] * UPDATES, "logp_gap": [2e-7] * UPDATES}}
     bad = {"kl": "fixed", "config": {"clip_range": 1e-4},
            "metrics": {**ok["metrics"], "logp_gap": [2e-7] * (UPDATES - 1) + [3 * LOGP_GAP_WARN]}}
-    found = findings(_results({"flow_grpo ok": ok, "flow_grpo bad": bad}))
+    found = findings(liveness_results({"flow_grpo ok": ok, "flow_grpo bad": bad}))
     assert found[found["group"] == "flow_grpo ok"].empty
     row = found[found["group"] == "flow_grpo bad"]
     assert list(row["mechanism"]) == ["train-inference consistency"]
@@ -70,4 +70,4 @@ def test_liveness_names_a_gap_above_its_threshold_and_not_below():
 def test_a_missing_or_threshold_gap_is_no_finding(gap):
     row = {"kl": "fixed", "metrics": {"ratio_mean": [1.0, 1.01] * 6, "clip_frac": [0.0, 0.2] * 6,
                                       "kl": [1e-4] * UPDATES, "logp_gap": [gap] * UPDATES}}
-    assert findings(_results({"flow_grpo r": row})).empty
+    assert findings(liveness_results({"flow_grpo r": row})).empty

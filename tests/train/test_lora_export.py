@@ -4,7 +4,7 @@ loaded into a freshly built diffusers pipeline, make its transformer compute wha
 from __future__ import annotations
 
 import torch
-from test_image_train import run_config
+from image_train_support import run_config
 
 from grpo_bench import models
 

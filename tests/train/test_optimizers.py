@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from support_paths import SUPPORT
 from torch import nn
 
 from grpo_bench import models
@@ -92,13 +93,12 @@ def test_muon_under_fsdp2_orthogonalises_whole_matrices(tmp_path):
     import os
     import subprocess
     import sys
-    from pathlib import Path
 
     import yaml
 
     from grpo_bench.train import distributed
 
-    script = Path(__file__).with_name("muon_fsdp_script.py")
+    script = SUPPORT / "muon_fsdp_script.py"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
     launch = [sys.executable, "-m", "accelerate.commands.launch"]
     fsdp = yaml.safe_load(distributed.config_path("fsdp2").read_text())

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from plan_configs import hy
 from typer.testing import CliRunner
 
 from grpo_bench.cli import app
@@ -23,19 +24,11 @@ from grpo_bench.train.plan import GB, check_fits, estimate
 from grpo_bench.train.plan_models import model_spec
 
 pytestmark = pytest.mark.filterwarnings("ignore")
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TOLERANCE = (0.65, 1.5)
 # glibc otherwise raises its mmap threshold after the first large free and keeps freed tensors in
 # the heap, so the resident set would not follow the tensors that are alive
 MEASURE_ENV = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "131072", "OMP_NUM_THREADS": "1"}
-
-
-def hy(**kw) -> RunConfig:
-    base = dict(model="hunyuan15-480p", reward="videoalign", eval_oracle=False, frames=81, height=480, width=848,
-                steps=20, shift=5.0, lora_rank=64, gradient_checkpointing=True, mixed_precision="bf16",
-                prompts_per_update=8, group_size=4, micro_batch=2, method="sage_grpo")
-    base.update(kw)
-    return RunConfig(**base)
 
 
 def test_real_parameter_counts_come_from_the_configs():

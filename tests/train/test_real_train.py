@@ -9,11 +9,11 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 from dist_train_script import ToyReward  # cheap deterministic VQ/MQ/TA of decoded videos
+from support_paths import SUPPORT
 
 from grpo_bench import models
 from grpo_bench.train.config import RunConfig
@@ -76,7 +76,7 @@ def test_two_processes_end_identical(tmp_path):
     """``accelerate launch --num_processes 2`` on CPU (gloo): two updates; both ranks end with the same
     parameters; the data-parallel helpers shard, gather in rank order and average gradients; the compute counts
     are those of one process (grpo_bench/train/compute.py)."""
-    script = Path(__file__).with_name("dist_train_script.py")
+    script = SUPPORT / "dist_train_script.py"
     cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
            "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", str(script), str(tmp_path)]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}

@@ -46,7 +46,7 @@ from grpo_bench.train.config import from_dict, resolve
 from grpo_bench.train.config import section as cfg_section
 from grpo_bench.train.state import Counters
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class _Stepper:

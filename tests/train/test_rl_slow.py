@@ -19,7 +19,7 @@ import pytest
 from grpo_bench.train.config import RunConfig
 from grpo_bench.train.trainer import train
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from rl_gain import summary  # noqa: E402
 
 HACK_LR = 1e-4

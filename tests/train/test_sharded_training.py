@@ -1,7 +1,7 @@
 """Sharded launches on two CPU processes (gloo): FSDP2 (grpo_bench/train/sharding.py) and DeepSpeed ZeRO-2
 (grpo_bench/train/steppers.py), and the clear errors of launches the trainer cannot honour.
 
-The launched runs (tests/sharded_train_script.py): two GRPO updates of tiny-wan with LoRA and the fixed KL
+The launched runs (tests/_support/sharded_train_script.py): two GRPO updates of tiny-wan with LoRA and the fixed KL
 anchor, once under the plain data-parallel launch (shared by the tests of this module), once under an
 FSDP2 config and once under the DeepSpeed ZeRO-2 config (the shipped files made CPU-sized). The sharded
 runs are interrupted after update 1 and resumed from their checkpoint; each ends with the data-parallel
@@ -20,12 +20,13 @@ from types import SimpleNamespace
 import pytest
 import torch
 import yaml
+from support_paths import SUPPORT
 
 from grpo_bench import rewards
 from grpo_bench.errors import UserError
 from grpo_bench.train import distributed, sharding, steppers
 
-SCRIPT = Path(__file__).with_name("sharded_train_script.py")
+SCRIPT = SUPPORT / "sharded_train_script.py"
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
 LAUNCH = [sys.executable, "-m", "accelerate.commands.launch"]
 

@@ -1,5 +1,5 @@
 """Optimizer steps as a recipe takes them (docs/design.md §4): one per minibatch (the official codes'
-accumulation: tests/test_recipe_schedule.py), or one per (sample, trained step) backward
+accumulation: tests/train/test_recipe_schedule.py), or one per (sample, trained step) backward
 (``step_every: micro_step``), with
 the KL warm-up and feedback counted in updates or in optimizer steps (``kl_schedule_unit``)."""
 

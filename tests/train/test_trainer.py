@@ -7,6 +7,7 @@ import json
 import pytest
 import torch
 import yaml
+from tiny_run import lines, no_times, run, tiny
 from tiny_world import TinyModel, TinyReward
 from typer.testing import CliRunner
 
@@ -14,27 +15,7 @@ from grpo_bench.core.method import METHODS, make_method
 from grpo_bench.core.trust_region import KL_VARIANTS
 from grpo_bench.errors import UserError
 from grpo_bench.train.config import RunConfig, resolve
-from grpo_bench.train.trainer import TIMES, train
-
-
-def tiny(**kw) -> RunConfig:
-    base = dict(steps=3, prompts_per_update=2, group_size=2, updates=2, eval_every=10, eval_samples=2,
-                diag_every=0, checkpoint_every=10, device="cpu", lr=1e-3, save_videos=True)
-    base.update(kw)
-    return RunConfig(**base)
-
-
-def run(tmp_path, name="run", model=None, reward=None, **kw):
-    return train(tiny(**kw), tmp_path / name, model=model or TinyModel(seed=0), reward=reward or TinyReward())
-
-
-def lines(path) -> list[dict]:
-    return [json.loads(x) for x in (path / "metrics.jsonl").read_text().splitlines()]
-
-
-def no_times(rows: list[dict]) -> list[dict]:
-    return [{k: v for k, v in r.items() if k not in TIMES} for r in rows]
-
+from grpo_bench.train.trainer import train
 
 REQUIRED = ("update", "reward", "reward_vq", "reward_mq", "reward_ta", "reward_std_in_group", "policy_loss", "kl",
             "kl_weight", "ratio_mean", "clip_frac", "grad_norm", "time_rollout", "time_reward", "time_train")

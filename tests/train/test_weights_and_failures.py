@@ -18,7 +18,7 @@ from grpo_bench.train.weights import (
 )
 
 pytestmark = pytest.mark.filterwarnings("ignore")
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_missing_model_folder_names_the_key_and_path_not_a_download(tmp_path):
