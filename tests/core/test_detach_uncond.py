@@ -8,10 +8,10 @@ import json
 
 import pytest
 import torch
+from tiny_run import tiny
 from tiny_world import TinyModel, TinyReward
 
 from grpo_bench.core.sampling import guided_velocity
-from grpo_bench.train.config import RunConfig
 from grpo_bench.train.trainer import train
 from grpo_bench.world.vocab import prompts
 
@@ -50,9 +50,8 @@ def test_the_detached_gradient_is_g_times_the_conditional_ones():
 
 
 def _first_update(tmp_path, detach: bool) -> dict:
-    cfg = RunConfig(method="flow_grpo", steps=4, prompts_per_update=2, group_size=2, updates=1, eval_every=10,
-                    minibatches=1, eval_samples=2, diag_every=1, checkpoint_every=10, device="cpu", lr=1e-3,
-                    save_videos=False, kl_adaptive=False, kl_weight=0.1, guidance=G, detach_uncond=detach)
+    cfg = tiny(method="flow_grpo", steps=4, updates=1, minibatches=1, diag_every=1, save_videos=False,
+               kl_adaptive=False, kl_weight=0.1, guidance=G, detach_uncond=detach)
     out = tmp_path / f"detach-{detach}"
     train(cfg, out, model=TinyModel(seed=0), reward=TinyReward())
     return json.loads((out / "metrics.jsonl").read_text().splitlines()[0])

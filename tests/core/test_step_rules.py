@@ -8,6 +8,7 @@ import sys
 
 import pytest
 import torch
+from tiny_run import tiny
 from tiny_world import TinyModel, TinyReward
 
 from grpo_bench.cli import entry
@@ -84,9 +85,8 @@ def test_step_rule_and_objective_are_id_neutral_at_their_defaults():
 def test_a_chosen_objective_runs_at_its_own_defaults(tmp_path):
     """GRPO-Guard's parameters are not Flow-DPPO's: its run with the KL mask trains (kl_mask reads None, its own
     defaults), where handing it GRPO-Guard's parameters would fail on the missing kl_threshold."""
-    cfg = RunConfig(method="grpo_guard", objective="kl_mask", step_rule="sparse", steps=6, prompts_per_update=1,
-                    group_size=2, updates=2, eval_every=2, eval_samples=1, diag_every=0, checkpoint_every=2,
-                    device="cpu", lr=1e-3, save_videos=False)
+    cfg = tiny(method="grpo_guard", objective="kl_mask", step_rule="sparse", steps=6, prompts_per_update=1,
+               eval_every=2, eval_samples=1, checkpoint_every=2, save_videos=False)
     train(cfg, tmp_path / "run", model=TinyModel(seed=0), reward=TinyReward())
     assert (tmp_path / "run" / "final.json").is_file()
 

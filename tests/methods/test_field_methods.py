@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from tiny_run import tiny
 from tiny_world import TinyModel, TinyReward
 from typer.testing import CliRunner
 
@@ -246,9 +247,7 @@ def test_a_shared_prefix_gives_the_same_rollout_with_fewer_forwards():
 # --- every field method trains on the tiny world ----------------------------------------------------------
 @pytest.mark.parametrize("name", FIELD)
 def test_field_method_trains_a_few_updates(name, tmp_path):
-    cfg = RunConfig(method=name, steps=6, prompts_per_update=2, group_size=2, updates=3, eval_every=10, minibatches=2,
-                    eval_samples=2, diag_every=2, checkpoint_every=10, device="cpu", lr=1e-3, save_videos=False,
-                    kl_warmup=1, threads=1)
+    cfg = tiny(method=name, steps=6, updates=3, minibatches=2, diag_every=2, save_videos=False, kl_warmup=1, threads=1)
     model = TinyModel(seed=0)
     before = {k: v.clone() for k, v in model.net.state_dict().items()}
     train(cfg, tmp_path / "run", model=model, reward=TinyReward())

@@ -95,7 +95,7 @@ def test_wan22_expand_timesteps_two_ode_steps_equal_the_pipeline(monkeypatch):
     torch.testing.assert_close(ours, theirs.float(), atol=2e-5, rtol=1e-5)
 
 
-def test_bf16_lora_update_follows_the_float32_update(tmp_path):
+def test_bf16_lora_update_follows_the_float32_update(tmp_path, fresh_accelerate_state):
     from grpo_bench import models
     from grpo_bench.train.config import RunConfig
     from grpo_bench.train.trainer import train
@@ -114,12 +114,7 @@ def test_bf16_lora_update_follows_the_float32_update(tmp_path):
         assert all(p.dtype == torch.float32 for p in params.values())  # adapters stay float32 under bf16
         return torch.cat([(params[n].detach() - before[n]).flatten() for n in sorted(params)])
 
-    try:
-        fp32, bf16 = lora_update("no"), lora_update("bf16")
-    finally:
-        from accelerate.state import AcceleratorState
-
-        AcceleratorState._reset_state(reset_partial_state=True)  # later tests start from "no"
+    fp32, bf16 = lora_update("no"), lora_update("bf16")  # fresh_accelerate_state resets to "no" afterwards
     assert fp32.abs().max() > 0 and bf16.abs().max() > 0
     cosine = torch.nn.functional.cosine_similarity(fp32, bf16, dim=0)
     assert cosine > 0.9, float(cosine)

@@ -7,8 +7,10 @@ from __future__ import annotations
 import json
 
 import pytest
+import tiny_run
 import torch
 import yaml
+from tiny_run import lines
 from tiny_world import TinyModel, TinyReward
 
 from grpo_bench.train import compute, metrics
@@ -21,14 +23,7 @@ COUNTS = (*metrics.COMPUTE_COUNTS, metrics.COMPUTE_TRAINING)
 
 
 def tiny(**kw) -> RunConfig:
-    base = dict(steps=3, prompts_per_update=2, group_size=2, updates=3, eval_every=2, eval_samples=2, diag_every=2,
-                checkpoint_every=10, device="cpu", lr=1e-3, save_videos=False)
-    base.update(kw)
-    return RunConfig(**base)
-
-
-def lines(path) -> list[dict]:
-    return [json.loads(x) for x in (path / "metrics.jsonl").read_text().splitlines()]
+    return tiny_run.tiny(**{**dict(updates=3, eval_every=2, diag_every=2, save_videos=False), **kw})
 
 
 def check_against_closed_form(cfg: RunConfig, out, final: dict) -> None:
@@ -84,9 +79,8 @@ def test_counted_equals_closed_form_diffusers(tmp_path):
 
     from grpo_bench import models
 
-    cfg = RunConfig(model="tiny-wan", method="flow_grpo", kl="fixed", updates=2, steps=3, prompts_per_update=2,
-                    group_size=2, frames=5, height=16, width=16, lora_rank=2, device="cpu", eval_samples=1,
-                    eval_every=1, diag_every=1, checkpoint_every=10, save_videos=False, lr=1e-3, guidance=3.0)
+    cfg = tiny_run.tiny(model="tiny-wan", method="flow_grpo", kl="fixed", frames=5, height=16, width=16, lora_rank=2,
+                        eval_samples=1, eval_every=1, diag_every=1, save_videos=False, guidance=3.0)
     final = train(cfg, tmp_path / "run", model=models.from_config(cfg), reward=ToyReward())
     check_against_closed_form(cfg, tmp_path / "run", final)
 

@@ -8,6 +8,7 @@ import hashlib
 import json
 
 import pytest
+import tiny_run
 from tiny_world import TinyModel, TinyReward
 
 from grpo_bench.errors import UserError
@@ -20,9 +21,7 @@ pytestmark = pytest.mark.filterwarnings("ignore")
 
 
 def tiny(**kw) -> RunConfig:
-    return RunConfig(**{**dict(method="flow_grpo", kl="fixed", steps=3, prompts_per_update=2, group_size=2, updates=5,
-                               eval_every=10, eval_samples=2, diag_every=0, checkpoint_every=10, device="cpu", lr=1e-3,
-                               save_videos=False), **kw})
+    return tiny_run.tiny(**{**dict(method="flow_grpo", kl="fixed", updates=5, save_videos=False), **kw})
 
 
 def run(tmp_path, name: str, **kw) -> tuple[list[dict], str]:

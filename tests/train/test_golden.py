@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 from support_paths import GOLDEN
+from tiny_run import tiny
 from tiny_world import TinyModel, TinyReward
 
-from grpo_bench.train.config import RunConfig
 from grpo_bench.train.trainer import train
 
 GOLDEN = json.loads((GOLDEN / "method_metrics.json").read_text())
@@ -30,9 +30,8 @@ KL_THEN = {"flow_grpo": "fixed"}
 
 
 def _run(method: str, out: Path) -> list[dict]:
-    cfg = RunConfig(method=method, kl=KL_THEN.get(method), steps=3, prompts_per_update=2, group_size=2, updates=3,
-                    eval_every=10, minibatches=2, eval_samples=2, diag_every=0, checkpoint_every=10, device="cpu",
-                    lr=1e-3, save_videos=False, anchor_every=2, kl_adaptive=False, kl_weight=0.1)
+    cfg = tiny(method=method, kl=KL_THEN.get(method), updates=3, minibatches=2, save_videos=False, anchor_every=2,
+               kl_adaptive=False, kl_weight=0.1)
     train(cfg, out, model=TinyModel(seed=0), reward=TinyReward())
     return [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from tiny_run import tiny
 from tiny_world import TinyModel, TinyReward
 
 from grpo_bench.errors import UserError
@@ -17,9 +18,8 @@ from grpo_bench.train.trainer import train
 def _run(tmp_path, formula: str) -> dict:
     """The first update's metrics line, with the base policy's evaluation (stored for the folder's other runs
     that evaluate the same base policy: train/base_eval.py)."""
-    cfg = RunConfig(method="flow_grpo", steps=4, prompts_per_update=2, group_size=2, updates=2, eval_every=1,
-                    minibatches=2, eval_samples=2, diag_every=0, checkpoint_every=10, device="cpu", lr=1e-3,
-                    save_videos=False, kl_adaptive=False, kl_weight=0.1, guidance=3.0, guidance_formula=formula)
+    cfg = tiny(method="flow_grpo", steps=4, eval_every=1, minibatches=2, save_videos=False, kl_adaptive=False,
+               kl_weight=0.1, guidance=3.0, guidance_formula=formula)
     out = tmp_path / formula
     train(cfg, out, model=TinyModel(seed=0), reward=TinyReward())
     return json.loads((out / "metrics.jsonl").read_text().splitlines()[0])

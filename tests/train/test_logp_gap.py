@@ -8,10 +8,10 @@ import json
 import pytest
 import torch
 from liveness_support import UPDATES, liveness_results
+from tiny_run import tiny
 from tiny_world import TinyModel, TinyReward
 
 from grpo_bench.report.liveness import LOGP_GAP_WARN, findings
-from grpo_bench.train.config import RunConfig
 from grpo_bench.train.trainer import train
 
 
@@ -29,9 +29,7 @@ class TrainsAnotherPolicy(TinyModel):
 
 
 def _gaps(model, out) -> list[float]:
-    cfg = RunConfig(method="flow_grpo", steps=4, prompts_per_update=2, group_size=2, updates=2, eval_every=10,
-                    minibatches=2, eval_samples=2, diag_every=0, checkpoint_every=10, device="cpu", lr=1e-3,
-                    save_videos=False, kl_adaptive=False, kl_weight=0.1)
+    cfg = tiny(method="flow_grpo", steps=4, minibatches=2, save_videos=False, kl_adaptive=False, kl_weight=0.1)
     train(cfg, out, model=model, reward=TinyReward())
     return [json.loads(x)["logp_gap"] for x in (out / "metrics.jsonl").read_text().splitlines()]
 

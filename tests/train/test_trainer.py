@@ -23,9 +23,8 @@ EVAL = ("eval_oracle_vq", "eval_oracle_mq", "eval_oracle_ta", "eval_correct", "e
         "eval_reward")
 
 
-def test_run_folder_contents(tmp_path):
-    final = run(tmp_path, updates=3, eval_every=2, diag_every=2, kl="dual", kl_weight=0.1)
-    out = tmp_path / "run"
+def test_run_folder_contents(tiny_finished_run):
+    out, final = tiny_finished_run.path, tiny_finished_run.final
     for name in ("config.yaml", "metrics.jsonl", "final.json", "DONE", "samples/final_eval.pt"):
         assert (out / name).is_file(), name
     assert list((out / "checkpoints").iterdir())[0].name == "update_000003"
@@ -50,7 +49,7 @@ def test_run_folder_contents(tmp_path):
     videos = torch.load(out / "samples" / "final_eval.pt")
     assert videos.shape == (16, 3, 8, 16, 16) and videos.dtype == torch.float16
     # a finished run is not redone
-    assert run(tmp_path, updates=3, eval_every=2, diag_every=2, kl="dual", kl_weight=0.1) == final
+    assert run(out.parent, out.name, updates=3, eval_every=2, diag_every=2, kl="dual", kl_weight=0.1) == final
 
 
 def test_untrained_steps_are_null_in_grad_norm_per_step(tmp_path):
