@@ -88,6 +88,10 @@ def test_fsdp2_shards_matches_data_parallel_and_resumes(tmp_path, data_parallel)
     assert fs[0]["policy_keys_match"] and fs[0]["policy_max_diff"] == 0.0  # the sharded policy was exported whole
 
 
+# Opt-in (docs/testing.md): the slowest default test (two DeepSpeed processes, 168 s on the loaded 2-core machine);
+# test_fsdp2_... keeps a sharded launch against data parallel in the default run, and
+# test_deepspeed_launch_is_checked the DeepSpeed glue.
+@pytest.mark.slow
 def test_deepspeed_zero2_partitions_matches_data_parallel_and_resumes(tmp_path, data_parallel):
     pytest.importorskip("deepspeed", reason="the deepspeed extra: pip install -e '.[deepspeed]'")
     dp, dp_params = data_parallel
