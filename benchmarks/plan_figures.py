@@ -3,7 +3,7 @@
 One row per shipped suite of a real checkpoint (a suite whose cells use a registered model with a hub id:
 ``suites/*.yaml``), with the plan's numbers over its cells exactly as ``grpo-bench plan SUITE`` computes them
 (``grpo_bench.cli.plan.plan_cells`` at the default throughput, ``suite_totals``), between the two markers in
-docs/real_models.md. tests/test_plan_figures.py regenerates the table and fails when the document differs, so
+docs/real_models.md. tests/repo/test_plan_figures.py regenerates the table and fails when the document differs, so
 a change to the plan, a suite or a model spec that moves a figure must rewrite the table:
 
     python benchmarks/plan_figures.py            # print the table
@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "real_models.md"
 SUITES = ROOT / "suites"
-BEGIN = "<!-- plan-figures:begin (python benchmarks/plan_figures.py --write; tests/test_plan_figures.py) -->"
+BEGIN = "<!-- plan-figures:begin (python benchmarks/plan_figures.py --write; tests/repo/test_plan_figures.py) -->"
 END = "<!-- plan-figures:end -->"
 HEADER = ("| suite | cells | GPUs per cell (sharding) | model | GPU GB per process | host GB per process | per update "
           "| per cell | GPU-hours | node-days |\n|---|---|---|---|---|---|---|---|---|---|")

@@ -2,7 +2,7 @@
 detection + recognition on a 512 x 512 image with one line (flow_grpo's OCR task at SD3.5's size).
 
 One ONNX thread, the engine built and warmed first; reported as pytest-benchmark stats per call of a
-batch, plus seconds per image in extra_info. Text is Pillow's shipped font (tests/test_rapid_ocr.py).
+batch, plus seconds per image in extra_info. Text is Pillow's shipped font (tests/_support/rendered_text.py).
 
     python -m pytest benchmarks/test_ocr_speed.py -s -p no:randomly
 """
@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from test_rapid_ocr import noise, rendered  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "_support"))
+from rendered_text import noise, rendered  # noqa: E402
 
 from grpo_bench.rewards.rapid_ocr import engine, read_lines, recognize  # noqa: E402
 

@@ -1,6 +1,6 @@
 """What a run will compute, in sample-step passes, in closed form from its config (docs/statistics.md "Compute",
 docs/design.md §7): the counts train/compute.py's counter must log, derived without running anything, so that the
-suite's pace and the reports' equal-compute axis read them below the trainer. tests/test_compute.py holds the
+suite's pace and the reports' equal-compute axis read them below the trainer. tests/train/test_compute.py holds the
 counter against this formula.
 
 ``expected`` is the closed form of the same run totals from a config (P, G, T, trained steps per sample,

@@ -4,7 +4,7 @@ step) pairs each step averages, and how many backward passes a process runs for 
 
 The numbers follow from the config alone (``step_every``, ``inner_epochs``, ``minibatches``, ``bestofn``,
 the method's trained steps, the batch and the number of processes); ``micro_batch`` changes only how many
-backward passes carry them, never a step (tests/test_recipe_schedule.py counts them on the trainer's own
+backward passes carry them, never a step (tests/train/test_recipe_schedule.py counts them on the trainer's own
 loop and holds the paper suites against the official codes). ``check`` refuses a schedule the batch
 cannot carry, in one line, before anything is loaded.
 """

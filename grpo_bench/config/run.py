@@ -101,7 +101,7 @@ ID_NEUTRAL: dict[str, Any] = {
 }
 """Science fields added since the id scheme of release 0.3: the value for which a field is left out of a
 cell id. A new science field must be added here with the value that reproduces the behaviour from before
-it existed, so that adding it keeps every existing id (tests/test_cell_ids.py)."""
+it existed, so that adding it keeps every existing id (tests/suite/test_cell_ids.py)."""
 
 
 RULES = FieldRules(RunConfig)

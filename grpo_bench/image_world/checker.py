@@ -12,7 +12,7 @@ world, whose palette and shapes are known:
    overlaps the component best (intersection over union) is its shape; position is the centroid;
 4. the prompt's constraints on those objects (``constraints``).
 
-Every scene the renderer draws is read back exactly (tests/test_image_world.py checks it over many scenes):
+Every scene the renderer draws is read back exactly (tests/image_world/test_image_world.py checks it over many scenes):
 on the world's own images the checker is the ground truth, not an estimate of it.
 
 Scores (Tensor[B] each, the columns evaluation reports for every oracle):

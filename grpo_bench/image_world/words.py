@@ -6,8 +6,8 @@ held out for evaluation.
 The word is quoted so that the project's OCR rewards (rewards/ocr.py ``quoted``) find it as they find flow_grpo's
 text-rendering prompts. Words have 3 to MAX_LETTERS letters. The renderer (text_render.py) centres a word in
 fixed-width letter cells, so a letter's place in the image depends on the word's length and its index; every
-(cell, letter) of a held-out word occurs in some training word (tests/test_image_world_text.py): the held-out
-words test composition, not unseen letters.
+(cell, letter) of a held-out word occurs in some training word (tests/image_world/test_image_world_text.py): the
+held-out words test composition, not unseen letters.
 """
 
 from __future__ import annotations

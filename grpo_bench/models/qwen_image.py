@@ -14,7 +14,7 @@ Mirrors ``diffusers/pipelines/qwenimage/pipeline_qwenimage.py`` (0.42):
 * guidance: the pipeline's ``true_cfg_scale`` rescales the guided prediction to the conditional one's
   norm per token (``comb * |v_c| / |comb|``): ``guidance_formula: norm_rescaled`` (core/sampling.py, the
   qwen-image recipe's default for ``train --model qwen-image``); the plain ``cfg`` formula is not the
-  pipeline's at ``guidance > 1`` (tests/test_image_models.py compares both with the pipeline);
+  pipeline's at ``guidance > 1`` (tests/models/test_image_models.py compares both with the pipeline);
 * schedule: ``sigmas = linspace(1, 1/T, T)`` with an exponential shift at ``mu = calculate_shift(image
   tokens)`` (``pipeline_shift()``), then the scheduler's ``shift_terminal`` (0.02 for Qwen/Qwen-Image)
   stretches the schedule to end there: the harness has no terminal stretch;

@@ -26,7 +26,7 @@ on CPU (gloo) and on GPUs alike.
 
 Gradients: the loss is computed on the gathered output, identical on every process of a group; the
 gather's backward hands each process the gradient of its own tokens, so each process holds a partial
-gradient and the group's sum is the gradient of the unsplit model (tests/test_sequence_parallel.py
+gradient and the group's sum is the gradient of the unsplit model (tests/models/test_sequence_parallel.py
 checks it). train/distributed.py sums over a group and averages over the groups.
 """
 

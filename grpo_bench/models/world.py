@@ -45,7 +45,7 @@ class WorldVideoModel(BaseVideoModel):
 
     bf16_by_default = True
     """``mixed_precision: auto`` runs this model under bf16 autocast where the hardware has bf16 units
-    (train/precision.py; checked equivalent to fp32 by tests/test_bf16_equivalence.py)."""
+    (train/precision.py; checked equivalent to fp32 by tests/train/test_bf16_equivalence.py)."""
 
     gif_preview = True
     """16x16 videos: a GIF shows them in any browser or viewer at once."""

@@ -1,7 +1,7 @@
 """Compact storage of a reports folder: results tables re-encoded in the compact layout, figures as 256-colour PNGs.
 
 A bare GPU machine receives the repository by copy (64 MiB at most with its wheelhouse), so the tracked
-tree stays under ``TREE_LIMIT_BYTES`` (tests/test_repo_size.py) however many result blocks are stored.
+tree stays under ``TREE_LIMIT_BYTES`` (tests/repo/test_repo_size.py) however many result blocks are stored.
 Both encodings keep what a reader sees: a re-encoded results table reads back as the same frame (columns,
 dtypes, every value, row order; grpo_bench.suite.results_codec; checked before the file is replaced), and a
 plot's few flat colours survive a 256-colour palette (matplotlib draws lines, text and translucent bands in far

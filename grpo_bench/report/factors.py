@@ -5,7 +5,7 @@ The model is the suite's own: the intercept plus every effect its ``design.estim
 (sum-to-zero) coding, fitted by least squares to every finished cell's learning (the held-out oracle gain, Table
 2's headline) with the seed as the cluster: V = (X'X)^-1 (sum_s X_s' u_s u_s' X_s) (X'X)^-1 * G / (G - 1), a t
 interval on G - 1 degrees of freedom. When every seed holds every point this is exactly the t interval over seeds
-of each seed's own fit (tests/test_factors.py checks it). A level's main effect is its deviation from the grand
+of each seed's own fit (tests/suite/test_factors.py checks it). A level's main effect is its deviation from the grand
 mean; an interaction cell's the deviation of that pair beyond both main effects.
 """
 

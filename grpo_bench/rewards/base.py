@@ -22,7 +22,7 @@ Its registered factory declares, as attributes read once by ``factory_declaratio
                   (``grpo-bench plan`` counts them from the load on); None: negligible (the world's rewards)
     compute       what one forward costs (rewards/compute.py: ``forward(frames) -> Forward``), FLOPs from its
                   official config or counted on its own network, read by ``grpo-bench plan``; every registered
-                  reward declares one (``NoNetwork(why)`` when it runs none; tests/test_reward_compute.py)
+                  reward declares one (``NoNetwork(why)`` when it runs none; tests/rewards/test_reward_compute.py)
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ normalised by their mean and std over base-model samples (stored in the weights 
 typical base-model video and +1 one standard deviation better.
 
 Being learned, it is hackable: gradient ascent on its inputs raises its scores far beyond anything a
-real video reaches while the oracle's manifold distance grows (tests/test_judge.py).
+real video reaches while the oracle's manifold distance grows (tests/world/test_judge.py).
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ plan predicts per process:
   rollout, anchors, training (3x, 4x with checkpointing), and the diagnostic and evaluation
   amortised over their intervals, at a declared throughput (``tflops``).
 
-These are estimates; ``tests/test_plan.py`` compares the activation and weight terms with measured
+These are estimates; ``tests/train/test_plan.py`` compares the activation and weight terms with measured
 peaks of small models on the CPU, and ``benchmarks/gpu_check.sh`` prints the GPU measurement next to
 the prediction.
 """
@@ -61,7 +61,7 @@ from grpo_bench.train.plan_spec import ModelSpec
 GB = 1024**3
 HOST_BASELINE_GB = {"cpu": 0.5, "cuda": 2.5}
 """Resident memory of one process with Python, torch, diffusers, transformers and accelerate loaded:
-0.5 GB measured on the CPU (the tiny presets peak at 0.47-0.49 GB, tests/test_plan.py); with CUDA the
+0.5 GB measured on the CPU (the tiny presets peak at 0.47-0.49 GB, tests/train/test_plan.py); with CUDA the
 runtime, cuBLAS/cuDNN and kernel images add more (2.5 GB assumed, not measured in this repository)."""
 GPU_OVERHEAD_GB = 1.0
 """CUDA context and kernels, per process."""

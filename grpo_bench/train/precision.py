@@ -5,7 +5,7 @@ bf16-capable GPU) its forwards and backwards run under bf16 autocast, about 1.5-
 CPU thread, while log-probs, ratios, KL, advantages and the optimizer stay in fp32 (core/rollout.py
 ``transition`` and everything after it work in float32). Rollout and training share one forward path,
 so the PPO ratio of a rollout's first optimizer step is still exactly 1. bf16 was made the world's
-default only after tests/test_bf16_equivalence.py (opt-in, ``-m slow``) showed learning under bf16
+default only after tests/train/test_bf16_equivalence.py (opt-in, ``-m slow``) showed learning under bf16
 within the paired noise of fp32. Real models resolve ``auto`` to fp32 compute: their suites state
 their own precision. Where the hardware has no bf16 units, ``auto`` falls back to fp32 and says so
 once. The precision is an execution field (not part of the cell id); what a cell ran at is recorded

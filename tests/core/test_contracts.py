@@ -1,0 +1,87 @@
+"""Every registered kernel, method, KL variant, anchor policy, reward and model passes the same
+contract (tests/_support/contracts.py). The lists come from the registries, which load methods/, installed
+plug-ins and GRPO_BENCH_PLUGINS first: nothing here names the shipped plug-ins."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+import torch
+from contracts import check_anchor_policy, check_kernel, check_kl_variant, check_method
+
+from grpo_bench import models, rewards
+from grpo_bench.core.anchors import ANCHOR_POLICIES
+from grpo_bench.core.method import METHODS
+from grpo_bench.core.sde import KERNELS
+from grpo_bench.core.trust_region import KL_VARIANTS
+from grpo_bench.errors import UserError
+
+
+@pytest.mark.parametrize("name", KERNELS.names())
+def test_kernel_contract(name):
+    check_kernel(name)
+
+
+@pytest.mark.parametrize("name", METHODS.names())
+def test_method_contract(name):
+    check_method(name)
+
+
+@pytest.mark.parametrize("name", KL_VARIANTS.names())
+def test_kl_variant_contract(name):
+    check_kl_variant(name)
+
+
+@pytest.mark.parametrize("name", ANCHOR_POLICIES.names())
+def test_anchor_policy_contract(name):
+    check_anchor_policy(name)
+
+
+def _build_or_skip(build):
+    """A plug-in that needs weights this machine does not have says so with a UserError (then: skip)."""
+    try:
+        return build()
+    except UserError as exc:
+        pytest.skip(f"not buildable offline: {str(exc)[:80]}")
+
+
+WORLD_PROMPTS = ("a red circle moving left", "a blue square moving up")
+"""What a reward or model is fed unless it declares ``example_prompts`` (the prompts it takes)."""
+
+
+@pytest.mark.parametrize("name", rewards.names())
+def test_reward_contract(name, monkeypatch):
+    factory = rewards.REWARDS.get(name)
+    params = inspect.signature(factory).parameters
+    assert factory.__doc__
+    assert "device" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    reward = _build_or_skip(lambda: rewards.load(name, device="cpu"))
+    frames = 1 if getattr(factory, "modality", "any") == "image" else 8  # a reward of stills scores one frame
+    size = getattr(factory, "media_size", 16)  # a reward bound to one size (an embedded world's checker) says so
+    height, width = size if isinstance(size, tuple) else (size, size)
+    videos = torch.rand(2, 3, frames, height, width, generator=torch.Generator().manual_seed(0)) * 2 - 1
+    with torch.no_grad():  # prompts of the form the reward declares it scores, else the video world's
+        scores = reward(videos, list(getattr(factory, "example_prompts", WORLD_PROMPTS)))
+    assert set(reward.dimensions) <= set(scores)
+    for key in reward.dimensions:
+        assert scores[key].shape == (2,) and torch.isfinite(scores[key].float()).all()
+
+
+@pytest.mark.parametrize("name", models.names())
+def test_model_contract(name, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    factory = models.MODELS.get(name)
+    assert factory.__doc__
+    model = _build_or_skip(lambda: models.build(name, pretrained=False))
+    shape = tuple(model.latent_shape)
+    x = torch.randn(2, *shape, generator=torch.Generator().manual_seed(0))
+    cond = model.encode_prompts(list(getattr(factory, "example_prompts", WORLD_PROMPTS)))
+    with torch.no_grad():
+        v = model.velocity(x, torch.tensor([0.3, 0.9]), cond)
+        v_null = model.velocity(x, torch.tensor([0.3, 0.9]), model.null_cond(2))
+        videos = model.decode(x)
+    assert v.shape == x.shape and torch.isfinite(v).all() and torch.isfinite(v_null).all()
+    assert videos.ndim == 5 and videos.shape[:2] == (2, 3) and float(videos.abs().max()) <= 1 + 1e-5
+    assert any(p.requires_grad for p in model.trainable_module().parameters())

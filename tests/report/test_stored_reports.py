@@ -1,0 +1,73 @@
+"""Every stored report under reports/ re-renders from its own results.parquet to the bytes it holds (issue 45,
+item 4): each table (tables/*.md, .tex, .csv) byte for byte, and report.md's text but for the line that says when
+it was rendered. Figures are compared loosely: the re-render here skips them (matplotlib's output is not the
+point, and they are most of the time), so report.md's figure sections, which come after its table sections, are
+only checked to name files that exist.
+
+The folders are discovered (every results.parquet under reports/), not listed: a report added later is held too.
+A stale stored report is re-rendered with ``grpo-bench report reports/NAME/results.parquet --out reports/NAME``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+REPORTS = ROOT / "reports"
+STORED = sorted(p.parent for p in REPORTS.rglob("results.parquet") if (p.parent / "report.md").is_file())
+TABLE_SUFFIXES = (".md", ".tex", ".csv")
+RENDERED_LINE = re.compile(r"^- rendered \d{4}-\d\d-\d\d \d\d:\d\d UTC from `results.parquet`$", re.M)
+
+
+class _NoFigures:
+    """The figure registry's stand-in: every figure part adds no section and writes no file."""
+
+    def get(self, name: str, where: str = ""):
+        return lambda ctx: []
+
+
+def _split(report: str) -> tuple[str, list[str]]:
+    """(the header with its rendered-at line blanked, the ``## `` sections in order, their trailing newlines off)."""
+    head, *sections = report.split("\n## ")
+    # the last section of a file ends with the file's final newline, one that has another after it does not
+    return RENDERED_LINE.sub("- rendered <when>", head), [section.rstrip("\n") for section in sections]
+
+
+def _tables(folder: Path) -> dict[str, bytes]:
+    tables = folder / "tables"
+    return {p.name: p.read_bytes() for p in sorted(tables.iterdir()) if p.suffix in TABLE_SUFFIXES} \
+        if tables.is_dir() else {}
+
+
+def test_stored_reports_are_discovered():
+    names = {p.relative_to(REPORTS).as_posix() for p in STORED}
+    assert {"main_table", "main_table_shared", "kl_weight"} <= names  # folders the README's findings cite
+
+
+@pytest.mark.parametrize("folder", STORED, ids=[p.relative_to(REPORTS).as_posix() for p in STORED])
+def test_a_stored_report_re_renders_byte_for_byte_from_its_results(folder, tmp_path, monkeypatch):
+    from grpo_bench.report import render
+
+    monkeypatch.setattr(render, "FIGURES", _NoFigures())
+    (tmp_path / "report").mkdir()
+    if (folder / "chosen.json").is_file():  # a tuning grid's choice is read beside the report it renders
+        (tmp_path / "report" / "chosen.json").write_bytes((folder / "chosen.json").read_bytes())
+    out = render.render_report(folder / "results.parquet", out=tmp_path / "report")
+    fresh, stored = _tables(out.parent), _tables(folder)
+    assert sorted(fresh) == sorted(stored), f"{folder}: tables differ in name; re-render it"
+    stale = [name for name in stored if fresh[name] != stored[name]]
+    assert not stale, f"{folder}: stale tables {stale}; re-render it"
+
+    fresh_head, fresh_sections = _split(out.read_text())
+    stored_head, stored_sections = _split((folder / "report.md").read_text())
+    assert RENDERED_LINE.search((folder / "report.md").read_text())
+    assert fresh_head == stored_head, f"{folder}/report.md: header differs from its re-render"
+    assert stored_sections[:len(fresh_sections)] == fresh_sections, f"{folder}/report.md: stale table section"
+    for section in stored_sections[len(fresh_sections):]:  # the figure sections: each names figures that exist
+        images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", section)
+        assert images, f"{folder}/report.md: a section after the tables shows no figure: {section[:80]!r}"
+        for image in images:
+            assert (folder / image).is_file(), f"{folder}/report.md names {image}, which is not stored"

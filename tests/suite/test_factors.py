@@ -1,0 +1,118 @@
+"""The factorial suite (suite/design.py, suites/factors.yaml) and its effects (report/factors.py): a design that
+cannot estimate a claimed effect is refused in one line before any cell, and the fit recovers known effects."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from grpo_bench.cli import entry
+from grpo_bench.report.factors import fit_effects
+from grpo_bench.report.stats import mean_ci
+from grpo_bench.suite.parse import load_suite
+
+ROOT = Path(__file__).resolve().parents[2]
+SUITE = yaml.safe_load((ROOT / "suites" / "factors.yaml").read_text())
+DESIGN = SUITE["design"]
+LEVELS = {f: list(v) for f, v in DESIGN["factors"].items()}
+
+
+def test_the_factors_suite_expands_its_declared_points():
+    suite = load_suite(ROOT / "suites" / "factors.yaml")
+    assert len(suite.design.points) == 32 and suite.report.design["estimates"] == DESIGN["estimates"]
+    steps = [next(lv for lv, vals in DESIGN["factors"]["step_rule"].items() if vals["step_rule"] == g["step_rule"][0])
+             for g in suite.union]
+    assert steps.count("branch") == 8 and all(g["method"] == ["flow_grpo"] for g in suite.union)
+    assert all(g["shared_noise"] == [True] for g in suite.union if g["step_rule"] == ["branch"])
+
+
+def _run(tmp_path, monkeypatch, capsys, design_edit):
+    data = yaml.safe_load((ROOT / "suites" / "factors.yaml").read_text())
+    design_edit(data["design"])
+    path = tmp_path / "factors.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    monkeypatch.setattr(sys, "argv", ["grpo-bench", "run", str(path), "--out", str(tmp_path / "runs"), "--jobs", "1"])
+    with pytest.raises(SystemExit) as exit_:
+        entry.main()
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").rglob("config.yaml"))
+    return err
+
+
+def _claim_kernel_objective(d):
+    d["estimates"].append("kernel:objective")
+    d["not_estimated"].remove("kernel:objective")
+
+
+def _unclaim_step_kernel(d):
+    d["estimates"].remove("step_rule:kernel")
+    d["not_estimated"].append("step_rule:kernel")
+
+
+def _kernel_twice(d):
+    d["factors"]["objective"]["clipped"]["kernel"] = "flow"
+
+
+@pytest.mark.parametrize("edit, says", [
+    (_claim_kernel_objective, "claims 'kernel:objective', which the 32 design points cannot separate"),
+    # without step_rule:kernel in the model, kernel:objective is no longer aliased: the suite's statement is wrong
+    (_unclaim_step_kernel, "not_estimated lists 'kernel:objective', which the design does estimate"),
+    (_kernel_twice, "config key 'kernel' is set by factor 'kernel' too; a factor is named once"),
+    (lambda d: d["points"].append(["all", "flow", "kl_mask"]), "repeats the point ['all', 'flow', 'kl_mask']"),
+    (lambda d: d["factors"]["step_rule"]["window"].update({"steps.size": 11}), "does not fit in the window range"),
+])
+def test_a_bad_design_is_one_line_before_any_cell(edit, says, tmp_path, monkeypatch, capsys):
+    assert says in _run(tmp_path, monkeypatch, capsys, edit)
+
+
+def _synthetic(noise: float, seeds=(0, 1, 2, 3)) -> tuple[pd.DataFrame, dict, dict]:
+    """y = mu + a_i + b_j + c_k + (ab)_ij + (ac)_ik + s_seed + noise, every effect summing to zero."""
+    rng = np.random.default_rng(0)
+
+    def centred(*shape):
+        x = rng.normal(size=shape)
+        for axis in range(len(shape)):
+            x = x - x.mean(axis=axis, keepdims=True)
+        return x
+
+    a, b, c = centred(4), centred(4), centred(3)
+    ab, ac = centred(4, 4), centred(4, 3)
+    rows = []
+    for s in seeds:
+        shift = rng.normal()
+        for st, ke, ob in DESIGN["points"]:
+            i, j, k = LEVELS["step_rule"].index(st), LEVELS["kernel"].index(ke), LEVELS["objective"].index(ob)
+            y = 0.5 + a[i] + b[j] + c[k] + ab[i, j] + ac[i, k] + shift + noise * rng.normal()
+            rows.append({"step_rule": st, "kernel": ke, "objective": ob, "seed": s, "y": y})
+    return pd.DataFrame(rows), {"step_rule": a, "kernel": b, "objective": c}, {"ab": ab, "ac": ac}
+
+
+def test_the_fit_recovers_known_effects_exactly_without_noise():
+    frame, mains, inter = _synthetic(noise=0.0)
+    got = fit_effects(frame, LEVELS, DESIGN["estimates"])
+    for factor, truth in mains.items():
+        part = got[got["effect"] == factor]
+        np.testing.assert_allclose(part["estimate"], truth, atol=1e-9)
+    part = got[got["effect"] == "step_rule:kernel"]
+    np.testing.assert_allclose(part["estimate"], inter["ab"].flatten(), atol=1e-9)
+    part = got[got["effect"] == "step_rule:objective"]
+    np.testing.assert_allclose(part["estimate"], inter["ac"].flatten(), atol=1e-9)
+    assert (got["high"] - got["low"]).abs().max() < 1e-6  # the seed shift is absorbed: nothing left to vary
+
+
+def test_the_seed_clustered_interval_is_the_t_interval_over_seeds_of_each_seeds_fit():
+    frame, mains, _ = _synthetic(noise=0.3)
+    got = fit_effects(frame, LEVELS, DESIGN["estimates"])
+    per_seed = [fit_effects(part, LEVELS, DESIGN["estimates"])["estimate"]  # one seed: its own fit
+                for _, part in frame.groupby("seed")]
+    for row, values in zip(got.itertuples(), zip(*per_seed)):
+        mean, half, n = mean_ci(list(values))
+        assert n == 4 and abs(row.estimate - mean) < 1e-9 and abs((row.high - row.low) / 2 - half) < 1e-9
+    kernel = got[got["effect"] == "kernel"]
+    assert ((kernel["low"] <= mains["kernel"] + 1.0) & (kernel["high"] >= mains["kernel"] - 1.0)).all()
