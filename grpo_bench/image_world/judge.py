@@ -11,23 +11,20 @@ the evaluation oracle) says.
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
-from grpo_bench.atomic import atomic_write
 from grpo_bench.errors import UserError
 from grpo_bench.image_world.grammar import PART_SIZES, parse
-from grpo_bench.image_world.model import ASSETS
+from grpo_bench.image_world.model import ASSETS, load_weights, save_weights
 from grpo_bench.image_world.net import ResBlock2d
 from grpo_bench.image_world.render import SIZE
 from grpo_bench.rewards import register
 from grpo_bench.rewards.compute import CountedForward
+from grpo_bench.world.unet_parts import NetConfig
 
 NAME = "image_world_judge"
 DEFAULT_JUDGE = ASSETS / "image_world_judge.safetensors"
@@ -37,12 +34,9 @@ DIMENSIONS = ("vq", "mq", "ta")
 
 
 @dataclass
-class ImageJudgeConfig:
+class ImageJudgeConfig(NetConfig):
     channels: tuple[int, int, int] = (16, 32, 64)
     emb_dim: int = 64
-
-    def to_dict(self) -> dict:
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
 
 class ImageJudge(nn.Module):
@@ -81,31 +75,14 @@ def encode(prompts: list[str]) -> Tensor:
 
 
 def save_judge(net: ImageJudge, path: Path, extra: dict | None = None) -> None:
-    meta = {"format": FORMAT, "config": json.dumps(net.config.to_dict())}
-    meta.update({k: str(v) for k, v in (extra or {}).items()})
-    state = {k: v.detach().cpu().contiguous() for k, v in net.state_dict().items()}
-    atomic_write(Path(path), lambda tmp: save_file(state, str(tmp), metadata=meta))
+    save_weights(net, path, extra, fmt=FORMAT)
 
 
 def load_judge(path: Path | None = None) -> ImageJudge:
     """The judge of a weights file (untrusted: one line naming it and the rebuild command otherwise)."""
     path = Path(path) if path is not None else DEFAULT_JUDGE
-    fix = f"rebuild it with `{REBUILD} --out {path}`"
-    if not path.is_file():
-        raise UserError(f"image-world judge weights {path} not found; {fix}")
-    try:
-        from safetensors import safe_open
-
-        with safe_open(str(path), framework="pt") as f:
-            meta = dict(f.metadata() or {})
-        if meta.get("format") != FORMAT:
-            raise ValueError(f"format {meta.get('format')!r}, expected {FORMAT!r}")
-        config = json.loads(meta["config"])
-        net = ImageJudge(ImageJudgeConfig(channels=tuple(config["channels"]), emb_dim=int(config["emb_dim"])))
-        net.load_state_dict(load_file(str(path)))
-    except (SafetensorError, OSError, KeyError, TypeError, ValueError, RuntimeError) as exc:
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise UserError(f"image-world judge weights {path} are corrupt or incompatible ({reason}); {fix}") from None
+    net = load_weights(path, fmt=FORMAT, build=lambda config: ImageJudge(ImageJudgeConfig.from_dict(config)),
+                       rebuild=REBUILD, what="image-world judge weights")
     return net.eval()
 
 

@@ -16,7 +16,6 @@ of base-model samples, and the card records the Spearman correlation of each hea
 
 from __future__ import annotations
 
-import argparse
 import copy
 import hashlib
 import json
@@ -25,10 +24,10 @@ from pathlib import Path
 
 import torch
 
-from grpo_bench.atomic import atomic_write_text
 from grpo_bench.image_world.checker import check
 from grpo_bench.image_world.grammar import prompts
 from grpo_bench.image_world.judge import DEFAULT_JUDGE, DIMENSIONS, REBUILD, ImageJudge, encode, save_judge
+from grpo_bench.image_world.pretrain import command_line, write_card
 from grpo_bench.image_world.render import render
 from grpo_bench.world.generator import palette_rgb
 
@@ -142,16 +141,9 @@ def train(out: Path, minutes: float | None, steps: int | None, seed: int = 0) ->
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--minutes", type=float, default=None)
-    parser.add_argument("--steps", type=int, default=None)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=DEFAULT_JUDGE)
-    args = parser.parse_args(argv)
-    if args.minutes is None and args.steps is None:
-        parser.error("give --minutes or --steps")
+    args = command_line(__doc__.splitlines()[0], DEFAULT_JUDGE, argv)
     card = train(args.out, args.minutes, args.steps, args.seed)
-    atomic_write_text(args.out.with_suffix(".json"), json.dumps(card, indent=2) + "\n")
+    write_card(args.out, card)
     print(json.dumps(card, indent=2))
 
 

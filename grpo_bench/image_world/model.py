@@ -100,14 +100,14 @@ def save_weights(net: nn.Module, path: Path, extra: dict | None = None, fmt: str
 
 
 def load_weights(path: Path, fmt: str = FORMAT, build: Callable[[dict], nn.Module] | None = None,
-                 rebuild: str = REBUILD_COMMAND) -> nn.Module:
+                 rebuild: str = REBUILD_COMMAND, what: str = "image-world model weights") -> nn.Module:
     """The network of a weights file of format ``fmt``, built by ``build(config dict)`` (default: an ImageUNet);
-    untrusted: one line naming the file and how to ``rebuild`` it otherwise."""
+    untrusted: one line naming ``what`` the file is and how to ``rebuild`` it otherwise."""
     path = Path(path)
     build = build or (lambda config: ImageUNet(ImageUNetConfig.from_dict(config)))
     fix = f"rebuild it with `{rebuild} --out {path}`"
     if not path.is_file():
-        raise UserError(f"image-world model weights {path} not found; {fix}")
+        raise UserError(f"{what} {path} not found; {fix}")
     try:
         from safetensors import safe_open
 
@@ -119,34 +119,46 @@ def load_weights(path: Path, fmt: str = FORMAT, build: Callable[[dict], nn.Modul
         net.load_state_dict(load_file(str(path)))
     except (SafetensorError, OSError, KeyError, TypeError, ValueError, RuntimeError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise UserError(f"image-world model weights {path} are corrupt or incompatible ({reason}); {fix}") from None
+        raise UserError(f"{what} {path} are corrupt or incompatible ({reason}); {fix}") from None
     return net
 
 
-@MODELS.register(NAME)
-def image_world_model(pretrained: bool = True, path: str | Path | None = None, config: ImageUNetConfig | None = None,
-                      device: str | torch.device = "cpu", cfg: Any = None, frames: int = 1) -> ImageWorldModel:
-    """The shipped base model (or the weights at ``path``), or a fresh network when not ``pretrained``."""
-    if frames != 1:  # `grpo-bench sample --model` asks an image model for one frame
-        raise UserError(f"model {NAME!r} makes still images ({SIZE}x{SIZE}, one frame), not {frames} frames")
-    if not pretrained:
-        return ImageWorldModel(ImageUNet(config)).to(device)
-    net = load_weights(Path(path) if path is not None else DEFAULT_WEIGHTS)
-    net.eval()
-    return ImageWorldModel(net).to(device)
+def still_model_factory(name: str, height: int, width: int, shipped: Path, load: Callable[[Path], nn.Module],
+                        fresh: Callable[[Any], nn.Module], wrap: Callable[[nn.Module], ImageWorldModel],
+                        run_defaults: dict, example_prompts: tuple[str, ...], size_hint: str) -> Callable:
+    """Register the factory of one of the image world's generators under ``name``: the ``shipped`` weights (or
+    a file's, through ``load``) or a ``fresh(config)`` network, ``wrap``-ped; it declares what the core reads
+    instead of naming the world (the module docstring), ``run_defaults`` beside one ``height`` frame, and its
+    ``check_config`` refuses another ``video_size`` in one line (``size_hint`` says what the default is)."""
+
+    def factory(pretrained: bool = True, path: str | Path | None = None, config: Any = None,
+                device: str | torch.device = "cpu", cfg: Any = None, frames: int = 1) -> ImageWorldModel:
+        if frames != 1:  # `grpo-bench sample --model` asks an image model for one frame
+            raise UserError(f"model {name!r} makes still images ({height}x{width}, one frame), not {frames} frames")
+        net = load(Path(path) if path is not None else shipped).eval() if pretrained else fresh(config)
+        return wrap(net).to(device)
+
+    def check_config(cfg: Any, where: str = "") -> None:
+        """What a run of this model must have (read by config/run.py before any work): its image size."""
+        if cfg.video_size != height:
+            raise UserError(f"{where}config key 'video_size' is {cfg.video_size}; model {name!r} makes "
+                            f"{height}x{width} images: use video_size: {height} ({size_hint})")
+
+    factory.__name__ = factory.__qualname__ = f"{name}_model"
+    factory.__doc__ = (f"The shipped {name} base model (or the weights at ``path``), or a fresh network when not "
+                       "``pretrained``.")
+    factory.modality = "image"  # type: ignore[attr-defined]
+    factory.embedded = True  # type: ignore[attr-defined]
+    factory.example_prompts = example_prompts  # type: ignore[attr-defined]
+    factory.shipped_weights = shipped  # type: ignore[attr-defined]
+    factory.check_config = check_config  # type: ignore[attr-defined]
+    factory.run_defaults = {"frames": 1, "video_size": height, **run_defaults}  # type: ignore[attr-defined]
+    return MODELS.register(name)(factory)
 
 
-def check_config(cfg: Any, where: str = "") -> None:
-    """What a run of this model must have (read by config/run.py before any work): 32x32 stills."""
-    if cfg.video_size != SIZE:
-        raise UserError(f"{where}config key 'video_size' is {cfg.video_size}; model {NAME!r} makes {SIZE}x{SIZE} "
-                        f"images: use video_size: {SIZE} (its default)")
-
-
-image_world_model.modality = "image"
-image_world_model.embedded = True
-image_world_model.example_prompts = ("a red circle", "three blue squares")  # prompts of its grammar
-image_world_model.shipped_weights = DEFAULT_WEIGHTS
-image_world_model.check_config = check_config
-image_world_model.run_defaults = {"frames": 1, "video_size": SIZE, "prompts": PROMPT_SET, "reward": ORACLE,
-                                  "eval_oracle": True}
+image_world_model = still_model_factory(
+    NAME, SIZE, SIZE, DEFAULT_WEIGHTS, load_weights, lambda config: ImageUNet(config), ImageWorldModel,
+    {"prompts": PROMPT_SET, "reward": ORACLE, "eval_oracle": True},
+    ("a red circle", "three blue squares"),  # prompts of its grammar
+    size_hint="its default")
+check_config = image_world_model.check_config

@@ -41,9 +41,17 @@ def _batch(g: torch.Generator, counts: list[str], relations: list[str]) -> tuple
              counts[int(torch.randint(len(counts), (1,), generator=g))] for r in pick_relation.tolist()]
     x0 = render(texts, seed=int(torch.randint(2**62, (1,), generator=g)))[:, :, 0]
     cond = torch.tensor([parse(t).cond() for t in texts], dtype=torch.long)
-    cond[torch.rand(BATCH, generator=g) < COND_DROP] = torch.tensor(NULL_INDEX)
-    u = torch.rand(BATCH, generator=g)
-    sigma = torch.where(torch.rand(BATCH, generator=g) < UNIFORM_SIGMA, u, 3.0 * u / (1.0 + 2.0 * u))
+    return flow_batch(x0, cond, torch.tensor(NULL_INDEX), g)
+
+
+def flow_batch(x0: torch.Tensor, cond: torch.Tensor, null: torch.Tensor | int, g: torch.Generator) -> tuple:
+    """(x0, cond, sigma, z) of a pretraining step from clean images and their conditioning: each row's cond set
+    to ``null`` with probability COND_DROP (guidance), sigma half uniform and half shifted as the samplers'
+    schedule (shift 3), z standard noise; drawn from ``g`` in that order."""
+    n = len(x0)
+    cond[torch.rand(n, generator=g) < COND_DROP] = null
+    u = torch.rand(n, generator=g)
+    sigma = torch.where(torch.rand(n, generator=g) < UNIFORM_SIGMA, u, 3.0 * u / (1.0 + 2.0 * u))
     return x0, cond, sigma, torch.randn(x0.shape, generator=g)
 
 
@@ -139,23 +147,38 @@ def accuracy(model: ImageWorldModel, split: str, per_prompt: int, steps: int = 2
     return out
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def command_line(description: str, default_out: Path, argv: list[str] | None,
+                 per_prompt: int | None = None) -> argparse.Namespace:
+    """The image world's pretraining commands' arguments: ``--minutes`` or ``--steps`` (one is needed), ``--seed``,
+    ``--out`` and, for a base model's card, ``--per-prompt`` (samples per held-out prompt)."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--minutes", type=float, default=None)
     parser.add_argument("--steps", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=DEFAULT_WEIGHTS)
-    parser.add_argument("--per-prompt", type=int, default=32, help="samples per held-out prompt on the card")
+    parser.add_argument("--out", type=Path, default=default_out)
+    if per_prompt is not None:
+        parser.add_argument("--per-prompt", type=int, default=per_prompt,
+                            help="samples per held-out prompt on the card")
     args = parser.parse_args(argv)
     if args.minutes is None and args.steps is None:
         parser.error("give --minutes or --steps")
+    return args
+
+
+def write_card(weights: Path, card: dict) -> None:
+    """The card beside its weights file (``<weights>.json``), atomically."""
+    atomic_write_text(weights.with_suffix(".json"), json.dumps(card, indent=2) + "\n")
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = command_line(__doc__.splitlines()[0], DEFAULT_WEIGHTS, argv, per_prompt=32)
     card = train(args.out, args.minutes, args.steps, args.seed)
     from grpo_bench.image_world.model import image_world_model
 
     model = image_world_model(path=args.out)
     card["checker"] = {"held_out": accuracy(model, "eval", args.per_prompt),
                        "train_sample": accuracy(model, "train", 1)}
-    atomic_write_text(args.out.with_suffix(".json"), json.dumps(card, indent=2) + "\n")
+    write_card(args.out, card)
     print(json.dumps(card["checker"], indent=2))
 
 

@@ -18,12 +18,16 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from grpo_bench.errors import UserError
-from grpo_bench.image_world.model import POLICY_WEIGHTS, ImageWorldModel, load_weights, save_weights
+from grpo_bench.image_world.model import (
+    POLICY_WEIGHTS,
+    ImageWorldModel,
+    load_weights,
+    save_weights,
+    still_model_factory,
+)
 from grpo_bench.image_world.text_net import NULL, TextUNet, TextUNetConfig
 from grpo_bench.image_world.text_render import HEIGHT, WIDTH
 from grpo_bench.image_world.words import MAX_LETTERS, letters, word_of
-from grpo_bench.models.registry import MODELS
 
 NAME = "image_world_text"
 PROMPT_SET = "image_world_text"
@@ -72,30 +76,9 @@ def load_text_weights(path: Path) -> TextUNet:
                         rebuild=REBUILD_COMMAND)
 
 
-@MODELS.register(NAME)
-def text_world_model(pretrained: bool = True, path: str | Path | None = None, config: TextUNetConfig | None = None,
-                     device: str | torch.device = "cpu", cfg: Any = None, frames: int = 1) -> TextWorldModel:
-    """The shipped text base model (or the weights at ``path``), or a fresh network when not ``pretrained``."""
-    if frames != 1:  # `grpo-bench sample --model` asks an image model for one frame
-        raise UserError(f"model {NAME!r} makes still images ({HEIGHT}x{WIDTH}, one frame), not {frames} frames")
-    if not pretrained:
-        return TextWorldModel(TextUNet(config)).to(device)
-    net = load_text_weights(Path(path) if path is not None else DEFAULT_WEIGHTS)
-    net.eval()
-    return TextWorldModel(net).to(device)
-
-
-def check_config(cfg: Any, where: str = "") -> None:
-    """What a run of this model must have (read by config/run.py before any work): 32x128 stills."""
-    if cfg.video_size != HEIGHT:
-        raise UserError(f"{where}config key 'video_size' is {cfg.video_size}; model {NAME!r} makes {HEIGHT}x{WIDTH} "
-                        f"images: use video_size: {HEIGHT} (its default; the height)")
-
-
-text_world_model.modality = "image"
-text_world_model.example_prompts = ('the word "cat"', 'the word "moon"')  # prompts of its vocabulary
-text_world_model.embedded = True
-text_world_model.shipped_weights = DEFAULT_WEIGHTS
-text_world_model.check_config = check_config
-text_world_model.run_defaults = {"frames": 1, "video_size": HEIGHT, "prompts": PROMPT_SET,
-                                 "reward": TRAINING_REWARD, "eval_oracle": True}
+text_world_model = still_model_factory(
+    NAME, HEIGHT, WIDTH, DEFAULT_WEIGHTS, load_text_weights, lambda config: TextUNet(config), TextWorldModel,
+    {"prompts": PROMPT_SET, "reward": TRAINING_REWARD, "eval_oracle": True},
+    ('the word "cat"', 'the word "moon"'),  # prompts of its vocabulary
+    size_hint="its default; the height")
+check_config = text_world_model.check_config

@@ -11,7 +11,7 @@ unconditional input of classifier-free guidance.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
@@ -19,14 +19,14 @@ from torch import Tensor, nn
 from grpo_bench.image_world.net import ResBlock2d
 from grpo_bench.image_world.text_render import CELL, WIDTH
 from grpo_bench.image_world.words import MAX_LETTERS, PAD
-from grpo_bench.world.model import sigma_embedding
+from grpo_bench.world.unet_parts import NetConfig, UNetBody, sigma_embedding
 
 NULL = PAD + 1
 """Letter index of the unconditional input (every slot NULL)."""
 
 
 @dataclass
-class TextUNetConfig:
+class TextUNetConfig(NetConfig):
     """Architecture (stored in the weights file's metadata)."""
 
     channels: tuple[int, int, int] = (24, 48, 96)
@@ -34,16 +34,6 @@ class TextUNetConfig:
     map_dim: int = 16
     mid_blocks: int = 1
     groups: int = 8
-
-    def to_dict(self) -> dict:
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> TextUNetConfig:
-        d = dict(d)
-        if "channels" in d:
-            d["channels"] = tuple(int(c) for c in d["channels"])
-        return cls(**d)
 
 
 def column_letters(cond: Tensor) -> tuple[Tensor, Tensor]:
@@ -61,7 +51,7 @@ def column_letters(cond: Tensor) -> tuple[Tensor, Tensor]:
     return letter, rel.remainder(CELL)
 
 
-class TextUNet(nn.Module):
+class TextUNet(UNetBody):
     """v = net(x, sigma, cond) for x: Tensor[B, 1, 32, 128], sigma: Tensor[B], cond: LongTensor[B, MAX_LETTERS]."""
 
     _no_split_modules = ["ResBlock2d"]
@@ -69,7 +59,7 @@ class TextUNet(nn.Module):
     def __init__(self, config: TextUNetConfig | None = None) -> None:
         super().__init__()
         self.config = cfg = config or TextUNetConfig()
-        c0, c1, c2 = cfg.channels
+        c0 = cfg.channels[0]
         e, g, m = cfg.emb_dim, cfg.groups, cfg.map_dim
         self.letter_emb = nn.Embedding(NULL + 1, m)
         self.offset_emb = nn.Embedding(CELL, m)
@@ -77,15 +67,7 @@ class TextUNet(nn.Module):
         self.sigma_mlp = nn.Sequential(nn.Linear(e, e), nn.SiLU(), nn.Linear(e, e))
         self.emb_out = nn.Sequential(nn.SiLU(), nn.Linear(e, e))
         self.stem = nn.Conv2d(1 + m, c0, 2, stride=2)
-        self.enc0 = ResBlock2d(c0, c0, e, g)
-        self.down1 = nn.Conv2d(c0, c1, 3, stride=2, padding=1)
-        self.enc1 = ResBlock2d(c1, c1, e, g)
-        self.down2 = nn.Conv2d(c1, c2, 3, stride=2, padding=1)
-        self.mid = nn.ModuleList([ResBlock2d(c2, c2, e, g) for _ in range(cfg.mid_blocks)])
-        self.up2 = nn.ConvTranspose2d(c2, c1, 2, stride=2)
-        self.dec1 = ResBlock2d(2 * c1, c1, e, g)
-        self.up1 = nn.ConvTranspose2d(c1, c0, 2, stride=2)
-        self.dec0 = ResBlock2d(2 * c0, c0, e, g)
+        self.add_body(ResBlock2d, cfg.channels, e, g, cfg.mid_blocks)
         self.head = nn.Sequential(nn.GroupNorm(g, c0), nn.SiLU(), nn.ConvTranspose2d(c0, 1, 2, stride=2))
         nn.init.zeros_(self.head[-1].weight)
         nn.init.zeros_(self.head[-1].bias)
@@ -96,11 +78,4 @@ class TextUNet(nn.Module):
         plane = columns.transpose(1, 2)[:, :, None].expand(-1, -1, x.shape[2], -1).to(x.dtype)
         length = torch.where(cond[:, 0] == NULL, MAX_LETTERS + 1, (cond < PAD).sum(dim=1))
         emb = self.emb_out(self.length_emb(length) + self.sigma_mlp(sigma_embedding(sigma, self.config.emb_dim)))
-        h0 = self.enc0(self.stem(torch.cat([x, plane], dim=1)), emb)
-        h1 = self.enc1(self.down1(h0), emb)
-        h = self.down2(h1)
-        for block in self.mid:
-            h = block(h, emb)
-        h = self.dec1(torch.cat([self.up2(h), h1], dim=1), emb)
-        h = self.dec0(torch.cat([self.up1(h), h0], dim=1), emb)
-        return self.head(h)
+        return self.head(self.body(self.stem(torch.cat([x, plane], dim=1)), emb))

@@ -7,15 +7,13 @@ training OCR (PP-OCRv4, when rapidocr-onnxruntime is installed).
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 from pathlib import Path
 
 import torch
 
-from grpo_bench.atomic import atomic_write_text
-from grpo_bench.image_world.pretrain import COND_DROP, UNIFORM_SIGMA, fit
+from grpo_bench.image_world.pretrain import command_line, fit, flow_batch, write_card
 from grpo_bench.image_world.text_checker import check
 from grpo_bench.image_world.text_model import DEFAULT_WEIGHTS, TextWorldModel, save_text_weights
 from grpo_bench.image_world.text_net import NULL, TextUNet, TextUNetConfig
@@ -30,11 +28,7 @@ def _batch(g: torch.Generator) -> tuple:
     """(x0, cond, sigma, z) of one step, every draw from ``g``."""
     words = [TRAIN_WORDS[int(i)] for i in torch.randint(len(TRAIN_WORDS), (BATCH,), generator=g)]
     x0 = render_words(words, seed=int(torch.randint(2**62, (1,), generator=g)))[:, :, 0]
-    cond = torch.tensor([letters(w) for w in words], dtype=torch.long)
-    cond[torch.rand(BATCH, generator=g) < COND_DROP] = NULL
-    u = torch.rand(BATCH, generator=g)
-    sigma = torch.where(torch.rand(BATCH, generator=g) < UNIFORM_SIGMA, u, 3.0 * u / (1.0 + 2.0 * u))
-    return x0, cond, sigma, torch.randn(x0.shape, generator=g)
+    return flow_batch(x0, torch.tensor([letters(w) for w in words], dtype=torch.long), NULL, g)
 
 
 def train(out: Path, minutes: float | None, steps: int | None, seed: int = 0) -> dict:
@@ -85,22 +79,14 @@ def scores(model: TextWorldModel, split: str, per_prompt: int, steps: int = 20, 
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--minutes", type=float, default=None)
-    parser.add_argument("--steps", type=int, default=None)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=DEFAULT_WEIGHTS)
-    parser.add_argument("--per-prompt", type=int, default=16, help="samples per held-out word on the card")
-    args = parser.parse_args(argv)
-    if args.minutes is None and args.steps is None:
-        parser.error("give --minutes or --steps")
+    args = command_line(__doc__.splitlines()[0], DEFAULT_WEIGHTS, argv, per_prompt=16)
     card = train(args.out, args.minutes, args.steps, args.seed)
     from grpo_bench.image_world.text_model import text_world_model
 
     model = text_world_model(path=args.out)
     card["held_out"] = scores(model, "eval", args.per_prompt)
     card["train_sample"] = scores(model, "train", 1)
-    atomic_write_text(args.out.with_suffix(".json"), json.dumps(card, indent=2) + "\n")
+    write_card(args.out, card)
     print(json.dumps({k: card[k] for k in ("held_out", "train_sample")}, indent=2))
 
 
