@@ -58,6 +58,7 @@ from grpo_bench.errors import UserError
 from grpo_bench.train import (
     base_eval,
     checkpoint,
+    cpu_heap,
     distributed,
     export,
     landing,
@@ -97,6 +98,8 @@ class Trainer:
         self.share_base_eval = model is None and reward is None and in_suite
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
+        if _device_is_cpu(cfg.device):  # freed activations stay in the heap: no page faults per forward
+            cpu_heap.keep_freed_memory()
         if cfg.device.startswith("cuda:"):
             torch.cuda.set_device(torch.device(cfg.device))
         if model is None:
