@@ -1,5 +1,5 @@
 """``grpo-bench plan SUITE``: per cell the model size, predicted peak GPU and host memory per process,
-time per update and per cell, the suite's total in GPU-hours and node-days (grpo_bench/train/plan.py),
+time per update and per cell, the suite's total in GPU-hours and node-days (grpo_bench/plan/estimate.py),
 and whether it fits: every cell is checked against one GPU size (``--gpu-memory-gb``, else the suite's
 ``budget.gpu_memory_gb``, else the local GPU, else ``DEFAULT_GPU_GB``, the largest current data-centre
 GPU) and a cell that does not fit is refused in one line (exit 2). ``grpo-bench run`` calls
@@ -16,10 +16,10 @@ from rich.table import Table
 
 from grpo_bench.config.run import parse_overrides
 from grpo_bench.errors import UserError
+from grpo_bench.plan.estimate import GB, Plan, check_fits, check_time, estimate
 from grpo_bench.report.suite_parts import load_suite_checked
 from grpo_bench.suite.expand import expand
 from grpo_bench.suite.spec import Cell, Suite
-from grpo_bench.train.plan import GB, Plan, check_fits, check_time, estimate
 
 DEFAULT_TFLOPS = 400.0
 """Sustained bf16 TFLOP/s per GPU assumed for the time estimate (H100/H200 at ~40% of dense peak)."""

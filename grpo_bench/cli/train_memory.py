@@ -1,5 +1,5 @@
 """``train``'s memory check: before any weight is loaded, plan's prediction of the resolved config's peak GPU memory
-per process (train/plan.py ``estimate``, the code ``grpo-bench plan`` runs) against the device's memory.
+per process (plan/estimate.py ``estimate``, the code ``grpo-bench plan`` runs) against the device's memory.
 
 A real checkpoint's recipe can ask for more than any GPU holds (Wan 2.1 14B at its generation size: ~1.9 TB per
 process); without this check such a run loads ~60 GB of weights and then dies of an out-of-memory error minutes in.
@@ -67,7 +67,7 @@ def device_memory(device: str, processes: int, relaunching: bool) -> tuple[float
 def fitting_frames(cfg: Any, processes: int, sharding: str, memory: float) -> int | None:
     """The most frames (4k + 1, as the video VAEs take them) below the run's whose predicted peak fits ``memory``
     at the run's resolution; None when even 5 does not or the run is of stills (plan's peak grows with frames)."""
-    from grpo_bench.train.plan import estimate
+    from grpo_bench.plan.estimate import estimate
 
     def fits(k: int) -> bool:
         return estimate(dataclasses.replace(cfg, frames=4 * k + 1), processes=processes,
@@ -129,7 +129,7 @@ def check_train_memory(cfg: Any, gpu_memory_gb: float | None, accelerate_config:
         if memory is None:
             say(f"memory check: skipped ({source}; --gpu-memory GB checks the run against a GPU of that size)")
             return
-    from grpo_bench.train.plan import GB, estimate
+    from grpo_bench.plan.estimate import GB, estimate
 
     try:
         plan = estimate(cfg, processes=processes, sharding=sharding)

@@ -18,7 +18,7 @@ import torch
 import yaml
 
 from grpo_bench.errors import UserError
-from grpo_bench.train.plan_spec import (
+from grpo_bench.plan.spec import (
     ModelSpec,
     latent_geometry,
     lora_and_block,

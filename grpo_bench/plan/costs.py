@@ -1,20 +1,20 @@
 """The plan's cost terms that are not plain bytes per parameter: activations per token and layer, the
 VAE decode, the reward model's forward and the collectives, with the measured or assumed constants
-each rests on (``train/plan.py`` adds them up per cell)."""
+each rests on (``plan/estimate.py`` adds them up per cell)."""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
-from grpo_bench.train.plan_spec import ModelSpec
+from grpo_bench.plan.spec import ModelSpec
 
 # --- activations -------------------------------------------------------------------------------
 ACT_BYTES = 52
 """Training activation bytes per (token x hidden unit) of one layer in 16-bit (float32: twice).
 Megatron's estimate for a plain transformer layer with a fused attention kernel is 34; the adaLN
 modulation and cross-attention of these video DiT blocks add to it: 52 is what a 4-layer Wan block
-stack keeps (measured on the CPU in float32, halved; tests/train/test_plan.py)."""
+stack keeps (measured on the CPU in float32, halved; tests/plan/test_plan.py)."""
 RECOMPUTE_BYTES = 64
 """With gradient checkpointing: the one block recomputed in the backward pass plus the backward's
 temporaries, per (token x hidden unit), 16-bit (measured as ACT_BYTES)."""
