@@ -146,11 +146,12 @@ def check(suite: Suite, plans: list[tuple[Cell, Plan]], gpu_memory_gb: float | N
     """Every cell fits its GPU, finishes within its time limit (with the declared requeues) and has a
     schedule its processes can carry (config/recipe.py); else one line (exit 2)."""
     from grpo_bench.config import recipe
+    from grpo_bench.config.sections import section
 
     timeout, requeue = suite.resources.get("timeout_min"), int(suite.resources.get("requeue", 0))
     for cell, p in plans:
         where = f"{suite.name}: cell {cell.id}: "
-        recipe.check(cell.config, p.processes, where)
+        recipe.check(section(cell.config, recipe.UpdateShape), p.processes, where)
         check_fits(p, gpu_memory_gb, where)
         check_time(p, timeout, requeue, cell.config.checkpoint_every, where)
 
@@ -179,10 +180,11 @@ def preflight(suite: Suite, cells: list[Cell], console: Console) -> None:
     """For suites of real models: refuse (UserError) before any work when a cell will not fit."""
     if all(c.config.model == "world" for c in cells):
         return
+    from grpo_bench.config.sections import Compared, section
     from grpo_bench.config.weights import check_weight_paths
 
     for c in cells:
-        check_weight_paths(c.config, f"{suite.name}: cell {c.id}: ")
+        check_weight_paths(section(c.config, Compared), f"{suite.name}: cell {c.id}: ")
     memory, _ = gpu_memory(None, suite)
     try:
         plans = plan_cells(suite, cells)

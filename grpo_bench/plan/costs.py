@@ -5,9 +5,12 @@ each rests on (``plan/estimate.py`` adds them up per cell)."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING
 
 from grpo_bench.plan.spec import ModelSpec
+
+if TYPE_CHECKING:
+    from grpo_bench.config.run import RunConfig
 
 # --- activations -------------------------------------------------------------------------------
 ACT_BYTES = 52
@@ -74,7 +77,7 @@ LINK_GB_S = 300.0
 bytes a process sends and receives at this rate, not overlapped with compute (an upper bound)."""
 
 
-def communication_bytes(cfg: Any, spec: ModelSpec, trainable: int, base_bytes: int, rows: int, trained: int,
+def communication_bytes(cfg: RunConfig, spec: ModelSpec, trainable: int, base_bytes: int, rows: int, trained: int,
                         anchors: int, world: int, sharding: str) -> float:
     """Bytes one process moves through collectives per update. FSDP2: every transformer call all-gathers
     the weights (forward; backward once more) and every backward reduce-scatters float32 gradients;
@@ -92,8 +95,9 @@ def communication_bytes(cfg: Any, spec: ModelSpec, trainable: int, base_bytes: i
         gathered = spec.transformer_params * base_bytes + (trainable * 4 if cfg.lora_rank > 0 else 0)
         return share * ((forward + backward) * gathered + backward * trainable * 4)
     from grpo_bench.config import recipe
+    from grpo_bench.config.sections import section
 
-    steps = recipe.schedule(cfg, world).steps_per_rollout  # optimizer steps per update
+    steps = recipe.schedule(section(cfg, recipe.UpdateShape), world).steps_per_rollout  # optimizer steps per update
     return share * 2 * trainable * 4 * steps
 
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -57,6 +57,9 @@ from grpo_bench.plan.costs import (
 )
 from grpo_bench.plan.model_specs import model_spec
 from grpo_bench.plan.spec import ModelSpec
+
+if TYPE_CHECKING:
+    from grpo_bench.config.run import RunConfig
 
 GB = 1024**3
 HOST_BASELINE_GB = {"cpu": 0.5, "cuda": 2.5}
@@ -106,7 +109,7 @@ def _bytes(dtype: str) -> int:
     return 2 if dtype == "bf16" else 4
 
 
-def estimate(cfg: Any, processes: int = 1, sharding: str = "none", tflops: float = 400.0,
+def estimate(cfg: RunConfig, processes: int = 1, sharding: str = "none", tflops: float = 400.0,
              spec: ModelSpec | None = None) -> Plan:
     """The plan of one resolved RunConfig on ``processes`` processes (one GPU each)."""
     from grpo_bench.config.prompts import load_prompt_set
@@ -229,13 +232,14 @@ def estimate(cfg: Any, processes: int = 1, sharding: str = "none", tflops: float
                 updates=cfg.updates, seconds=seconds, sequence_parallel=sp)
 
 
-def _per_step_seconds(cfg: Any, spec: ModelSpec, trainable: int, train_bytes: int, shard: int, rows: int,
+def _per_step_seconds(cfg: RunConfig, spec: ModelSpec, trainable: int, train_bytes: int, shard: int, rows: int,
                       trained: int, anchors: int, world: int, tflops: float) -> float:
     """Fixed per-update costs the FLOP count misses: every optimizer step's overhead and elementwise pass
     (Muon's orthogonalisation too), and a launch overhead per transformer call (plan/costs.py)."""
     from grpo_bench.config import recipe
+    from grpo_bench.config.sections import section
 
-    sched = recipe.schedule(cfg, world)
+    sched = recipe.schedule(section(cfg, recipe.UpdateShape), world)
     per_call = max(1, cfg.micro_batch or rows)
     calls = math.ceil(rows / per_call) * (cfg.steps + trained * anchors)  # rollout and anchor means
     calls += sched.steps_per_rollout * sched.backwards_per_step  # training forwards (one per backward)
