@@ -98,7 +98,7 @@ def tiny_config(model: str, device: str) -> object:
 
 def run_tiny(model: str, ctx: Context) -> Iterator[dict]:
     """The second of two updates (the first warms up), against the plan's peak and seconds per update."""
-    from grpo_bench.train.plan import estimate
+    from grpo_bench.plan.estimate import estimate
 
     cfg = tiny_config(model, str(ctx.device))
     p = estimate(cfg)

@@ -10,7 +10,7 @@
 #   * a VideoAlign-size (Qwen2-VL-2B) forward on 6 frames at 336 x 588;
 #   * weights_changed of bf16 parameters vs float32 masters at lr 1e-5;
 #   * a 1-process FSDP2 launch;
-# each printed next to `grpo-bench plan`'s prediction (grpo_bench/train/plan.py), then measured / predicted
+# each printed next to `grpo-bench plan`'s prediction (grpo_bench/plan/estimate.py), then measured / predicted
 # per case (memory, and seconds per update for the tiny updates): the corrections `plan` needs, also in
 # --json. benchmarks/gpu_check.py documents every case.
 #

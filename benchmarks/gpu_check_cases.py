@@ -100,8 +100,8 @@ def row(case: str, **kw: Any) -> dict:
 def stack_spec(name: str, blocks: int, frames: int | None, height: int | None,
                width: int | None) -> tuple[dict, dict, tuple]:
     """(real spec entry, transformer config with ``blocks`` layers, latent shape) of a real-width stack."""
-    from grpo_bench.train.plan_models import real_specs
-    from grpo_bench.train.plan_spec import latent_geometry
+    from grpo_bench.plan.model_specs import real_specs
+    from grpo_bench.plan.spec import latent_geometry
 
     real, f0, h0, w0 = STACKS[name]
     s = real_specs()[real]
@@ -114,7 +114,7 @@ def stack_spec(name: str, blocks: int, frames: int | None, height: int | None,
 def above_weights_prediction(spec: Any, params: int, weight_bytes: int, blocks_checkpointed: bool = True) -> float:
     """What a training forward+backward adds above the resident weights: gradients in the weights' dtype,
     autocast's bf16 copies of float32 weights, and the plan's activations of one row (bf16 autocast)."""
-    from grpo_bench.train.plan_costs import autocast_copy_bytes, training_activation_bytes
+    from grpo_bench.plan.costs import autocast_copy_bytes, training_activation_bytes
 
     copies = autocast_copy_bytes(params, params, False, "float32" if weight_bytes == 4 else "bf16", True)
     return params * weight_bytes + copies + training_activation_bytes(spec, 1, blocks_checkpointed, bf16=True)
@@ -155,7 +155,7 @@ def build_stack(name: str, blocks: int, ctx: Context, dtype: torch.dtype) -> tup
     """(transformer or None on a dry run, its inputs, its plan spec, the real spec entry)."""
     import diffusers
 
-    from grpo_bench.train.plan_spec import transformer_spec
+    from grpo_bench.plan.spec import transformer_spec
 
     a = ctx.args
     s, conf, latent = stack_spec(name, blocks, a.frames, a.height, a.width)
@@ -204,7 +204,7 @@ def run_master(ctx: Context) -> Iterator[dict]:
     """Float32 masters under bf16 autocast against bf16 weights at 2 and 8 blocks: the two depths separate the
     per-layer memory (the plan's CHECKPOINT_BYTES per token and hidden unit) from the rest (RECOMPUTE_BYTES)."""
     from grpo_bench.models.hunyuan_attention import use_key_padding_attention
-    from grpo_bench.train.plan_costs import CHECKPOINT_BYTES, RECOMPUTE_BYTES, autocast_copy_bytes
+    from grpo_bench.plan.costs import CHECKPOINT_BYTES, RECOMPUTE_BYTES, autocast_copy_bytes
 
     for dtype, name in ((torch.float32, "fp32 master"), (torch.bfloat16, "bf16")):
         acts: dict[int, float] = {}
@@ -262,9 +262,9 @@ def run_vae(ctx: Context) -> Iterator[dict]:
     """The HunyuanVideo 1.5 VAE decoding latents 21 x 22 x 39: fp32 tiled (ours) and fp16 untiled (official)."""
     import diffusers
 
-    from grpo_bench.train.plan_costs import VAE_DECODE_MAPS
-    from grpo_bench.train.plan_models import real_specs
-    from grpo_bench.train.plan_spec import parameter_count, vae_decode_profile
+    from grpo_bench.plan.costs import VAE_DECODE_MAPS
+    from grpo_bench.plan.model_specs import real_specs
+    from grpo_bench.plan.spec import parameter_count, vae_decode_profile
 
     s = real_specs()["hunyuan15-480p"]
     with torch.device("meta"):
@@ -310,8 +310,8 @@ def videoalign_inputs(conf: Any, frames: int, height: int, width: int, text_toke
 
 def run_videoalign(ctx: Context, shape: dict | None = None) -> Iterator[dict]:
     """A Qwen2-VL-2B-size model (random weights) on one video of 6 frames at 336 x 588, bf16, no grad."""
+    from grpo_bench.plan.costs import reward_cost
     from grpo_bench.rewards.videoalign import MODEL_WEIGHTS
-    from grpo_bench.train.plan_costs import reward_cost
 
     act, flops, _ = reward_cost("videoalign", 81)
     r = row("VideoAlign (Qwen2-VL-2B size) 6 x 336 x 588", tokens=int(3 * 24 * 42 / 4 + 128),

@@ -46,9 +46,9 @@ def _span(values: list[float], fmt) -> str:
 
 def suite_row(path: Path) -> str:
     from grpo_bench.cli.plan import duration, plan_cells, suite_totals
+    from grpo_bench.plan.estimate import GB
     from grpo_bench.suite.expand import expand
     from grpo_bench.suite.parse import load_suite
-    from grpo_bench.train.plan import GB
 
     suite = load_suite(path)
     plans = plan_cells(suite, expand(suite))

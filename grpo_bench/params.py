@@ -36,9 +36,10 @@ class NoParams(PluginParams):
     """A plug-in without parameters of its own."""
 
 
-def of_config(cfg: Any) -> dict[str, Any]:
-    """The flat ``params`` mapping of a run config (or of one of its sections); empty without one."""
-    return dict(getattr(cfg, "params", None) or {})
+def of_config(options: object) -> dict[str, Any]:
+    """The flat ``params`` mapping of a run config's section (or of anything holding ``params``); empty without
+    one."""
+    return dict(getattr(options, "params", None) or {})
 
 
 def is_param_key(key: str) -> bool:

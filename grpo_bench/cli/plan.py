@@ -1,5 +1,5 @@
 """``grpo-bench plan SUITE``: per cell the model size, predicted peak GPU and host memory per process,
-time per update and per cell, the suite's total in GPU-hours and node-days (grpo_bench/train/plan.py),
+time per update and per cell, the suite's total in GPU-hours and node-days (grpo_bench/plan/estimate.py),
 and whether it fits: every cell is checked against one GPU size (``--gpu-memory-gb``, else the suite's
 ``budget.gpu_memory_gb``, else the local GPU, else ``DEFAULT_GPU_GB``, the largest current data-centre
 GPU) and a cell that does not fit is refused in one line (exit 2). ``grpo-bench run`` calls
@@ -16,10 +16,10 @@ from rich.table import Table
 
 from grpo_bench.config.run import parse_overrides
 from grpo_bench.errors import UserError
+from grpo_bench.plan.estimate import GB, Plan, check_fits, check_time, estimate
 from grpo_bench.report.suite_parts import load_suite_checked
 from grpo_bench.suite.expand import expand
 from grpo_bench.suite.spec import Cell, Suite
-from grpo_bench.train.plan import GB, Plan, check_fits, check_time, estimate
 
 DEFAULT_TFLOPS = 400.0
 """Sustained bf16 TFLOP/s per GPU assumed for the time estimate (H100/H200 at ~40% of dense peak)."""
@@ -146,11 +146,12 @@ def check(suite: Suite, plans: list[tuple[Cell, Plan]], gpu_memory_gb: float | N
     """Every cell fits its GPU, finishes within its time limit (with the declared requeues) and has a
     schedule its processes can carry (config/recipe.py); else one line (exit 2)."""
     from grpo_bench.config import recipe
+    from grpo_bench.config.sections import section
 
     timeout, requeue = suite.resources.get("timeout_min"), int(suite.resources.get("requeue", 0))
     for cell, p in plans:
         where = f"{suite.name}: cell {cell.id}: "
-        recipe.check(cell.config, p.processes, where)
+        recipe.check(section(cell.config, recipe.UpdateShape), p.processes, where)
         check_fits(p, gpu_memory_gb, where)
         check_time(p, timeout, requeue, cell.config.checkpoint_every, where)
 
@@ -179,10 +180,11 @@ def preflight(suite: Suite, cells: list[Cell], console: Console) -> None:
     """For suites of real models: refuse (UserError) before any work when a cell will not fit."""
     if all(c.config.model == "world" for c in cells):
         return
+    from grpo_bench.config.sections import Compared, section
     from grpo_bench.config.weights import check_weight_paths
 
     for c in cells:
-        check_weight_paths(c.config, f"{suite.name}: cell {c.id}: ")
+        check_weight_paths(section(c.config, Compared), f"{suite.name}: cell {c.id}: ")
     memory, _ = gpu_memory(None, suite)
     try:
         plans = plan_cells(suite, cells)

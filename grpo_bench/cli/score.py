@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -26,6 +25,7 @@ _FILES_HELP = "Images (.png .jpg .webp ...; a still) or videos (.mp4 .webm .gif 
 def _reward_kwargs(name: str, factory: Any, reward_path: str | None, reward_base_path: str | None) -> dict[str, str]:
     """``--reward-path`` / ``--reward-base-path`` as the factory's keyword arguments (as train's ``reward_path``
     and ``reward_base_path``); each must exist and be the file or folder the factory declares for it."""
+    from grpo_bench.config.sections import Compared
     from grpo_bench.config.weights import check_path, reward_kwargs
     from grpo_bench.rewards.base import factory_declaration
 
@@ -40,8 +40,7 @@ def _reward_kwargs(name: str, factory: Any, reward_path: str | None, reward_base
         option = options[index]
         check_path(flag, value, kinds[option], "score: ", taker=f"reward {name!r} takes its {option} as a local "
                    f"{kinds[option]}")
-    cfg = SimpleNamespace(reward=name, reward_path=reward_path, reward_base_path=reward_base_path)
-    return reward_kwargs(cfg)
+    return reward_kwargs(Compared(reward=name, reward_path=reward_path or "", reward_base_path=reward_base_path or ""))
 
 
 def _scores(reward: Any, name: str, item: Any, prompt: str) -> dict[str, float]:

@@ -65,7 +65,7 @@ def before_line(cfg: RunConfig, runs: Path = Path("runs")) -> str:
                 f"cell(s) of model {resolved.model} finished on this machine ({runs}/); a measured estimate "
                 "follows update 1")
     from grpo_bench.cli.plan import DEFAULT_TFLOPS
-    from grpo_bench.train.plan import estimate
+    from grpo_bench.plan.estimate import estimate
 
     plan = estimate(resolved, tflops=DEFAULT_TFLOPS)
     return (f"estimate: about {clock(plan.seconds_per_update * resolved.updates)} by grpo-bench plan's arithmetic "

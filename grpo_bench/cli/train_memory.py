@@ -1,5 +1,5 @@
 """``train``'s memory check: before any weight is loaded, plan's prediction of the resolved config's peak GPU memory
-per process (train/plan.py ``estimate``, the code ``grpo-bench plan`` runs) against the device's memory.
+per process (plan/estimate.py ``estimate``, the code ``grpo-bench plan`` runs) against the device's memory.
 
 A real checkpoint's recipe can ask for more than any GPU holds (Wan 2.1 14B at its generation size: ~1.9 TB per
 process); without this check such a run loads ~60 GB of weights and then dies of an out-of-memory error minutes in.
@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
 from grpo_bench.errors import UserError
+
+if TYPE_CHECKING:
+    from grpo_bench.config.run import RunConfig
 
 CHECKED_ENV = "GRPO_BENCH_MEMORY_CHECKED"
 """Set by the process that checked before ``accelerate launch``: the launched processes do not check again."""
@@ -64,10 +67,10 @@ def device_memory(device: str, processes: int, relaunching: bool) -> tuple[float
                                    "torch.cuda.mem_get_info)")
 
 
-def fitting_frames(cfg: Any, processes: int, sharding: str, memory: float) -> int | None:
+def fitting_frames(cfg: RunConfig, processes: int, sharding: str, memory: float) -> int | None:
     """The most frames (4k + 1, as the video VAEs take them) below the run's whose predicted peak fits ``memory``
     at the run's resolution; None when even 5 does not or the run is of stills (plan's peak grows with frames)."""
-    from grpo_bench.train.plan import estimate
+    from grpo_bench.plan.estimate import estimate
 
     def fits(k: int) -> bool:
         return estimate(dataclasses.replace(cfg, frames=4 * k + 1), processes=processes,
@@ -82,7 +85,7 @@ def fitting_frames(cfg: Any, processes: int, sharding: str, memory: float) -> in
     return 4 * lo + 1
 
 
-def shrink_hint(cfg: Any, processes: int, sharding: str, memory: float) -> str:
+def shrink_hint(cfg: RunConfig, processes: int, sharding: str, memory: float) -> str:
     """The options that lower the prediction, with the run's values (the recipe's unless the command set them), and
     the most frames that fit at the run's resolution."""
     video = int(cfg.frames) > 1
@@ -100,7 +103,7 @@ def shrink_hint(cfg: Any, processes: int, sharding: str, memory: float) -> str:
     return ", ".join(parts)
 
 
-def check_train_memory(cfg: Any, gpu_memory_gb: float | None, accelerate_config: str | None, enabled: bool,
+def check_train_memory(cfg: RunConfig, gpu_memory_gb: float | None, accelerate_config: str | None, enabled: bool,
                        console: Console) -> None:
     """Refuse (UserError, one line) a run whose predicted GPU peak per process exceeds the device's memory; print
     one line saying what was checked, or why nothing was. An embedded world's run is not checked."""
@@ -129,7 +132,7 @@ def check_train_memory(cfg: Any, gpu_memory_gb: float | None, accelerate_config:
         if memory is None:
             say(f"memory check: skipped ({source}; --gpu-memory GB checks the run against a GPU of that size)")
             return
-    from grpo_bench.train.plan import GB, estimate
+    from grpo_bench.plan.estimate import GB, estimate
 
     try:
         plan = estimate(cfg, processes=processes, sharding=sharding)

@@ -47,8 +47,8 @@ def cell_id(cfg: RunConfig | dict[str, Any], length: int = ID_LENGTH) -> str:
 
     ``cfg`` is a resolved config (``resolve``), or its stored mapping (a run folder's config.yaml)."""
     data = cfg.to_dict() if isinstance(cfg, RunConfig) else dict(cfg)
-    blob = json.dumps({**science(data), "assets": asset_digests(data)}, sort_keys=True, separators=(",", ":"),
-                      default=str)
+    assets = asset_digests(data.get("model"), data.get("reward"))
+    blob = json.dumps({**science(data), "assets": assets}, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:length]
 
 
@@ -70,18 +70,17 @@ def file_digest(path: Path) -> str:
     return _file_digest(str(p.resolve()), st.st_mtime_ns, st.st_size)
 
 
-def asset_digests(cfg: RunConfig | dict[str, Any]) -> dict[str, str]:
-    """{'model': digest, 'reward': digest} for the shipped weights a run config loads: those a registered model or
-    reward declares (``shipped_weights``: the embedded worlds' base models and judge).
+def asset_digests(model: Any, reward: Any) -> dict[str, str]:
+    """{'model': digest, 'reward': digest} for the shipped weights a run's ``model`` and ``reward`` (their config
+    values) load: those a registered model or reward declares (``shipped_weights``: the embedded worlds' base
+    models and judge).
 
     Real models are named by hub id or folder in the config itself and add nothing here."""
     from grpo_bench.models import MODELS
     from grpo_bench.rewards import REWARDS
 
-    get = cfg.get if isinstance(cfg, dict) else lambda k: getattr(cfg, k)
     out = {}
-    for key, registry in (("model", MODELS), ("reward", REWARDS)):
-        name = get(key)
+    for key, name, registry in (("model", model, MODELS), ("reward", reward, REWARDS)):
         shipped = getattr(registry.get(name), "shipped_weights", None) if isinstance(name, str) and name in registry \
             else None
         if shipped is not None:

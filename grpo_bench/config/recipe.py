@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
+from grpo_bench.config.sections import MethodChoice
 from grpo_bench.errors import UserError
 
 
@@ -32,42 +32,58 @@ class Schedule:
     rows_per_process: int  # rollouts each process samples
 
 
-def trained_steps(cfg: Any) -> int:
+@dataclass(frozen=True)
+class UpdateShape:
+    """What an update's schedule is made of: the run's batch and optimizer-step keys and its method, the section
+    ``schedule`` and ``check`` read (``section(cfg, UpdateShape)``, config/sections.py)."""
+
+    method_choice: MethodChoice
+    steps: int
+    shift: float
+    prompts_per_update: int
+    group_size: int
+    bestofn: int
+    step_every: str
+    inner_epochs: int
+    minibatches: int
+    micro_batch: int
+
+
+def trained_steps(shape: UpdateShape) -> int:
     """K: the trained steps per sample of the config's method (a fixed count per sample)."""
     from grpo_bench.core import schedule as sched
-    from grpo_bench.core.method import make_method
 
-    method = make_method(cfg.method, **cfg.method_overrides())
-    return int(method.train_steps(sched.sigmas(cfg.steps, cfg.shift), 1, torch.Generator().manual_seed(0)).shape[1])
+    method = shape.method_choice.build()
+    return int(method.train_steps(sched.sigmas(shape.steps, shape.shift), 1, torch.Generator().manual_seed(0)).shape[1])
 
 
-def schedule(cfg: Any, processes: int = 1) -> Schedule:
-    """The schedule of one update of ``cfg`` on ``processes`` data-parallel processes (``check`` first)."""
-    rows = cfg.prompts_per_update * cfg.group_size // processes
-    kept = rows if not cfg.bestofn else rows // cfg.group_size * cfg.bestofn
-    K = trained_steps(cfg)
-    if cfg.step_every == "micro_step":
-        return Schedule(cfg.inner_epochs * kept * K, processes, processes, 1, K, rows)
-    samples = kept // cfg.minibatches
+def schedule(shape: UpdateShape, processes: int = 1) -> Schedule:
+    """The schedule of one update of ``shape`` on ``processes`` data-parallel processes (``check`` first)."""
+    rows = shape.prompts_per_update * shape.group_size // processes
+    kept = rows if not shape.bestofn else rows // shape.group_size * shape.bestofn
+    K = trained_steps(shape)
+    if shape.step_every == "micro_step":
+        return Schedule(shape.inner_epochs * kept * K, processes, processes, 1, K, rows)
+    samples = kept // shape.minibatches
     pairs = samples * K
-    return Schedule(cfg.inner_epochs * cfg.minibatches, samples * processes, pairs * processes,
-                    math.ceil(pairs / (cfg.micro_batch or pairs)), K, rows)
+    return Schedule(shape.inner_epochs * shape.minibatches, samples * processes, pairs * processes,
+                    math.ceil(pairs / (shape.micro_batch or pairs)), K, rows)
 
 
-def check(cfg: Any, processes: int = 1, where: str = "") -> None:
+def check(shape: UpdateShape, processes: int = 1, where: str = "") -> None:
     """A schedule the batch can carry: whole groups per process for best-of-n, an even n within the
     group, and a number of optimizer steps per pass that divides the trained rollouts of a process."""
-    rows = cfg.prompts_per_update * cfg.group_size // max(processes, 1)
-    if cfg.bestofn:
-        if cfg.bestofn % 2 or cfg.bestofn > cfg.group_size:
-            raise UserError(f"{where}config key 'bestofn' ({cfg.bestofn}) must be even and at most group_size "
-                            f"({cfg.group_size}): the best and worst bestofn/2 rollouts of each group are trained")
-        if cfg.prompts_per_update % processes:
+    rows = shape.prompts_per_update * shape.group_size // max(processes, 1)
+    if shape.bestofn:
+        if shape.bestofn % 2 or shape.bestofn > shape.group_size:
+            raise UserError(f"{where}config key 'bestofn' ({shape.bestofn}) must be even and at most group_size "
+                            f"({shape.group_size}): the best and worst bestofn/2 rollouts of each group are trained")
+        if shape.prompts_per_update % processes:
             raise UserError(f"{where}config key 'bestofn' needs whole groups on every process: prompts_per_update "
-                            f"({cfg.prompts_per_update}) must divide by the {processes} processes")
-        rows = rows // cfg.group_size * cfg.bestofn
-    if cfg.step_every == "minibatch" and rows % cfg.minibatches:
-        raise UserError(f"{where}config key 'minibatches' ({cfg.minibatches} optimizer steps per pass) does not "
+                            f"({shape.prompts_per_update}) must divide by the {processes} processes")
+        rows = rows // shape.group_size * shape.bestofn
+    if shape.step_every == "minibatch" and rows % shape.minibatches:
+        raise UserError(f"{where}config key 'minibatches' ({shape.minibatches} optimizer steps per pass) does not "
                         f"divide the {rows} trained rollouts per process (prompts_per_update x group_size"
-                        f"{' -> bestofn per group' if cfg.bestofn else ''} / {processes} processes): each step "
+                        f"{' -> bestofn per group' if shape.bestofn else ''} / {processes} processes): each step "
                         "must average as many samples as the others")

@@ -215,7 +215,8 @@ def validate(cfg: RunConfig, where: str = "") -> None:
                         f"prompts_per_update * group_size = {cfg.prompts_per_update * cfg.group_size}")
     from grpo_bench.config import recipe
 
-    recipe.check(cfg, 1, where)  # one process here; the trainer and plan check their own number of processes
+    # one process here; the trainer and plan check their own number of processes
+    recipe.check(section(cfg, recipe.UpdateShape), 1, where)
     if cfg.kl_beta_max < cfg.kl_beta_min:
         raise UserError(f"{where}KL weights must satisfy 0 <= kl_beta_min <= kl_beta_max, got kl_beta_min "
                         f"{cfg.kl_beta_min} > kl_beta_max {cfg.kl_beta_max}")
@@ -309,10 +310,10 @@ def _check_model_and_reward(cfg: RunConfig, where: str) -> None:
     if name not in models.MODELS and "/" not in name and not Path(name).expanduser().exists():
         msg = unknown("model", name, models.names(), f"{where}config key 'model': ")
         raise UserError(f"{msg} (or a hub id org/name, or an existing folder)")
-    check_modality(cfg, where)
+    check_modality(section(cfg, Compared), cfg.frames, where)
     own_check = getattr(models.MODELS.get(name), "check_config", None) if name in models.MODELS else None
     if own_check is not None:  # what a registered model requires of its runs (an embedded world's image size)
-        own_check(cfg, where)
+        own_check(cfg.video_size, where)
     if cfg.sequence_parallel > 1:
         _check_sequence_parallel_model(cfg, where)
     if name == "world":

@@ -123,6 +123,24 @@ METHOD_OPTIONS = tuple(f.name for f in dataclasses.fields(MethodOptions)
 
 
 @dataclass
+class MethodChoice(MethodOptions):
+    """The method and its options: the section a builder that needs the run's method reads
+    (config/recipe.py ``UpdateShape``), and what ``build`` makes, as ``RunConfig.method_overrides`` does."""
+
+    method: Name = "sage_grpo"
+    """Registered method (`grpo-bench methods`)."""
+
+    def build(self) -> Any:
+        """The method (core/method.py ``make_method``) with the options this section sets (None: its own)."""
+        from grpo_bench.core.method import make_method
+
+        overrides: dict[str, Any] = {k: getattr(self, k) for k in METHOD_OPTIONS if getattr(self, k) is not None}
+        if self.params:
+            overrides["params"] = dict(self.params)
+        return make_method(self.method, **overrides)
+
+
+@dataclass
 class Sampling:
     """The rollout sampler and batch."""
 
@@ -304,7 +322,7 @@ COMPONENTS: dict[str, type] = {
 a YAML mapping may give a component's keys nested under its name (``trust_region: {anchor_every: 5}``)."""
 
 
-def section(cfg: Any, component: type[T]) -> T:
+def section(cfg: object, component: type[T]) -> T:
     """The component's own config, its fields of ``cfg``: what a core component is built from, so that it
     never holds (or reads) the whole run config. Any dataclass whose fields are run-config keys works (a
     phase's inputs: train/collect.py ``GroupSpec``, train/optimize.py ``Passes``); a field typed as another

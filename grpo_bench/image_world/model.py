@@ -31,6 +31,7 @@ from grpo_bench.image_world.net import NULL_INDEX, ImageUNet, ImageUNetConfig
 from grpo_bench.image_world.render import SIZE
 from grpo_bench.models.base import BaseVideoModel
 from grpo_bench.models.registry import MODELS
+from grpo_bench.world.unet_parts import NetConfig
 
 NAME = "image_world"
 PROMPT_SET = "image_world"
@@ -124,24 +125,25 @@ def load_weights(path: Path, fmt: str = FORMAT, build: Callable[[dict], nn.Modul
 
 
 def still_model_factory(name: str, height: int, width: int, shipped: Path, load: Callable[[Path], nn.Module],
-                        fresh: Callable[[Any], nn.Module], wrap: Callable[[nn.Module], ImageWorldModel],
+                        fresh: Callable[[NetConfig | None], nn.Module], wrap: Callable[[nn.Module], ImageWorldModel],
                         run_defaults: dict, example_prompts: tuple[str, ...], size_hint: str) -> Callable:
     """Register the factory of one of the image world's generators under ``name``: the ``shipped`` weights (or
     a file's, through ``load``) or a ``fresh(config)`` network, ``wrap``-ped; it declares what the core reads
     instead of naming the world (the module docstring), ``run_defaults`` beside one ``height`` frame, and its
     ``check_config`` refuses another ``video_size`` in one line (``size_hint`` says what the default is)."""
 
-    def factory(pretrained: bool = True, path: str | Path | None = None, config: Any = None,
+    def factory(pretrained: bool = True, path: str | Path | None = None, config: NetConfig | None = None,
                 device: str | torch.device = "cpu", cfg: Any = None, frames: int = 1) -> ImageWorldModel:
         if frames != 1:  # `grpo-bench sample --model` asks an image model for one frame
             raise UserError(f"model {name!r} makes still images ({height}x{width}, one frame), not {frames} frames")
         net = load(Path(path) if path is not None else shipped).eval() if pretrained else fresh(config)
         return wrap(net).to(device)
 
-    def check_config(cfg: Any, where: str = "") -> None:
-        """What a run of this model must have (read by config/run.py before any work): its image size."""
-        if cfg.video_size != height:
-            raise UserError(f"{where}config key 'video_size' is {cfg.video_size}; model {name!r} makes "
+    def check_config(video_size: int, where: str = "") -> None:
+        """What a run of this model must have (read by config/run.py before any work): its image size, the run's
+        ``video_size``."""
+        if video_size != height:
+            raise UserError(f"{where}config key 'video_size' is {video_size}; model {name!r} makes "
                             f"{height}x{width} images: use video_size: {height} ({size_hint})")
 
     factory.__name__ = factory.__qualname__ = f"{name}_model"

@@ -22,7 +22,7 @@ from torch import Tensor, nn
 @dataclass(frozen=True)
 class Architecture:
     """The networks a built generator is made of, and what its text conditioning costs: what sizes the
-    model without running it (``grpo-bench plan``, train/plan_models.py)."""
+    model without running it (``grpo-bench plan``, plan/model_specs.py)."""
 
     denoiser: nn.Module
     """The network that predicts the velocity (a diffusers transformer; the world's UNet)."""

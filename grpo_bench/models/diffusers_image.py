@@ -132,7 +132,7 @@ def denoiser_flops(net_class: type[ImageVelocityNet], transformer: nn.Module, la
     text rows, counted by torch's FlopCounterMode on a ``meta`` twin built from the transformer's config (on
     the CPU the counter does not see the fused attention kernel; on meta it does). The image stream's and
     the text stream's weights each see only their own tokens and the adaLN modulation runs once per sample,
-    which 2 x parameters x tokens overstates about 2.5x for an MMDiT (tests/train/test_image_plan.py)."""
+    which 2 x parameters x tokens overstates about 2.5x for an MMDiT (tests/plan/test_image_plan.py)."""
     from torch.utils.flop_counter import FlopCounterMode
 
     conf = transformer.config

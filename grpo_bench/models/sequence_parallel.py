@@ -102,7 +102,7 @@ def enable(transformer: torch.nn.Module, sp: int, device: torch.device, plan: di
     mesh = build_mesh(sp, device)
     config = ContextParallelConfig(ulysses_degree=sp, mesh=mesh)
 
-    def resolve(cfg: Any) -> Any:
+    def resolve(cfg: ContextParallelConfig | ParallelConfig) -> ParallelConfig:
         # Replaces diffusers' ``ModelMixin._resolve_parallel_config`` (0.42) for this call: it picks the
         # device as ``rank % torch.accelerator.device_count()``, a ZeroDivisionError without an accelerator
         # (CPU, gloo). Otherwise the same: wrap the config, set it up on our mesh, record it on the model.

@@ -118,12 +118,12 @@ class VideoAlignReward:
 
 # --- the model structure and the checkpoint ----------------------------------------------------
 def reward_model_class() -> type:
-    from transformers import Qwen2VLForConditionalGeneration
+    from transformers import Qwen2VLConfig, Qwen2VLForConditionalGeneration
 
     class Qwen2VLRewardModel(Qwen2VLForConditionalGeneration):
         """Qwen2-VL with VideoAlign's ``rm_head`` (Linear(hidden, output_dim, bias=False))."""
 
-        def __init__(self, config: Any, output_dim: int = 1) -> None:
+        def __init__(self, config: Qwen2VLConfig, output_dim: int = 1) -> None:
             super().__init__(config)
             self.rm_head = nn.Linear(config.text_config.hidden_size, output_dim, bias=False)
 

@@ -14,11 +14,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from grpo_bench.suite.machine import host
 from grpo_bench.suite.results import read_table
 from grpo_bench.suite.run_folder import ROWS, is_done
+
+if TYPE_CHECKING:
+    from grpo_bench.config.run import RunConfig
 
 
 def cell_record(cell_dir: Path) -> tuple[str, float, dict] | None:
@@ -66,7 +69,7 @@ def measured_pace(folders: Iterable[Path]) -> float | None:
     return seconds / updates if updates else None
 
 
-def run_passes(config: Any) -> int:
+def run_passes(config: RunConfig) -> int:
     """Sample-step passes a whole run of ``config`` makes (train/compute.py's unit, evaluations and diagnostics
     included): the closed form the trainer's own counters are tested against."""
     from grpo_bench.config.expected_compute import expected

@@ -42,7 +42,8 @@ def key(cfg: RunConfig, threads: int) -> str:
     data = {k: getattr(cfg, k) for k in DEPENDS_ON}
     if cfg.guidance_formula != "cfg":  # keyed only when set: the keys stored before it existed stay valid
         data["guidance_formula"] = cfg.guidance_formula
-    blob = json.dumps({**data, "threads": threads, "assets": asset_digests(cfg), "arithmetic": EVAL_ARITHMETIC,
+    assets = asset_digests(cfg.model, cfg.reward)
+    blob = json.dumps({**data, "threads": threads, "assets": assets, "arithmetic": EVAL_ARITHMETIC,
                        "torch": torch.__version__}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

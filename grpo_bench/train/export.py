@@ -27,7 +27,6 @@ from typing import Any
 from torch import Tensor
 
 from grpo_bench.atomic import atomic_write_json, atomic_write_text
-from grpo_bench.config.run import RunConfig
 
 POLICY = "policy"
 CARD = "card.json"
@@ -85,18 +84,20 @@ def _readme(card: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def export_policy(model: Any, cfg: RunConfig, out_dir: Path, final: dict[str, Any],
+def export_policy(model: Any, config: dict[str, Any], out_dir: Path, final: dict[str, Any],
                   gathered: dict[int, Any] | None = None) -> Path:
     """Write ``out_dir/policy`` (weights by the model's ``save_policy`` + card) atomically; returns the
-    folder. A sharded run passes the gathered trainable tensors (``gather_trainable``, called on every rank)."""
+    folder. ``config``: the run config's values (``RunConfig.to_dict``), stored whole in the card. A sharded run
+    passes the gathered trainable tensors (``gather_trainable``, called on every rank)."""
     out_dir = Path(out_dir)
     folder, tmp = out_dir / POLICY, out_dir / f".{POLICY}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     card: dict[str, Any] = {
-        "model": cfg.model, "method": cfg.method, "kl": cfg.kl, "setting": cfg.setting, "seed": cfg.seed,
+        "model": config["model"], "method": config["method"], "kl": config["kl"], "setting": config["setting"],
+        "seed": config["seed"],
         "updates": final.get("updates"), "cell_id": final.get("cell_id"), "run_dir": str(out_dir),
-        "final_eval": final.get("eval", {}), "config": cfg.to_dict(), **provenance(),
+        "final_eval": final.get("eval", {}), "config": config, **provenance(),
     }
     card["weights"] = model.save_policy(tmp, card, gathered)  # each model knows its own policy format
     atomic_write_json(tmp / CARD, card)

@@ -38,6 +38,7 @@ from grpo_bench.config.identity import cell_id
 from grpo_bench.config.metrics import TIMES as TIMES  # re-exported: the time_* keys tests leave out
 from grpo_bench.config.prompts import load_prompt_set
 from grpo_bench.config.run import (
+    Compared,
     KLWeighting,
     RunConfig,
     TrustRegion,
@@ -91,7 +92,7 @@ class Trainer:
         # before any weight is loaded: sequence-parallel groups of the processes, then the data-parallel schedule
         dp_world = distributed.check_sequence_parallel(cfg.sequence_parallel, int(os.environ.get("WORLD_SIZE", "1")),
                                                        cfg.model)
-        recipe.check(cfg, dp_world)
+        recipe.check(section(cfg, recipe.UpdateShape), dp_world)
         # The update-0 eval is shared between the cells of a suite folder (base_eval.py), and only when the
         # config names the whole base policy and reward (an object passed in is not part of the key).
         in_suite = (Path(out_dir).parent / "suite.yaml").is_file()
@@ -118,11 +119,13 @@ class Trainer:
         self.device = self.acc.device
         # the data-parallel bookkeeping: one rank per sequence-parallel group (distributed.py; acc when sp = 1)
         self.dp = distributed.data_parallel(self.acc, cfg.sequence_parallel)
+        experiment = section(cfg, Compared)
         if reward is None:
             from grpo_bench import rewards
 
-            reward = rewards.load(cfg.reward, device=str(self.device), **weights.reward_kwargs(cfg))  # where sampled
-        weights.check_video_shape(cfg, model, reward)  # before any sampling
+            # on the device where it is sampled
+            reward = rewards.load(cfg.reward, device=str(self.device), **weights.reward_kwargs(experiment))
+        weights.check_video_shape(experiment, model, reward)  # before any sampling
         self.model, self.reward = model, reward
         prompt_set = load_prompt_set(cfg.prompts)
         # Encode every prompt once, then take the text encoders off the accelerator (no-ops for the world).
@@ -302,7 +305,7 @@ class Trainer:
         if cfg.save_videos:
             save_eval_videos(videos, out / "samples" / "final_eval.pt")
             export.write_eval_videos(videos, out, gif=self.model.gif_preview)
-        export.export_policy(self.model, cfg, out, final, gathered)
+        export.export_policy(self.model, cfg.to_dict(), out, final, gathered)
         atomic_write_json(out / "final.json", final)
         atomic_write_text(out / "DONE", "done\n")
         return final
@@ -330,9 +333,10 @@ def train(
     import json
 
     validate(cfg)
-    weights.check_weight_paths(cfg)  # a missing model or reward folder stops here, before any work
+    experiment = section(cfg, Compared)
+    weights.check_weight_paths(experiment)  # a missing model or reward folder stops here, before any work
     if model is None:
-        weights.check_model_present(cfg)  # a named checkpoint not in the local cache: one line, no model built
+        weights.check_model_present(experiment)  # a named checkpoint not in the local cache: one line, no model built
     cfg = resolve(cfg)
     out = Path(out_dir)
     created = not out.exists()

@@ -1,5 +1,5 @@
 """Measures one training forward+backward of a small DiT block stack on the CPU and prints it next to
-the plan's prediction (run in a fresh process by tests/train/test_plan.py; argv: wan|hunyuan, checkpointing 0|1)."""
+the plan's prediction (run in a fresh process by tests/plan/test_plan.py; argv: wan|hunyuan, checkpointing 0|1)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ warnings.filterwarnings("ignore")
 def main(family: str, ckpt: bool) -> None:
     from gpu_check import Peak
 
-    from grpo_bench.train.plan_costs import training_activation_bytes
-    from grpo_bench.train.plan_spec import transformer_spec
+    from grpo_bench.plan.costs import training_activation_bytes
+    from grpo_bench.plan.spec import transformer_spec
 
     torch.manual_seed(0)
     if family == "wan":

@@ -88,7 +88,7 @@ def test_the_estimate_before_the_first_update_prices_passes_at_this_machines_pac
 
 
 def test_with_nothing_measured_the_estimate_says_it_is_plan_arithmetic(tmp_path):
-    from grpo_bench.train.plan import estimate
+    from grpo_bench.plan.estimate import estimate
 
     cfg = build_config({"updates": 40}, [])
     line = before_line(cfg, tmp_path / "no_runs")

@@ -1,4 +1,4 @@
-"""``grpo-bench train --model M`` holds plan's predicted GPU peak per process (train/plan.py ``estimate``, what
+"""``grpo-bench train --model M`` holds plan's predicted GPU peak per process (plan/estimate.py ``estimate``, what
 ``grpo-bench plan`` prints) against the device's memory before any weight loads (cli/train_memory.py): refused in
 one line (exit 2) naming the prediction, the memory and what shrinks it, unless ``--no-memory-check``; on a machine
 without a GPU it says it skipped, unless ``--gpu-memory GB`` gives a size to check against."""
@@ -17,7 +17,7 @@ from grpo_bench.cli import train_memory
 from grpo_bench.cli.train import build_config
 from grpo_bench.cli.train_memory import check_train_memory, fitting_frames, launch_shape
 from grpo_bench.errors import UserError
-from grpo_bench.train.plan import GB, estimate
+from grpo_bench.plan.estimate import GB, estimate
 
 WAN14 = ["--model", "wan2.1-14b", "reward=clip_score"]
 TINY = ["--model", "tiny-wan", "reward=world_judge"]

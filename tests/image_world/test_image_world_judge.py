@@ -22,7 +22,7 @@ def test_the_judge_is_a_training_reward_and_the_checker_still_evaluates() -> Non
     cfg = from_dict({"model": "image_world", "reward": "image_world_judge"})
     assert cfg.eval_oracle and cfg.prompts == "image_world"
     assert not rewards.is_ground_truth("image_world_judge") and rewards.is_ground_truth("image_world_oracle")
-    assert asset_digests(cfg)["reward"] == file_digest(DEFAULT_JUDGE)  # a rebuilt judge re-keys its cells
+    assert asset_digests(cfg.model, cfg.reward)["reward"] == file_digest(DEFAULT_JUDGE)  # a rebuilt judge: new ids
     card = json.loads(DEFAULT_JUDGE.with_suffix(".json").read_text())
     assert card["sha256"] == hashlib.sha256(DEFAULT_JUDGE.read_bytes()).hexdigest()
     assert set(card["spearman_heldout_base"]) == {"vq", "mq", "ta"}

@@ -36,7 +36,7 @@ def test_the_text_model_brings_its_own_defaults_and_registrations() -> None:
     assert models.modality("image_world_text") == "image"
     assert rewards.declares_ground_truth("image_world_text") and rewards.is_ground_truth("image_world_text_oracle")
     assert not rewards.is_ground_truth("image_world_ocr")  # the OCR trains; the exact reader evaluates
-    assert asset_digests(cfg) == {"model": file_digest(DEFAULT_WEIGHTS)}
+    assert asset_digests(cfg.model, cfg.reward) == {"model": file_digest(DEFAULT_WEIGHTS)}
 
 
 def test_bad_text_config_is_one_line() -> None:

@@ -18,8 +18,8 @@ from grpo_bench.config import model_recipe
 from grpo_bench.config.model_recipe import RECIPE_KEYS, real_checkpoints, recipes
 from grpo_bench.config.run import RunConfig
 from grpo_bench.models import names
+from grpo_bench.plan.model_specs import real_specs
 from grpo_bench.suite.parse import load_suite
-from grpo_bench.train.plan_models import real_specs
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -146,7 +146,7 @@ generate.py:302 and its 16:9 720p bucket), which the recipes replaced by RL trai
 def test_a_video_recipe_fits_one_80gb_gpu_by_plan_where_its_generation_size_does_not(model):
     """The point of taking the RL sizes: ``train --model M`` on one H100 passes the memory check (cli/train_memory.py)
     with the recipe as it is, and would be refused at the checkpoint's generation size."""
-    from grpo_bench.train.plan import GB, estimate
+    from grpo_bench.plan.estimate import GB, estimate
 
     frames, height, width = GENERATION_SIZES[model]
     assert estimate(_cfg(model)).gpu_peak < 80 * GB

@@ -185,7 +185,7 @@ def test_a_trainer_at_sp_2_on_one_process_refuses_before_loading_anything(tmp_pa
 def test_the_plan_divides_activations_and_transformer_time_by_sp_and_counts_a_group_as_one_rank():
     from plan_configs import hy  # HunyuanVideo 1.5 480p x 81 frames, the paper's recipe (no weights: meta device)
 
-    from grpo_bench.train.plan import estimate
+    from grpo_bench.plan.estimate import estimate
 
     split = estimate(hy(sequence_parallel=2), processes=8)  # 4 data-parallel groups of 2
     dp4 = estimate(hy(), processes=4)

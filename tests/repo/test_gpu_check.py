@@ -75,7 +75,7 @@ def test_layer_terms_recover_per_layer_and_rest():
 def test_stack_prediction_excludes_the_resident_weights():
     """The measurement starts with the weights resident, so the prediction is gradients (+ autocast copies of
     float32 masters) + activations: the plan's own terms, no weights."""
-    from grpo_bench.train.plan_costs import AUTOCAST_COPY_BYTES, training_activation_bytes
+    from grpo_bench.plan.costs import AUTOCAST_COPY_BYTES, training_activation_bytes
 
     _, inputs, spec, _ = cases.build_stack("hunyuan15-stack", 2, cases.Context(
         gpu_check.parse_args(["--dry-run", "--device", "cpu"]), torch.device("cpu"), ""), torch.bfloat16)

@@ -8,11 +8,11 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from grpo_bench.plan.costs import ROLLOUT_BYTES, reward_cost
 from grpo_bench.rewards import REWARDS, names
 from grpo_bench.rewards.base import factory_declaration
 from grpo_bench.rewards.clip_common import VIT_H_14
 from grpo_bench.rewards.compute import HostSeconds, ImageTowers, NoNetwork, Tower
-from grpo_bench.train.plan_costs import ROLLOUT_BYTES, reward_cost
 
 
 def _compute(name: str):

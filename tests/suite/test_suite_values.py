@@ -11,9 +11,9 @@ import pytest
 
 from grpo_bench.config.presets import PRESETS
 from grpo_bench.config.run import FIELDS
+from grpo_bench.plan.model_specs import real_specs
 from grpo_bench.suite.expand import expand
 from grpo_bench.suite.parse import load_suite
-from grpo_bench.train.plan_models import real_specs
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITES = sorted((ROOT / "suites").glob("*.yaml"))

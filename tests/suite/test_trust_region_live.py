@@ -42,7 +42,7 @@ from grpo_bench.models import MODELS  # noqa: E402
 
 
 def _family(model: str) -> str | None:
-    from grpo_bench.train.plan_models import real_specs
+    from grpo_bench.plan.model_specs import real_specs
 
     spec = real_specs().get(model)
     return spec["family"] if spec else None

@@ -85,7 +85,7 @@ class _Anchors:
 
 def count(cfg, processes: int):
     """Run optimize() on one process's batch of ``cfg`` with a stub loss: [(backwards, samples)] per step."""
-    sched = recipe.schedule(cfg, processes)
+    sched = recipe.schedule(cfg_section(cfg, recipe.UpdateShape), processes)
     B, K = sched.rows_per_process, sched.trained_steps
     stepper = _Stepper()
 
@@ -177,9 +177,9 @@ def test_a_schedule_the_batch_cannot_carry_is_one_line(kw, match):
 
 def test_the_schedule_is_checked_for_the_processes_of_a_launch():
     cfg = _cfg(prompts_per_update=2, group_size=4, bestofn=2)
-    recipe.check(cfg, 2)
+    recipe.check(cfg_section(cfg, recipe.UpdateShape), 2)
     with pytest.raises(UserError, match="whole groups on every process"):
-        recipe.check(cfg, 4)
+        recipe.check(cfg_section(cfg, recipe.UpdateShape), 4)
 
 
 @pytest.mark.filterwarnings("ignore")

@@ -10,6 +10,7 @@ import yaml
 from typer.testing import CliRunner
 
 from grpo_bench.config.run import RunConfig
+from grpo_bench.config.sections import Compared, section
 from grpo_bench.config.weights import (
     check_video_shape,
     check_weight_paths,
@@ -23,37 +24,37 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_missing_model_folder_names_the_key_and_path_not_a_download(tmp_path):
     with pytest.raises(UserError) as err:
-        check_weight_paths(RunConfig(model="./does/not/exist"))
+        check_weight_paths(Compared(model="./does/not/exist"))
     assert "'model'" in str(err.value) and "./does/not/exist" in str(err.value) and "hf download" not in str(err.value)
     (tmp_path / "pipe").mkdir()
     with pytest.raises(UserError, match="has no model_index.json"):
-        check_weight_paths(RunConfig(model=str(tmp_path / "pipe")))
+        check_weight_paths(Compared(model=str(tmp_path / "pipe")))
     from grpo_bench import models
 
     with pytest.raises(UserError, match="does not exist") as err:
         models.load("./does/not/exist")
     assert "hf download" not in str(err.value)
-    check_weight_paths(RunConfig(model="tiny-wan"))  # registered names and hub ids pass
-    check_weight_paths(RunConfig(model="org/some-model"))
+    check_weight_paths(Compared(model="tiny-wan"))  # registered names and hub ids pass
+    check_weight_paths(Compared(model="org/some-model"))
 
 
 def test_reward_paths_map_to_each_rewards_options_and_are_checked(tmp_path):
     (tmp_path / "ck").mkdir()
     (tmp_path / "base").mkdir()
-    cfg = RunConfig(reward="videoalign", reward_path=str(tmp_path / "ck"), reward_base_path=str(tmp_path / "base"))
+    cfg = Compared(reward="videoalign", reward_path=str(tmp_path / "ck"), reward_base_path=str(tmp_path / "base"))
     check_weight_paths(cfg)
     assert reward_kwargs(cfg) == {"checkpoint": str(tmp_path / "ck"), "base_model": str(tmp_path / "base")}
-    assert reward_kwargs(RunConfig(reward="clip_score", reward_path="/m")) == {"model": "/m"}
-    assert reward_kwargs(RunConfig(reward="pickscore", reward_path="/m", reward_base_path="/p")) == {
+    assert reward_kwargs(Compared(reward="clip_score", reward_path="/m")) == {"model": "/m"}
+    assert reward_kwargs(Compared(reward="pickscore", reward_path="/m", reward_base_path="/p")) == {
         "model": "/m", "processor": "/p"}
-    assert reward_kwargs(RunConfig(reward="world_judge", reward_path="/j.safetensors")) == {"path": "/j.safetensors"}
+    assert reward_kwargs(Compared(reward="world_judge", reward_path="/j.safetensors")) == {"path": "/j.safetensors"}
     with pytest.raises(UserError, match=r"'reward_path': '/no/such/VideoReward' does not exist"):
-        check_weight_paths(RunConfig(reward="videoalign", reward_path="/no/such/VideoReward"))
+        check_weight_paths(Compared(reward="videoalign", reward_path="/no/such/VideoReward"))
     with pytest.raises(UserError, match="'reward_base_path': reward 'clip_score' takes only reward_path"):
-        check_weight_paths(RunConfig(reward="clip_score", reward_path=str(tmp_path / "ck"),
-                                     reward_base_path=str(tmp_path / "base")))
+        check_weight_paths(Compared(reward="clip_score", reward_path=str(tmp_path / "ck"),
+                                    reward_base_path=str(tmp_path / "base")))
     with pytest.raises(UserError, match="takes no weight path"):
-        check_weight_paths(RunConfig(reward="world_oracle", reward_path=str(tmp_path / "ck")))
+        check_weight_paths(Compared(reward="world_oracle", reward_path=str(tmp_path / "ck")))
 
 
 def test_reward_paths_are_the_file_or_folder_each_reward_declares(tmp_path):
@@ -65,18 +66,18 @@ def test_reward_paths_are_the_file_or_folder_each_reward_declares(tmp_path):
     med.write_text("{}")
     folder = tmp_path / "VideoReward"
     folder.mkdir()
-    check_weight_paths(RunConfig(reward="hpsv2", reward_path=str(weights)))
-    check_weight_paths(RunConfig(reward="imagereward", reward_path=str(weights), reward_base_path=str(med)))
-    check_weight_paths(RunConfig(reward="world_judge", reward_path=str(weights)))
-    check_weight_paths(RunConfig(reward="videoalign", reward_path=str(folder)))
+    check_weight_paths(Compared(reward="hpsv2", reward_path=str(weights)))
+    check_weight_paths(Compared(reward="imagereward", reward_path=str(weights), reward_base_path=str(med)))
+    check_weight_paths(Compared(reward="world_judge", reward_path=str(weights)))
+    check_weight_paths(Compared(reward="videoalign", reward_path=str(folder)))
     with pytest.raises(UserError, match=r"'reward_path': '.*VideoReward' is not a file \(reward 'hpsv2' takes its "
                                         r"checkpoint as a local file\)$"):
-        check_weight_paths(RunConfig(reward="hpsv2", reward_path=str(folder)))
+        check_weight_paths(Compared(reward="hpsv2", reward_path=str(folder)))
     with pytest.raises(UserError, match=r"'reward_base_path': .* is not a file .*its med_config as a local file"):
-        check_weight_paths(RunConfig(reward="imagereward", reward_path=str(weights), reward_base_path=str(folder)))
+        check_weight_paths(Compared(reward="imagereward", reward_path=str(weights), reward_base_path=str(folder)))
     with pytest.raises(UserError, match=r"'reward_path': .*HPS_v2.1_compressed.pt' is not a folder .*its checkpoint "
                                         r"as a local folder"):
-        check_weight_paths(RunConfig(reward="videoalign", reward_path=str(weights)))
+        check_weight_paths(Compared(reward="videoalign", reward_path=str(weights)))
     # every registered reward declares a kind for each of its path options
     from grpo_bench.rewards import REWARDS
     from grpo_bench.rewards.base import FILE, FOLDER, PATH_KINDS, factory_declaration
@@ -93,10 +94,10 @@ def test_world_judge_on_a_tiny_diffusers_model_is_refused_before_sampling():
     cfg = RunConfig(model="tiny-wan", frames=8, device="cpu")
     model = models.from_config(cfg)  # 8 frames round to 9 (1 + 4k)
     with pytest.raises(UserError, match="8x16x16 but model 'tiny-wan' makes 9x16x16.*reward=world_oracle"):
-        check_video_shape(cfg, model, rewards.load("world_judge"))
-    check_video_shape(cfg, model, rewards.load("world_oracle"))  # declares no shape: any video
+        check_video_shape(section(cfg, Compared), model, rewards.load("world_judge"))
+    check_video_shape(section(cfg, Compared), model, rewards.load("world_oracle"))  # declares no shape: any video
     with pytest.raises(UserError, match="set video_size: 16"):  # a randomly initialised 24 x 24 world model
-        check_video_shape(RunConfig(video_size=24), models.build("world", size=24), rewards.load("world_judge"))
+        check_video_shape(Compared(), models.build("world", size=24), rewards.load("world_judge"))
 
 
 def test_run_refuses_a_real_model_cell_that_will_not_fit(tmp_path):

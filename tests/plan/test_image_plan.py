@@ -11,9 +11,9 @@ import torch
 
 from grpo_bench import models
 from grpo_bench.config.run import RunConfig, from_dict
-from grpo_bench.train.plan import GB, estimate
-from grpo_bench.train.plan_models import model_spec
-from grpo_bench.train.plan_spec import parameter_count, transformer_spec
+from grpo_bench.plan.estimate import GB, estimate
+from grpo_bench.plan.model_specs import model_spec
+from grpo_bench.plan.spec import parameter_count, transformer_spec
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,20 +1,23 @@
 """The plan's cost terms that are not plain bytes per parameter: activations per token and layer, the
 VAE decode, the reward model's forward and the collectives, with the measured or assumed constants
-each rests on (``train/plan.py`` adds them up per cell)."""
+each rests on (``plan/estimate.py`` adds them up per cell)."""
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING
 
-from grpo_bench.train.plan_spec import ModelSpec
+from grpo_bench.plan.spec import ModelSpec
+
+if TYPE_CHECKING:
+    from grpo_bench.config.run import RunConfig
 
 # --- activations -------------------------------------------------------------------------------
 ACT_BYTES = 52
 """Training activation bytes per (token x hidden unit) of one layer in 16-bit (float32: twice).
 Megatron's estimate for a plain transformer layer with a fused attention kernel is 34; the adaLN
 modulation and cross-attention of these video DiT blocks add to it: 52 is what a 4-layer Wan block
-stack keeps (measured on the CPU in float32, halved; tests/train/test_plan.py)."""
+stack keeps (measured on the CPU in float32, halved; tests/plan/test_plan.py)."""
 RECOMPUTE_BYTES = 64
 """With gradient checkpointing: the one block recomputed in the backward pass plus the backward's
 temporaries, per (token x hidden unit), 16-bit (measured as ACT_BYTES)."""
@@ -74,7 +77,7 @@ LINK_GB_S = 300.0
 bytes a process sends and receives at this rate, not overlapped with compute (an upper bound)."""
 
 
-def communication_bytes(cfg: Any, spec: ModelSpec, trainable: int, base_bytes: int, rows: int, trained: int,
+def communication_bytes(cfg: RunConfig, spec: ModelSpec, trainable: int, base_bytes: int, rows: int, trained: int,
                         anchors: int, world: int, sharding: str) -> float:
     """Bytes one process moves through collectives per update. FSDP2: every transformer call all-gathers
     the weights (forward; backward once more) and every backward reduce-scatters float32 gradients;
@@ -92,8 +95,9 @@ def communication_bytes(cfg: Any, spec: ModelSpec, trainable: int, base_bytes: i
         gathered = spec.transformer_params * base_bytes + (trainable * 4 if cfg.lora_rank > 0 else 0)
         return share * ((forward + backward) * gathered + backward * trainable * 4)
     from grpo_bench.config import recipe
+    from grpo_bench.config.sections import section
 
-    steps = recipe.schedule(cfg, world).steps_per_rollout  # optimizer steps per update
+    steps = recipe.schedule(section(cfg, recipe.UpdateShape), world).steps_per_rollout  # optimizer steps per update
     return share * 2 * trainable * 4 * steps
 
 

@@ -2,7 +2,7 @@
 
 From a resolved RunConfig and the model's architecture alone (no weights: real checkpoints are
 built from the configs in ``models/real_specs.yaml`` on PyTorch's ``meta`` device, tiny presets from
-their random pipelines: ``train/plan_models.py``, into a ``ModelSpec``, ``train/plan_spec.py``), the
+their random pipelines: ``plan/model_specs.py``, into a ``ModelSpec``, ``plan/spec.py``), the
 plan predicts per process:
 
 * weights, gradients, AdamW state and KL anchors (bytes per parameter from the precision; divided
@@ -12,7 +12,7 @@ plan predicts per process:
   classifier-free guidance) with or without gradient checkpointing, or a no-grad rollout forward;
   ``ACT_BYTES`` per token and hidden unit per layer (measured on a Wan block stack; Megatron's
   34 s·h bytes per 16-bit layer plus the blocks' modulation; float32 doubles it), with no L x L
-  attention term (fused / memory-efficient attention kernels) (``train/plan_costs.py``, as the VAE,
+  attention term (fused / memory-efficient attention kernels) (``plan/costs.py``, as the VAE,
   reward and communication terms);
 * the rollout store (x, x', mu and one mu_ref per anchor at every stored step), decoded videos,
   the VAE and reward weights (the reward's in the dtype its factory declares it loads), and the text
@@ -27,7 +27,7 @@ plan predicts per process:
   rollout, anchors, training (3x, 4x with checkpointing), and the diagnostic and evaluation
   amortised over their intervals, at a declared throughput (``tflops``).
 
-These are estimates; ``tests/train/test_plan.py`` compares the activation and weight terms with measured
+These are estimates; ``tests/plan/test_plan.py`` compares the activation and weight terms with measured
 peaks of small models on the CPU, and ``benchmarks/gpu_check.sh`` prints the GPU measurement next to
 the prediction.
 """
@@ -36,12 +36,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
 from grpo_bench.errors import UserError
-from grpo_bench.train.plan_costs import (
+from grpo_bench.plan.costs import (
     CALL_OVERHEAD_S,
     LINK_GB_S,
     ROLLOUT_BYTES,
@@ -55,13 +55,16 @@ from grpo_bench.train.plan_costs import (
     training_activation_bytes,
     training_pass_factor,
 )
-from grpo_bench.train.plan_models import model_spec
-from grpo_bench.train.plan_spec import ModelSpec
+from grpo_bench.plan.model_specs import model_spec
+from grpo_bench.plan.spec import ModelSpec
+
+if TYPE_CHECKING:
+    from grpo_bench.config.run import RunConfig
 
 GB = 1024**3
 HOST_BASELINE_GB = {"cpu": 0.5, "cuda": 2.5}
 """Resident memory of one process with Python, torch, diffusers, transformers and accelerate loaded:
-0.5 GB measured on the CPU (the tiny presets peak at 0.47-0.49 GB, tests/train/test_plan.py); with CUDA the
+0.5 GB measured on the CPU (the tiny presets peak at 0.47-0.49 GB, tests/plan/test_plan.py); with CUDA the
 runtime, cuBLAS/cuDNN and kernel images add more (2.5 GB assumed, not measured in this repository)."""
 GPU_OVERHEAD_GB = 1.0
 """CUDA context and kernels, per process."""
@@ -106,7 +109,7 @@ def _bytes(dtype: str) -> int:
     return 2 if dtype == "bf16" else 4
 
 
-def estimate(cfg: Any, processes: int = 1, sharding: str = "none", tflops: float = 400.0,
+def estimate(cfg: RunConfig, processes: int = 1, sharding: str = "none", tflops: float = 400.0,
              spec: ModelSpec | None = None) -> Plan:
     """The plan of one resolved RunConfig on ``processes`` processes (one GPU each)."""
     from grpo_bench.config.prompts import load_prompt_set
@@ -229,13 +232,14 @@ def estimate(cfg: Any, processes: int = 1, sharding: str = "none", tflops: float
                 updates=cfg.updates, seconds=seconds, sequence_parallel=sp)
 
 
-def _per_step_seconds(cfg: Any, spec: ModelSpec, trainable: int, train_bytes: int, shard: int, rows: int,
+def _per_step_seconds(cfg: RunConfig, spec: ModelSpec, trainable: int, train_bytes: int, shard: int, rows: int,
                       trained: int, anchors: int, world: int, tflops: float) -> float:
     """Fixed per-update costs the FLOP count misses: every optimizer step's overhead and elementwise pass
-    (Muon's orthogonalisation too), and a launch overhead per transformer call (train/plan_costs.py)."""
+    (Muon's orthogonalisation too), and a launch overhead per transformer call (plan/costs.py)."""
     from grpo_bench.config import recipe
+    from grpo_bench.config.sections import section
 
-    sched = recipe.schedule(cfg, world)
+    sched = recipe.schedule(section(cfg, recipe.UpdateShape), world)
     per_call = max(1, cfg.micro_batch or rows)
     calls = math.ceil(rows / per_call) * (cfg.steps + trained * anchors)  # rollout and anchor means
     calls += sched.steps_per_rollout * sched.backwards_per_step  # training forwards (one per backward)

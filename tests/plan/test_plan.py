@@ -20,8 +20,8 @@ from typer.testing import CliRunner
 from grpo_bench.cli import app
 from grpo_bench.config.run import RunConfig, resolve
 from grpo_bench.errors import UserError
-from grpo_bench.train.plan import GB, check_fits, estimate
-from grpo_bench.train.plan_models import model_spec
+from grpo_bench.plan.estimate import GB, check_fits, estimate
+from grpo_bench.plan.model_specs import model_spec
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 ROOT = Path(__file__).resolve().parents[2]
@@ -117,7 +117,7 @@ def test_gpu_check_dry_run_prints_the_plan_column(capsys):
 
 
 def test_a_local_pipeline_folder_is_planned_as_the_checkpoint_it_holds(tmp_path):
-    from grpo_bench.train.plan_models import identify_folder, real_specs
+    from grpo_bench.plan.model_specs import identify_folder, real_specs
 
     (tmp_path / "transformer").mkdir()
     conf = {"_class_name": "WanTransformer3DModel", **real_specs()["wan2.1-1.3b"]["transformer"]["config"]}
@@ -138,7 +138,7 @@ def test_durations_read_as_time():
 
 
 def test_cell_totals_vae_reward_and_communication_terms():
-    from grpo_bench.train.plan_costs import VAE_DECODE_MAPS, communication_bytes
+    from grpo_bench.plan.costs import VAE_DECODE_MAPS, communication_bytes
 
     cfg = hy(updates=300, step_every="micro_step", guidance=6.0)
     p = estimate(cfg, processes=8)
@@ -173,7 +173,7 @@ def test_the_reward_is_counted_while_prompts_are_cached_in_its_load_dtype(reward
     with 40B text-encoder parameters makes that phase the peak; the peak is then in closed form."""
     import dataclasses
 
-    from grpo_bench.train.plan import FRAGMENTATION, GPU_OVERHEAD_GB
+    from grpo_bench.plan.estimate import FRAGMENTATION, GPU_OVERHEAD_GB
 
     cfg = hy(reward=reward, device=device, frames=1 if reward in ("hpsv2", "imagereward") else 81)
     spec = dataclasses.replace(model_spec(cfg), text_encoder_params=40_000_000_000)
@@ -211,7 +211,7 @@ def test_plan_checks_every_cell_against_an_h200_when_nothing_is_declared(monkeyp
 def test_autocast_copy_lora_backward_and_per_step_overheads_are_counted():
     """Float32 masters under bf16 autocast: a bf16 copy of every weight during a forward; LoRA's backward
     computes no base weight gradient; each optimizer step and transformer call costs fixed time."""
-    from grpo_bench.train.plan_costs import CALL_OVERHEAD_S, STEP_OVERHEAD_S, training_pass_factor
+    from grpo_bench.plan.costs import CALL_OVERHEAD_S, STEP_OVERHEAD_S, training_pass_factor
 
     full = estimate(hy(lora_rank=0, param_dtype="float32"), processes=8, sharding="fsdp2")
     assert full.gpu["autocast_copy"] == pytest.approx(2 * full.params)  # ~15.5 GiB for the 8.3B transformer
@@ -229,7 +229,7 @@ def test_autocast_copy_lora_backward_and_per_step_overheads_are_counted():
 
 
 def test_a_cell_that_outlasts_its_time_limit_is_refused_or_requeued():
-    from grpo_bench.train.plan import check_time
+    from grpo_bench.plan.estimate import check_time
 
     p = estimate(hy(updates=300), processes=8)
     hours = p.seconds_per_cell / 3600

@@ -12,13 +12,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import yaml
 
 from grpo_bench.errors import UserError
-from grpo_bench.train.plan_spec import (
+from grpo_bench.plan.spec import (
     ModelSpec,
     latent_geometry,
     lora_and_block,
@@ -27,6 +27,9 @@ from grpo_bench.train.plan_spec import (
     vae_decode_profile,
 )
 
+if TYPE_CHECKING:
+    from grpo_bench.config.run import RunConfig
+
 SPECS = Path(__file__).resolve().parents[1] / "models" / "real_specs.yaml"
 
 
@@ -34,7 +37,7 @@ def real_specs() -> dict[str, Any]:
     return yaml.safe_load(SPECS.read_text())
 
 
-def model_spec(cfg: Any) -> ModelSpec:
+def model_spec(cfg: RunConfig) -> ModelSpec:
     """The spec of ``cfg.model`` at the config's frames and size (no weights are read)."""
     specs = real_specs()
     name = cfg.model if cfg.model in specs else identify_folder(cfg.model)
@@ -78,7 +81,7 @@ def _meta_forward_flops(name: str, latent: tuple[int, int, int], tokens: int) ->
         return 0.0
 
 
-def text_tokens(spec: dict[str, Any], cfg: Any) -> int:
+def text_tokens(spec: dict[str, Any], cfg: RunConfig) -> int:
     """Text rows per prompt: the spec's default, or (``max_text_tokens`` set) the CLIP rows SD3 puts before
     the T5 rows plus that length."""
     chosen = getattr(cfg, "max_text_tokens", 0)
@@ -132,7 +135,7 @@ def _meta_vae(name: str) -> tuple[float, int, tuple[int, int] | None]:
 
 
 # --- registered models, built --------------------------------------------------------------------
-def built_spec(cfg: Any) -> ModelSpec:
+def built_spec(cfg: RunConfig) -> ModelSpec:
     """A spec read off an instantiated model (the tiny presets; any model the registry builds), from the
     networks it declares (``architecture()``); built without LoRA, whose size is counted here."""
     from grpo_bench import models

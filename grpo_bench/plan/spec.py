@@ -2,7 +2,7 @@
 
 A spec is the architecture alone: parameter counts of the transformer, text encoders and VAE, the
 width and depth of the block stack, the latent and decoded video shapes and the sequence length one
-video gives. ``train/plan_models.py`` decides which modules a config's model is read from (real
+video gives. ``plan/model_specs.py`` decides which modules a config's model is read from (real
 checkpoints built on ``meta``, registered presets built at random); this module only reads modules.
 """
 
