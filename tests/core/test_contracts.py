@@ -123,3 +123,7 @@ def test_model_contract(name, monkeypatch):
     assert v.shape == x.shape and torch.isfinite(v).all() and torch.isfinite(v_null).all()
     assert videos.ndim == 5 and videos.shape[:2] == (2, 3) and float(videos.abs().max()) <= 1 + 1e-5
     assert any(p.requires_grad for p in model.trainable_module().parameters())
+    assert model.modality == models.modality(name)  # what it registered with is what it builds
+    assert isinstance(model.supports_sequence_parallel, bool) and model.sequence_parallel_group is None
+    model.enable_sequence_parallel(1, torch.device("cpu"))  # sp = 1 changes nothing, on every model
+    assert model.sequence_parallel_group is None
