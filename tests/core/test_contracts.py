@@ -17,6 +17,7 @@ from grpo_bench.core.sde import KERNELS
 from grpo_bench.core.trust_region import KL_VARIANTS
 from grpo_bench.errors import UserError
 from grpo_bench.rewards.base import SETTINGS, Reward, check_declarations, factory_declaration
+from grpo_bench.world.roles import WORLDS
 
 
 @pytest.mark.parametrize("name", KERNELS.names())
@@ -105,6 +106,22 @@ def test_reward_contract(name, monkeypatch):
         with torch.no_grad():
             truth = reward.ground_truth(videos, list(cls.example_prompts or WORLD_PROMPTS))
         assert set(reward.dimensions) <= set(truth)
+
+
+@pytest.mark.parametrize("name", WORLDS.names())
+def test_world_roles(name):
+    """A world's roles name registered parts that fit together: its oracle is the ground truth of its prompt set,
+    and its judge and oracle score what its model makes (stills or videos)."""
+    from grpo_bench.config.prompts import load_prompt_set
+
+    roles = WORLDS.get(name)
+    assert roles.name == name
+    assert rewards.GROUND_TRUTH.get(roles.prompts) == roles.oracle
+    assert load_prompt_set(roles.prompts).eval  # a registered set with held-out prompts, not a file
+    kind = models.modality(roles.model)
+    for reward in (roles.judge, roles.oracle):
+        assert rewards.product(reward).modality in (kind, "any"), (reward, kind)
+    assert rewards.product(roles.oracle).has_ground_truth
 
 
 @pytest.mark.parametrize("name", models.names())
