@@ -19,8 +19,10 @@ import time
 
 import torch
 
+from grpo_bench.api import Reward
 
-class PixelReward:
+
+class PixelReward(Reward):
     dimensions = ("vq", "mq", "ta")
 
     def __call__(self, videos, prompts):

@@ -26,6 +26,7 @@ from torch import Tensor, nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from grpo_bench import models
+from grpo_bench.api import Reward
 from grpo_bench.config.run import RunConfig, resolve
 from grpo_bench.train.precision import has_bf16_units
 from grpo_bench.train.trainer import Trainer
@@ -33,7 +34,7 @@ from grpo_bench.train.trainer import Trainer
 ROUNDS = 4
 
 
-class StubReward:
+class StubReward(Reward):
     def __call__(self, videos, prompts):
         z = videos.flatten(1).mean(1)
         return {"vq": z, "mq": -z, "ta": z * 0.5}

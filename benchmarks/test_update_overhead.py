@@ -19,13 +19,14 @@ import pytest
 import torch
 
 from grpo_bench import models
+from grpo_bench.api import Reward
 from grpo_bench.config.run import RunConfig, resolve
 from grpo_bench.train.trainer import Trainer
 
 ROUNDS = 5
 
 
-class StubReward:
+class StubReward(Reward):
     def __call__(self, videos, prompts):
         z = videos.flatten(1).mean(1)
         return {"vq": z, "mq": -z, "ta": z * 0.5}

@@ -50,6 +50,7 @@ from grpo_bench.errors import UserError
 from grpo_bench.models.registry import register as register_model
 from grpo_bench.params import PluginParams
 from grpo_bench.rewards import register as register_reward
+from grpo_bench.rewards.base import Reward
 
 __all__ = [
     "EMA",
@@ -65,6 +66,7 @@ __all__ = [
     "MethodConfig",
     "PluginParams",
     "RatioInputs",
+    "Reward",
     "Rollout",
     "RuleSpec",
     "RunShape",

@@ -178,7 +178,9 @@ def plan_command(path: Path, gpu_memory_gb: float | None, tflops: float, overrid
 
 def preflight(suite: Suite, cells: list[Cell], console: Console) -> None:
     """For suites of real models: refuse (UserError) before any work when a cell will not fit."""
-    if all(c.config.model == "world" for c in cells):
+    from grpo_bench.world.roles import video_world
+
+    if all(c.config.model == video_world().model for c in cells):  # the embedded world fits anywhere
         return
     from grpo_bench.config.sections import Compared, section
     from grpo_bench.config.weights import check_weight_paths

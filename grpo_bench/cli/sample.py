@@ -128,9 +128,10 @@ def _load_world(weights: Path, given: Path) -> Any:
     """World weights the user named; a bad file is reported as theirs (the loader's own advice,
     rebuilding the shipped model over that path, is not for user files)."""
     from grpo_bench.models import load
+    from grpo_bench.world.roles import video_world
 
     try:
-        return load("world", path=weights)
+        return load(video_world().model, path=weights)
     except UserError:
         raise UserError(f"--checkpoint {given}: {weights} cannot be read as world-model weights (corrupt, or not "
                         f"a world model); {CHECKPOINT_HELP}") from None
@@ -138,12 +139,14 @@ def _load_world(weights: Path, given: Path) -> Any:
 
 def _from_checkpoint(folder: Path, run_dir: Path) -> Any:
     from grpo_bench.models import load
+    from grpo_bench.world.roles import video_world
 
     cfg = run_config(run_dir / "config.yaml")
-    if cfg.get("model", "world") != "world":
+    world = video_world().model  # also the run config's default model
+    if cfg.get("model", world) != world:
         raise UserError(f"--checkpoint {folder}: a run of model {cfg.get('model')!r}; `sample` draws from the "
                         "embedded world only")
-    model = load("world", size=cfg.get("video_size"))
+    model = load(world, size=cfg.get("video_size"))
     params = dict(model.net.named_parameters())
     state = _trainable_state(folder, set(params))
     if state is None:
@@ -180,8 +183,9 @@ def judge_scores(videos: Tensor, prompts: list[str]) -> tuple[dict[str, Tensor] 
     """(scores, None) from the shipped judge, or (None, why not) when it is not available."""
     try:
         from grpo_bench.rewards import load
+        from grpo_bench.world.roles import video_world
 
-        judge = load("world_judge")
+        judge = load(video_world().judge)
     except (ImportError, AttributeError, UserError, FileNotFoundError) as exc:
         return (
             None,
@@ -229,6 +233,7 @@ def run_sample(
     from grpo_bench.core.sde import make_kernel
     from grpo_bench.models import load
     from grpo_bench.world.oracle import oracle
+    from grpo_bench.world.roles import video_world
     from grpo_bench.world.vocab import parse
 
     console = console or Console()
@@ -242,7 +247,8 @@ def run_sample(
         k = make_kernel(kernel, noise_level, params=kernel_params)
     except UserError as exc:  # the kernel names the bad key and its allowed keys
         raise UserError(f"command line: {exc}") from None
-    model, source = load_policy(checkpoint) if checkpoint is not None else (load("world"), "shipped world base")
+    model, source = (load_policy(checkpoint) if checkpoint is not None
+                     else (load(video_world().model), "shipped world base"))
     trained = trained_config(checkpoint) if checkpoint is not None else {}
     from_run = [name for name, given in (("steps", steps), ("shift", shift)) if given is None and name in trained]
     steps = int(trained.get("steps", DEFAULT_STEPS)) if steps is None else steps

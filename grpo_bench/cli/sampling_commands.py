@@ -97,13 +97,15 @@ def sample(
     preflight.out_file(out)
     if json_path is not None:
         preflight.out_file(json_path, "--json")
-    if model != "world":
+    from grpo_bench.world.roles import video_world
+
+    if model != video_world().model:
         from grpo_bench.cli.sample_generator import check_model_out, run_model_sample
         from grpo_bench.core.sde import make_kernel
 
         if checkpoint is not None:
             raise UserError("--checkpoint samples a trained world policy; with --model give the base model only")
-        out = Path("sample.png") if out == Path("sample.gif") and model != "world" else out
+        out = Path("sample.png") if out == Path("sample.gif") else out
         check_model_out(model, reward, out)
         try:
             k = make_kernel(kernel, noise_level, params=kernel_overrides(kernel_params or []))

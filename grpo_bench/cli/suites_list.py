@@ -55,6 +55,9 @@ def suites_command(folder: Path, runs: Path, reports: Path, console: Console) ->
     from grpo_bench.report.suite_parts import load_suite_checked
     from grpo_bench.suite.expand import expand
     from grpo_bench.suite.tune import tuning_suite
+    from grpo_bench.world.roles import video_world
+
+    world = video_world().model  # also the run config's default model
 
     paths = sorted(folder.glob("*.yaml"))
     if not paths:
@@ -78,7 +81,7 @@ def suites_command(folder: Path, runs: Path, reports: Path, console: Console) ->
             minutes, where = (stored[0], f"{stored[1].split(', torch')[0]} (reports/)") if stored else (None, "")
         if minutes is None:
             table.add_row(suite.name, cells, "-", "-", "not measured: a real-model suite's GPU time is "
-                          f"`grpo-bench plan {path}`'s prediction" if suite.base.get("model", "world") != "world"
+                          f"`grpo-bench plan {path}`'s prediction" if suite.base.get("model", world) != world
                           else "not measured")
         else:
             table.add_row(suite.name, cells, f"{minutes:.1f} min", _duration(minutes * (grid + table_cells)), where)

@@ -23,6 +23,7 @@ from grpo_bench.image_world.model import ASSETS, load_weights, save_weights
 from grpo_bench.image_world.net import ResBlock2d
 from grpo_bench.image_world.render import SIZE
 from grpo_bench.rewards import register
+from grpo_bench.rewards.base import Reward
 from grpo_bench.rewards.compute import CountedForward
 from grpo_bench.world.unet_parts import NetConfig
 
@@ -86,11 +87,13 @@ def load_judge(path: Path | None = None) -> ImageJudge:
     return net.eval()
 
 
-class ImageWorldJudgeReward:
+class ImageWorldJudgeReward(Reward):
     """{"vq", "mq", "ta"}: the judge's z-normalised scores (Tensor[B] each) of 32x32 stills and their prompts."""
 
     dimensions = DIMENSIONS
     modality = "image"
+    example_prompts = ("a red circle", "three blue squares")  # prompts of its grammar
+    media_size = SIZE
     embedded = True
     label = "judge"
 
@@ -107,23 +110,16 @@ class ImageWorldJudgeReward:
         return {k: scores[:, i].to(images.device) for i, k in enumerate(DIMENSIONS)}
 
 
-@register(NAME)
-def image_world_judge(path: str | Path | None = None, device: str | None = None, **kw: object) -> ImageWorldJudgeReward:
-    """The shipped judge (or the weights at ``path``); it judges ``prompts: image_world``."""
-    return ImageWorldJudgeReward(load_judge(Path(path) if path is not None else None), device or "cpu")
-
-
-image_world_judge.path_options = ()  # the shipped weights
-image_world_judge.modality = "image"
-
-
 def _judge_example() -> tuple[ImageJudge, tuple[Tensor, Tensor]]:
     """The shipped judge, one still and a condition: what its FLOPs are counted on."""
     return load_judge(), (torch.zeros(1, 3, SIZE, SIZE), torch.zeros(1, len(PART_SIZES), dtype=torch.long))
 
 
-image_world_judge.compute = CountedForward(_judge_example)
-image_world_judge.example_prompts = ("a red circle", "three blue squares")  # prompts of its grammar
-image_world_judge.media_size = 32
+@register(NAME, compute=CountedForward(_judge_example))  # the shipped weights: no reward_path
+def image_world_judge(path: str | Path | None = None, device: str | None = None, **kw: object) -> ImageWorldJudgeReward:
+    """The shipped judge (or the weights at ``path``); it judges ``prompts: image_world``."""
+    return ImageWorldJudgeReward(load_judge(Path(path) if path is not None else None), device or "cpu")
+
+
 image_world_judge.embedded = True
 image_world_judge.shipped_weights = DEFAULT_JUDGE  # its digest is part of every cell id trained on it

@@ -125,7 +125,7 @@ def load_weights(path: Path, fmt: str = FORMAT, build: Callable[[dict], nn.Modul
 
 
 def still_model_factory(name: str, height: int, width: int, shipped: Path, load: Callable[[Path], nn.Module],
-                        fresh: Callable[[NetConfig | None], nn.Module], wrap: Callable[[nn.Module], ImageWorldModel],
+                        fresh: Callable[[NetConfig | None], nn.Module], wrap: type[ImageWorldModel],
                         run_defaults: dict, example_prompts: tuple[str, ...], size_hint: str) -> Callable:
     """Register the factory of one of the image world's generators under ``name``: the ``shipped`` weights (or
     a file's, through ``load``) or a ``fresh(config)`` network, ``wrap``-ped; it declares what the core reads
@@ -149,13 +149,12 @@ def still_model_factory(name: str, height: int, width: int, shipped: Path, load:
     factory.__name__ = factory.__qualname__ = f"{name}_model"
     factory.__doc__ = (f"The shipped {name} base model (or the weights at ``path``), or a fresh network when not "
                        "``pretrained``.")
-    factory.modality = "image"  # type: ignore[attr-defined]
     factory.embedded = True  # type: ignore[attr-defined]
     factory.example_prompts = example_prompts  # type: ignore[attr-defined]
     factory.shipped_weights = shipped  # type: ignore[attr-defined]
     factory.check_config = check_config  # type: ignore[attr-defined]
     factory.run_defaults = {"frames": 1, "video_size": height, **run_defaults}  # type: ignore[attr-defined]
-    return MODELS.register(name)(factory)
+    return MODELS.register(name, wrap.modality)(factory)  # the still generator's class says 'image'
 
 
 image_world_model = still_model_factory(

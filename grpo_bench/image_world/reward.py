@@ -15,16 +15,17 @@ from grpo_bench.image_world.grammar import prompts
 from grpo_bench.image_world.model import ORACLE, PROMPT_SET
 from grpo_bench.registry import PROMPT_SETS
 from grpo_bench.rewards import register
+from grpo_bench.rewards.base import Reward
 from grpo_bench.rewards.compute import NoNetwork
 
 
-@register(ORACLE, ground_truth_for=PROMPT_SET)
-class ImageWorldOracleReward:
+@register(ORACLE, ground_truth_for=PROMPT_SET, compute=NoNetwork("the exact checker's closed-form checks"))
+class ImageWorldOracleReward(Reward):
     """{"vq", "mq", "ta"} of the checker (grpo_bench/image_world/checker.py) under no_grad."""
 
     dimensions = ("vq", "mq", "ta")
     modality = "image"
-    compute = NoNetwork("the exact checker's closed-form checks")
+    has_ground_truth = True
     embedded = True
     label = "oracle"
     example_prompts = ("a red circle", "three blue squares")  # prompts of the form it scores (grammar.py)

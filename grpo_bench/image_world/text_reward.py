@@ -28,6 +28,7 @@ from grpo_bench.image_world.text_model import ORACLE, PROMPT_SET, TRAINING_REWAR
 from grpo_bench.image_world.words import prompts, word_of
 from grpo_bench.registry import PROMPT_SETS
 from grpo_bench.rewards import register
+from grpo_bench.rewards.base import Reward
 from grpo_bench.rewards.compute import HostSeconds, NoNetwork
 
 
@@ -51,12 +52,14 @@ def ocr_scores(images: Tensor, prompts: list[str], threads: int = 1) -> dict[str
             "ocr_exact": torch.tensor([float(t == w) for t, w in zip(texts, targets)])}
 
 
-class TextOcrReward:
+class TextOcrReward(Reward):
     """{"ocr": Tensor[B]}: PP-OCRv4's reading of the word, scored against the prompt's (module docstring)."""
 
     dimensions = ("ocr",)
     settings = {"A": {"ocr": 1.0}, "B": {"ocr": 1.0}}
     modality = "image"
+    example_prompts = ('the word "cat"', 'the word "moon"')  # prompts of the form it scores
+    media_size = (32, 128)  # the rendered line it reads
     embedded = True
     label = "ocr"
 
@@ -68,7 +71,9 @@ class TextOcrReward:
         return {"ocr": ocr_scores(images, prompts, self.threads)["ocr"].to(images.device)}
 
 
-@register(TRAINING_REWARD)
+# PP-OCRv4 recognition on the CPU: at most 0.06 s of one thread per 128 x 32 line, measured (docs/rewards.md); the
+# models ship in the wheel: no reward_path
+@register(TRAINING_REWARD, compute=HostSeconds(per_image=0.06))
 def image_world_ocr(threads: int = 1, device: str | None = None, **kw: object) -> TextOcrReward:
     """PP-OCRv4 recognition on the CPU (``threads`` ONNX threads); checks the package before any image."""
     from grpo_bench.rewards import rapid_ocr
@@ -78,23 +83,16 @@ def image_world_ocr(threads: int = 1, device: str | None = None, **kw: object) -
     return TextOcrReward(threads, device or "cpu")
 
 
-image_world_ocr.path_options = ()  # the models ship in the wheel
-# PP-OCRv4 recognition on the CPU: at most 0.06 s of one thread per 128 x 32 line, measured (docs/rewards.md)
-image_world_ocr.compute = HostSeconds(per_image=0.06)
-image_world_ocr.modality = "image"
-image_world_ocr.example_prompts = ('the word "cat"', 'the word "moon"')  # prompts of the form it scores
-image_world_ocr.media_size = (32, 128)  # the rendered line it reads
 
-
-@register(ORACLE, ground_truth_for=PROMPT_SET)
-class TextOracleReward:
+@register(ORACLE, ground_truth_for=PROMPT_SET, compute=NoNetwork("the exact glyph reader's closed-form checks"))
+class TextOracleReward(Reward):
     """{"vq", "mq", "ta"} of the exact reader (text_checker.py); its ``ground_truth`` gives every column."""
 
     dimensions = ("vq", "mq", "ta")
     example_prompts = ('the word "cat"', 'the word "moon"')  # prompts of the form it scores
     media_size = (32, 128)  # the rendered line it reads
     modality = "image"
-    compute = NoNetwork("the exact glyph reader's closed-form checks")
+    has_ground_truth = True
     embedded = True
     label = "oracle"
 

@@ -49,7 +49,7 @@ def modality(name: str) -> str | None:
     """'image' (a still-image generator: one-frame clips) or 'video' for a registered name, a local
     pipeline folder or a cached hub id, without building the model; None when it cannot be told."""
     if name in MODELS:
-        return getattr(MODELS.get(name), "modality", "video")
+        return MODELS.modality(name)
     from grpo_bench.models.diffusers_registry import pipeline_modality
 
     return pipeline_modality(name)

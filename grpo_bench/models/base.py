@@ -60,6 +60,17 @@ class VideoModel(Protocol):
     modality: str
     """'video', or 'image' for a still-image generator (one-frame clips; rewards declare what they score)."""
 
+    supports_sequence_parallel: bool
+    """It can split one video's tokens over a group of processes (``enable_sequence_parallel``): the diffusers
+    video transformers (models/sequence_parallel.py); the trainer refuses ``sequence_parallel > 1`` otherwise."""
+
+    sequence_parallel_group: Any
+    """The process group one video's tokens are split over once enabled (None: none); each process then holds a
+    partial gradient of the same rows, which the diagnostics sum over it."""
+
+    def enable_sequence_parallel(self, sp: int, device: torch.device) -> None:
+        """Split every forward over groups of ``sp`` processes (a collective: every rank calls it)."""
+
     def encode_prompts(self, prompts: list[str]) -> Any:
         """Conditioning for a list of prompts (cached where encoding is expensive)."""
 
@@ -100,6 +111,8 @@ class BaseVideoModel(ABC):
     bf16_by_default = False
     gif_preview = False
     modality = "video"
+    supports_sequence_parallel = False
+    sequence_parallel_group: Any = None
 
     @property
     def video_shape(self) -> tuple[int, int, int, int]:
@@ -126,6 +139,12 @@ class BaseVideoModel(ABC):
     def architecture(self) -> Architecture:
         """The trainable module is the whole denoiser; no VAE (latents are pixels), no text encoder."""
         return Architecture(denoiser=self.trainable_module())
+
+    def enable_sequence_parallel(self, sp: int, device: torch.device) -> None:
+        """sp = 1 changes nothing; a model without a sequence-parallel path refuses more (the trainer reads
+        ``supports_sequence_parallel`` first and says so in one line)."""
+        if sp > 1:
+            raise NotImplementedError(f"{type(self).__name__} has no sequence-parallel path")
 
 
 def save_module(module: nn.Module, folder: Path, card: dict[str, Any],

@@ -63,6 +63,7 @@ class DiffusersImageModel(DiffusersVideoModel):
 
     modality = "image"
     gif_preview = False
+    supports_sequence_parallel = False  # no token split of an image transformer (config/run.py refuses it first)
 
     def _latent_shape(self) -> tuple[int, int, int, int]:
         o = self.options

@@ -12,10 +12,10 @@ from grpo_bench.errors import UserError
 from grpo_bench.models.adapter_options import AdapterOptions
 from grpo_bench.models.diffusers_video import DiffusersVideoModel
 from grpo_bench.models.pipeline_files import looks_local, missing_model, pipeline_class_name
-from grpo_bench.registry import Registry
+from grpo_bench.models.registry import ModelRegistry
 
-PIPELINES: Registry[Any] = Registry("diffusers pipeline")
-"""Pipeline class name (model_index.json ``_class_name``) -> loader(source, options)."""
+PIPELINES = ModelRegistry("diffusers pipeline")
+"""Pipeline class name (model_index.json ``_class_name``) -> loader(source, options), with its modality."""
 
 
 def load_any(source: str, cfg: Any = None, **overrides: Any) -> DiffusersVideoModel:
@@ -33,7 +33,7 @@ def load_any(source: str, cfg: Any = None, **overrides: Any) -> DiffusersVideoMo
             raise missing_model(source, "diffusers")
         name = pipeline_class_name(str(Path(cached).parent))
     loader = PIPELINES.get(name or "?", where=f"model {source!r}: ")
-    if cfg is None and getattr(loader, "modality", "video") == "image":
+    if cfg is None and PIPELINES.modality(name or "?") == "image":
         overrides = {"frames": 1, **overrides}
     options = AdapterOptions.from_config(cfg, **overrides) if cfg is not None else AdapterOptions(**overrides)
     return loader(source, options)
@@ -50,7 +50,7 @@ def pipeline_modality(source: str) -> str | None:
         name = pipeline_class_name(str(Path(cached).parent)) if isinstance(cached, str) else None
     if name is None or name not in PIPELINES:
         return None
-    return getattr(PIPELINES.get(name), "modality", "video")
+    return PIPELINES.modality(name)
 
 
 def register_family(model: type[DiffusersVideoModel], tiny_name: str,
@@ -65,8 +65,7 @@ def register_family(model: type[DiffusersVideoModel], tiny_name: str,
         return model.from_pretrained(source, options)
 
     load_pipeline_folder.__doc__ = f"A {model.family} pipeline from a local folder or the local Hugging Face cache."
-    load_pipeline_folder.modality = model.modality
-    PIPELINES.register(model.pipeline_class)(load_pipeline_folder)
+    PIPELINES.register(model.pipeline_class, model.modality)(load_pipeline_folder)
 
     def options(cfg: Any, kw: dict[str, Any]) -> AdapterOptions:
         if cfg is None and model.modality == "image":
@@ -77,14 +76,12 @@ def register_family(model: type[DiffusersVideoModel], tiny_name: str,
         return tiny(options(cfg, kw), seed=seed)
 
     tiny_factory.__doc__ = f"Random tiny {model.family} (random whether or not ``pretrained``: no tiny weights exist)."
-    tiny_factory.modality = model.modality
-    MODELS.register(tiny_name)(tiny_factory)
+    MODELS.register(tiny_name, model.modality)(tiny_factory)
     for name, hub_id in model.hub_ids.items():
 
         def hub_factory(pretrained: bool = True, cfg: Any = None, _hub: str = hub_id, **kw: Any) -> DiffusersVideoModel:
             return model.from_pretrained(_hub, options(cfg, kw))
 
         hub_factory.__doc__ = f"{hub_id} from the local cache or a local folder (never downloaded)."
-        hub_factory.modality = model.modality
         hub_factory.hub_id, hub_factory.family = hub_id, model.family
-        MODELS.register(name)(hub_factory)
+        MODELS.register(name, model.modality)(hub_factory)

@@ -244,6 +244,7 @@ class DiffusersVideoModel(BaseVideoModel, ABC):
             self.net.transformer.enable_adapters()
 
     # --- sequence parallelism (models/sequence_parallel.py) ------------------------------------
+    supports_sequence_parallel = True
     sequence_parallel: int = 1
     """Processes one video's tokens are split over (1: none)."""
     sequence_parallel_group: Any = None

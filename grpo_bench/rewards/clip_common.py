@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from grpo_bench.errors import UserError
-from grpo_bench.rewards.base import refuse_mismatched_keys
+from grpo_bench.rewards.base import Reward, refuse_mismatched_keys
 
 OPENAI_CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 OPENAI_CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
@@ -47,7 +47,13 @@ def clip_preprocess(images: Tensor, size: int, crop: int, mean: tuple[float, ...
     return (x - m) / s
 
 
-class ClipLikeReward:
+def features(output: Any) -> Tensor:
+    """The embeddings of a ``get_*_features`` call: the tensor itself, or (transformers 5 may return a model
+    output) its ``pooler_output``."""
+    return output if isinstance(output, Tensor) else output.pooler_output
+
+
+class ClipLikeReward(Reward):
     """Cosine similarity of CLIP image and text embeddings, averaged over sampled frames; the
     subclass's ``scale`` maps the cosine to its reward's published scaling."""
 
@@ -55,6 +61,7 @@ class ClipLikeReward:
     dimensions: tuple[str, ...] = ("clip",)
     settings: dict[str, dict[str, float]] = {"A": {"clip": 1.0}, "B": {"clip": 1.0}}
     """A single score: both settings weight it 1 (the VQ/MQ/TA settings do not apply)."""
+    modality = "any"  # every sampled frame: a still is a one-frame clip
 
     def __init__(
         self,
@@ -88,15 +95,13 @@ class ClipLikeReward:
         text = self.tokenizer(prompts, padding=True, truncation=True, max_length=77, return_tensors="pt").to(
             self.device
         )
-        t = self.model.get_text_features(**text)
-        t = getattr(t, "pooler_output", t)  # transformers 5 may return a model output
-        t = F.normalize(t.float(), dim=-1)  # [B, D]
+        t = F.normalize(features(self.model.get_text_features(**text)).float(), dim=-1)  # [B, D]
         flat = frames.reshape(b * n, *frames.shape[2:])
         embs = []
         for chunk in flat.split(self.batch_size):
             pixels = clip_preprocess(chunk.to(self.device), self.size, self.crop, self.mean, self.std)
             e = self.model.get_image_features(pixel_values=pixels.to(self.dtype))
-            embs.append(F.normalize(getattr(e, "pooler_output", e).float(), dim=-1))
+            embs.append(F.normalize(features(e).float(), dim=-1))
         img = torch.cat(embs).view(b, n, -1)  # [B, n, D]
         return (img * t[:, None]).sum(-1).mean(1)
 

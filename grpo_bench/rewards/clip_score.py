@@ -27,7 +27,14 @@ class ClipScore(ClipLikeReward):
     dimensions = ("clip",)
 
 
-@register("clip_score")
+@register(
+    "clip_score",
+    path_options={"model": FOLDER},  # reward_path (a model folder)
+    # CLIP ViT-L/14: 427.6M parameters, held in float32 (ClipLikeReward's dtype)
+    model_weights=RewardModelWeights(4.28e8),
+    # 8 frames (the factory's ``frames``), 32 images per call (``batch_size``)
+    compute=clip_towers(VIT_L_14["vision"], VIT_L_14["text"], max_frames=8, call_images=32),
+)
 def clip_score(
     model: str = DEFAULT_MODEL, device: str | None = None, frames: int = 8, batch_size: int = 32, **kw: Any
 ) -> ClipScore:
@@ -38,10 +45,3 @@ def clip_score(
     net, tokenizer, numbers = load_clip_parts(model, None, "CLIPScore")
     return ClipScore(net, tokenizer, frames=frames, batch_size=batch_size, device=device, **numbers, **kw)
 
-
-clip_score.path_options = {"model": FOLDER}  # reward_path (a model folder)
-# CLIP ViT-L/14: 427.6M parameters, held in float32 (ClipLikeReward's dtype)
-clip_score.model_weights = RewardModelWeights(4.28e8)
-# 8 frames (the factory's ``frames``), 32 images per call (``batch_size``)
-clip_score.compute = clip_towers(VIT_L_14["vision"], VIT_L_14["text"], max_frames=8, call_images=32)
-clip_score.modality = "any"  # every sampled frame: a still is a one-frame clip

@@ -28,7 +28,7 @@ from torch import Tensor, nn
 
 from grpo_bench.errors import UserError
 from grpo_bench.rewards import register
-from grpo_bench.rewards.base import FILE, RewardModelWeights, refuse_mismatched_keys
+from grpo_bench.rewards.base import FILE, Reward, RewardModelWeights, refuse_mismatched_keys
 from grpo_bench.rewards.clip_common import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD, VIT_H_14, clip_preprocess
 from grpo_bench.rewards.compute import clip_towers
 from grpo_bench.rewards.still_images import local_file, optional_module, stills
@@ -38,7 +38,7 @@ INSTALL = ("pip install --no-deps hpsv2==1.2.0 && pip install torchvision ftfy c
            "hpsv2`: it pins pytest==7.2.0 and protobuf<4, which scoring does not need)")
 
 
-class HPSv2:
+class HPSv2(Reward):
     """{"hps": Tensor[B]}: cos(E_img(image), E_txt(prompt)) of the HPS-tuned OpenCLIP ViT-H-14."""
 
     key = "hps"
@@ -60,7 +60,15 @@ class HPSv2:
         return {self.key: (img * txt).sum(-1).cpu()}
 
 
-@register("hpsv2")
+@register(
+    "hpsv2",
+    path_options={"checkpoint": FILE},  # reward_path: the .pt file
+    # OpenCLIP ViT-H-14: 986M parameters; precision="amp" keeps them float32 (autocast computes in 16 bits)
+    model_weights=RewardModelWeights(9.86e8),
+    # img_score.py:21 create_model_and_transforms('ViT-H-14', ...): one still per image; a call encodes every still
+    # it is given at once (32 assumed, the CLIP family's batch)
+    compute=clip_towers(VIT_H_14["vision"], VIT_H_14["text"], max_frames=1, call_images=32),
+)
 def hpsv2(checkpoint: str = DEFAULT_CHECKPOINT, device: str | None = None, **kw: Any) -> HPSv2:
     """HPSv2.1 from a local checkpoint file through the hpsv2 package (never downloads)."""
     from grpo_bench.rewards.videoalign import auto_device
@@ -79,11 +87,3 @@ def hpsv2(checkpoint: str = DEFAULT_CHECKPOINT, device: str | None = None, **kw:
     refuse_mismatched_keys("HPSv2", path, missing, unexpected)
     return HPSv2(model, open_clip.get_tokenizer("ViT-H-14"), device=auto_device(device))
 
-
-hpsv2.path_options = {"checkpoint": FILE}  # reward_path: the .pt file
-# OpenCLIP ViT-H-14: 986M parameters; precision="amp" keeps them float32 (autocast computes in 16 bits)
-hpsv2.model_weights = RewardModelWeights(9.86e8)
-# img_score.py:21 create_model_and_transforms('ViT-H-14', ...): one still per image; a call encodes every still it
-# is given at once (32 assumed, the CLIP family's batch)
-hpsv2.compute = clip_towers(VIT_H_14["vision"], VIT_H_14["text"], max_frames=1, call_images=32)
-hpsv2.modality = "image"

@@ -29,7 +29,7 @@ from torch import Tensor
 
 from grpo_bench.errors import UserError
 from grpo_bench.rewards import register
-from grpo_bench.rewards.base import FILE, RewardModelWeights
+from grpo_bench.rewards.base import FILE, Reward, RewardModelWeights
 from grpo_bench.rewards.compute import ImageTowers, Tower
 from grpo_bench.rewards.still_images import distribution_version, local_file, optional_module, pil_images, stills
 
@@ -50,7 +50,7 @@ def refuse_transformers_conflict() -> None:
                     f"transformers 5; {INSTALL}")
 
 
-class ImageRewardScore:
+class ImageRewardScore(Reward):
     """{"imagereward": Tensor[B]}: the package's normalised ImageReward score of each still."""
 
     key = "imagereward"
@@ -71,7 +71,26 @@ class ImageRewardScore:
         return {self.key: torch.tensor(scores, dtype=torch.float32)}
 
 
-@register("imagereward")
+# BLIP ViT-L/16 303.3M + BERT-base with cross-attention to 1024-wide image tokens 142.0M + MLP head 0.9M, counted
+# on the meta device from those configs (446.2M; float32 as the package loads it)
+MODEL_WEIGHTS = RewardModelWeights(4.46e8)
+COMPUTE = ImageTowers(  # THUDM/ImageReward@c1392c6, one image per call (``score`` loops)
+    towers=(
+        # ImageReward/ImageReward.py:76 BLIP_Pretrain(image_size=224, vit='large'); models/BLIP/blip.py:33-36 ViT-L:
+        # width 1024, depth 24, patch 16; models/BLIP/vit.py:115 mlp_ratio 4: 14 x 14 patches + the class token
+        Tower(width=1024, layers=24, tokens=197, patches=196, patch_inputs=3 * 16 * 16),
+        # the BERT text encoder (train/src/config/med_config.json:8-20, the med_config.json utils.py:76 downloads:
+        # hidden 768, intermediate 3072, 12 layers, add_cross_attention) over the prompt padded to 35 tokens
+        # (ImageReward.py:110 max_length=35), cross-attending to the 197 image tokens of width 1024
+        # (models/BLIP/blip_pretrain.py:36 encoder_width = vision_width)
+        Tower(width=768, layers=12, tokens=35, cross_width=1024, cross_tokens=197)),
+    max_frames=1, call_images=1,
+    head_flops=2 * (768 * 1024 + 1024 * 128 + 128 * 64 + 64 * 16 + 16),  # ImageReward.py:45-57 MLP(768) on one token
+)
+
+
+@register("imagereward", path_options={"checkpoint": FILE, "med_config": FILE},  # reward_path, reward_base_path
+          model_weights=MODEL_WEIGHTS, compute=COMPUTE)
 def imagereward(checkpoint: str = DEFAULT_CHECKPOINT, med_config: str = "", device: str | None = None,
                 **kw: Any) -> ImageRewardScore:
     """ImageReward-v1.0 from local files through the image-reward package (never downloads)."""
@@ -96,23 +115,3 @@ def imagereward(checkpoint: str = DEFAULT_CHECKPOINT, med_config: str = "", devi
         else:
             os.environ["HF_HUB_OFFLINE"] = offline
     return ImageRewardScore(model.eval(), device=device)
-
-
-imagereward.path_options = {"checkpoint": FILE, "med_config": FILE}  # reward_path, reward_base_path
-# BLIP ViT-L/16 303.3M + BERT-base with cross-attention to 1024-wide image tokens 142.0M + MLP head 0.9M, counted
-# on the meta device from those configs (446.2M; float32 as the package loads it)
-imagereward.model_weights = RewardModelWeights(4.46e8)
-imagereward.compute = ImageTowers(  # THUDM/ImageReward@c1392c6, one image per call (``score`` loops)
-    towers=(
-        # ImageReward/ImageReward.py:76 BLIP_Pretrain(image_size=224, vit='large'); models/BLIP/blip.py:33-36 ViT-L:
-        # width 1024, depth 24, patch 16; models/BLIP/vit.py:115 mlp_ratio 4: 14 x 14 patches + the class token
-        Tower(width=1024, layers=24, tokens=197, patches=196, patch_inputs=3 * 16 * 16),
-        # the BERT text encoder (train/src/config/med_config.json:8-20, the med_config.json utils.py:76 downloads:
-        # hidden 768, intermediate 3072, 12 layers, add_cross_attention) over the prompt padded to 35 tokens
-        # (ImageReward.py:110 max_length=35), cross-attending to the 197 image tokens of width 1024
-        # (models/BLIP/blip_pretrain.py:36 encoder_width = vision_width)
-        Tower(width=768, layers=12, tokens=35, cross_width=1024, cross_tokens=197)),
-    max_frames=1, call_images=1,
-    head_flops=2 * (768 * 1024 + 1024 * 128 + 128 * 64 + 64 * 16 + 16),  # ImageReward.py:45-57 MLP(768) on one token
-)
-imagereward.modality = "image"

@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 
 from grpo_bench.rewards import register
+from grpo_bench.rewards.base import Reward
 from grpo_bench.rewards.compute import NoNetwork
 
 QUALITY = 95
@@ -35,7 +36,7 @@ def jpeg_kilobytes(images: Tensor) -> Tensor:
     return torch.tensor(sizes, dtype=torch.float32)
 
 
-class JpegIncompressibility:
+class JpegIncompressibility(Reward):
     """{"jpeg": Tensor[B]}: the JPEG size in kB of each still (larger = more detail)."""
 
     key = "jpeg"
@@ -63,17 +64,14 @@ class JpegCompressibility(JpegIncompressibility):
         return -kilobytes / COMPRESSIBILITY_SCALE
 
 
-@register("jpeg_compressibility")
+@register("jpeg_compressibility", compute=NoNetwork("the JPEG size of each still"))
 def jpeg_compressibility(device: str | None = None, **kw: object) -> JpegCompressibility:
     """flow_grpo's ``jpeg_compressibility`` (no weights)."""
     return JpegCompressibility(device or "cpu")
 
 
-@register("jpeg_incompressibility")
+@register("jpeg_incompressibility", compute=NoNetwork("the JPEG size of each still"))
 def jpeg_incompressibility(device: str | None = None, **kw: object) -> JpegIncompressibility:
     """flow_grpo's ``jpeg_incompressibility`` (no weights)."""
     return JpegIncompressibility(device or "cpu")
 
-
-jpeg_compressibility.modality = jpeg_incompressibility.modality = "image"
-jpeg_compressibility.compute = jpeg_incompressibility.compute = NoNetwork("the JPEG size of each still")

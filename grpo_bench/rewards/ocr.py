@@ -29,6 +29,7 @@ from torch import Tensor
 
 from grpo_bench.errors import UserError
 from grpo_bench.rewards import register
+from grpo_bench.rewards.base import Reward
 from grpo_bench.rewards.compute import HostSeconds
 from grpo_bench.rewards.rapid_ocr import edit_distance
 from grpo_bench.rewards.still_images import stills
@@ -52,13 +53,14 @@ def ocr_reward(recognised: str, target: str) -> float:
     return 1 - min(d, len(target)) / len(target)
 
 
-class OcrReward:
+class OcrReward(Reward):
     """{"ocr": Tensor[B]}: the quoted text's OCR recall (see the module docstring)."""
 
     key = "ocr"
     dimensions = ("ocr",)
     settings = {"A": {"ocr": 1.0}, "B": {"ocr": 1.0}}
     modality = "image"
+    example_prompts = ('a sign that says "open"', 'a mug that says "cat"')  # prompts of the form it scores
 
     def __init__(self, read: Reader, device: str | torch.device = "cpu") -> None:
         self.read, self.device = read, device
@@ -79,7 +81,9 @@ class OcrReward:
         return {self.key: torch.tensor(scores, dtype=torch.float32)}
 
 
-@register("ocr")
+# PP-OCRv4 through ONNX Runtime on the CPU: read_lines 0.6 s of one thread per 512 x 512 still with one line of
+# text, measured (docs/rewards.md, benchmarks/test_ocr_speed.py); the models ship in the wheel: no reward_path
+@register("ocr", compute=HostSeconds(per_image=0.6))
 def ocr(detect: bool = True, threads: int = 1, device: str | None = None, **kw: Any) -> OcrReward:
     """PP-OCRv4 from the rapidocr-onnxruntime wheel, on the CPU (``threads`` ONNX threads): detection +
     recognition as flow_grpo, or recognition only (``detect=False``). Checks the package before any image."""
@@ -92,10 +96,3 @@ def ocr(detect: bool = True, threads: int = 1, device: str | None = None, **kw: 
 
     return OcrReward(read, device or "cpu")
 
-
-ocr.path_options = {}  # the models ship in the wheel: no reward_path
-# PP-OCRv4 through ONNX Runtime on the CPU: read_lines 0.6 s of one thread per 512 x 512 still with one line of
-# text, measured (docs/rewards.md, benchmarks/test_ocr_speed.py)
-ocr.compute = HostSeconds(per_image=0.6)
-ocr.modality = "image"
-ocr.example_prompts = ('a sign that says "open"', 'a mug that says "cat"')  # prompts of the form it scores

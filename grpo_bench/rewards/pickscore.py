@@ -37,7 +37,14 @@ class PickScore(ClipLikeReward):
         return self.model.logit_scale.exp().float().to(cosine.device) * cosine
 
 
-@register("pickscore")
+@register(
+    "pickscore",
+    path_options={"model": FOLDER, "processor": FOLDER},  # reward_path, reward_base_path
+    # CLIP ViT-H/14: 986M parameters, held in float32 (the dtype the factory passes)
+    model_weights=RewardModelWeights(9.86e8),
+    # CLIP-ViT-H-14-laion2B is OpenCLIP's ViT-H-14; 8 frames (``frames``), 32 images per call (``batch_size``)
+    compute=clip_towers(VIT_H_14["vision"], VIT_H_14["text"], max_frames=8, call_images=32),
+)
 def pickscore(
     model: str = DEFAULT_MODEL, processor: str = DEFAULT_PROCESSOR, device: str | None = None, frames: int = 8,
     batch_size: int = 32, **kw: Any,
@@ -50,10 +57,3 @@ def pickscore(
     return PickScore(net, tokenizer, frames=frames, batch_size=batch_size, device=device, dtype=torch.float32,
                      **numbers, **kw)
 
-
-pickscore.path_options = {"model": FOLDER, "processor": FOLDER}  # reward_path, reward_base_path
-# CLIP ViT-H/14: 986M parameters, held in float32 (the dtype the factory passes)
-pickscore.model_weights = RewardModelWeights(9.86e8)
-# CLIP-ViT-H-14-laion2B is OpenCLIP's ViT-H-14; 8 frames (``frames``), 32 images per call (``batch_size``)
-pickscore.compute = clip_towers(VIT_H_14["vision"], VIT_H_14["text"], max_frames=8, call_images=32)
-pickscore.modality = "any"  # every sampled frame: a still is a one-frame clip

@@ -29,9 +29,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from grpo_bench.errors import UserError
+from grpo_bench.errors import UserError, unknown
 from grpo_bench.rewards import register
-from grpo_bench.rewards.base import FOLDER, RewardModelWeights, refuse_mismatched_keys
+from grpo_bench.rewards.base import FOLDER, Reward, RewardModelWeights, refuse_mismatched_keys
 from grpo_bench.rewards.compute import VisionLanguageVideo
 from grpo_bench.rewards.videoalign_prep import SPECIAL_TOKENS, VIDEO_MIN_PIXELS, build_text, patchify, prepare_frames
 
@@ -49,10 +49,11 @@ def video_compute(source_fps: float) -> VisionLanguageVideo:
                                pixels=336 * 588, source_fps=source_fps)
 
 
-class VideoAlignReward:
+class VideoAlignReward(Reward):
     """{"vq", "mq", "ta"}: Tensor[B] each, normalised with the checkpoint's mean/std (module docstring)."""
 
     dimensions = DIMS
+    modality = "video"  # scores motion and frames at the source fps (config/weights.py check_modality)
 
     def __init__(self, model: nn.Module, tokenizer: Any, config: dict, source_fps: float = 16.0,
                  batch_size: int = 2, device: str | torch.device = "cpu", use_norm: bool = True) -> None:
@@ -222,7 +223,12 @@ def auto_device(device: str | None) -> str:
     return f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}" if torch.cuda.is_available() else "cpu"
 
 
-@register("videoalign")
+TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+PATH_OPTIONS = {"checkpoint": FOLDER, "base_model": FOLDER}  # reward_path, reward_base_path
+
+
+@register("videoalign", path_options=PATH_OPTIONS, model_weights=MODEL_WEIGHTS,
+          compute=video_compute(24.0))  # the factory's source_fps
 def videoalign(
     checkpoint: str = DEFAULT_CHECKPOINT,
     base_model: str | None = None,
@@ -243,6 +249,8 @@ def videoalign(
 
     device = auto_device(device)
     dtype = dtype or MODEL_WEIGHTS.dtype(device)
+    if dtype not in TORCH_DTYPES:
+        raise unknown("VideoAlign dtype", dtype, TORCH_DTYPES)
     ck = _local(checkpoint, "model_config.json", "VideoAlign checkpoint")
     config = json.loads((ck / "model_config.json").read_text())
     base = base_model or config["model_config"]["model_name_or_path"]
@@ -250,29 +258,19 @@ def videoalign(
     tokenizer = AutoTokenizer.from_pretrained(str(base_dir), padding_side="right", local_files_only=True)
     if config["model_config"].get("use_special_tokens", False):
         tokenizer.add_special_tokens({"additional_special_tokens": list(SPECIAL_TOKENS)})
-    model = build_reward_model(None, config, tokenizer, str(base_dir), getattr(torch, dtype))
+    model = build_reward_model(None, config, tokenizer, str(base_dir), TORCH_DTYPES[dtype])
     load_checkpoint_weights(model, ck)
     return VideoAlignReward(model, tokenizer, config, source_fps=source_fps, batch_size=batch_size, device=device,
                             use_norm=use_norm)
 
 
-videoalign.path_options = {"checkpoint": FOLDER, "base_model": FOLDER}  # reward_path, reward_base_path
-videoalign.model_weights = MODEL_WEIGHTS
-videoalign.compute = video_compute(24.0)  # the factory's source_fps
-videoalign.modality = "video"  # scores motion and frames at the source fps (train/weights.py check_modality)
 
-
-@register("videoalign_16fps")
+@register("videoalign_16fps", path_options=PATH_OPTIONS, model_weights=MODEL_WEIGHTS, compute=video_compute(16.0))
 def videoalign_16fps(**kw: Any) -> VideoAlignReward:
     """VideoAlign for 16-fps generators (Wan 2.1/2.2)."""
     kw.setdefault("source_fps", 16.0)
     return videoalign(**kw)
 
-
-videoalign_16fps.path_options = videoalign.path_options
-videoalign_16fps.model_weights = MODEL_WEIGHTS
-videoalign_16fps.compute = video_compute(16.0)
-videoalign_16fps.modality = "video"
 
 
 def _local(source: str, marker: str, what: str) -> Path:

@@ -24,7 +24,7 @@ from torch import Tensor, nn
 
 from grpo_bench.errors import UserError
 from grpo_bench.rewards import register
-from grpo_bench.rewards.base import FILE
+from grpo_bench.rewards.base import FILE, Reward
 from grpo_bench.rewards.compute import CountedForward
 from grpo_bench.world.generator import palette_rgb
 from grpo_bench.world.vocab import COLORS, MOTIONS, SHAPES, parse
@@ -239,14 +239,13 @@ def _judge_example() -> tuple[WorldJudge, tuple[Tensor, Tensor]]:
     return net, (torch.zeros(1, 3, net.cfg.frames, net.cfg.size, net.cfg.size), torch.zeros(1, 3, dtype=torch.long))
 
 
-@register("world_judge")
-class WorldJudgeReward:
+@register("world_judge", path_options={"path": FILE},  # reward_path: judge weights (.safetensors)
+          compute=CountedForward(_judge_example))  # counted on the shipped network, per video
+class WorldJudgeReward(Reward):
     """The learned judge as a reward: z-scored {"vq", "mq", "ta"} under no_grad."""
 
     dimensions = DIMENSIONS
-    path_options = {"path": FILE}  # reward_path: judge weights (.safetensors)
     modality = "video"  # the embedded world's 8-frame videos
-    compute = CountedForward(_judge_example)  # counted on the shipped network, per video
     shipped_weights = DEFAULT_WEIGHTS  # its digest is part of the id of every cell that loads it
     embedded = True  # ships with the package: no transformers needed
     label = "judge"  # how a run's summary names its training reward

@@ -9,17 +9,18 @@ import torch
 from torch import Tensor
 
 from grpo_bench.rewards import register
+from grpo_bench.rewards.base import Reward
 from grpo_bench.rewards.compute import NoNetwork
 from grpo_bench.world.oracle import oracle
 
 
-@register("world_oracle", ground_truth_for="world")
-class WorldOracleReward:
+@register("world_oracle", ground_truth_for="world", compute=NoNetwork("the exact oracle's closed-form checks"))
+class WorldOracleReward(Reward):
     """{"vq", "mq", "ta"} from ``grpo_bench.world.oracle`` under no_grad."""
 
     dimensions = ("vq", "mq", "ta")
     modality = "video"  # motion quality needs frames
-    compute = NoNetwork("the exact oracle's closed-form checks")
+    has_ground_truth = True
     embedded = True  # ships with the package: no transformers needed
     label = "oracle"  # how a run's summary names its training reward
 

@@ -84,11 +84,13 @@ def pass_pace(folders: Iterable[Path], model: str) -> tuple[float, int] | None:
     that ran on this host; None when none did. A pass, not an update, is the unit so that cells of another
     budget (group size, sampler steps, evaluation cadence) measure a run of this one."""
     from grpo_bench.config.run import from_dict, resolve
+    from grpo_bench.world.roles import video_world
 
+    world = video_world().model
     seconds = passes = 0.0
     cells = 0
     for wall, stored in _cells_here(folders):
-        if str(stored.get("model", "world")) != model:
+        if str(stored.get("model", world)) != model:  # a config without the key ran the default model
             continue
         try:
             count = run_passes(resolve(from_dict(stored)))

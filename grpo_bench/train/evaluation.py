@@ -61,13 +61,14 @@ def gather_rows(local: Tensor, acc: Any, counts: list[int]) -> Tensor:
     return torch.cat([every[r, :c] for r, c in enumerate(counts)])
 
 
-def exact_oracle(prompt_set: str = "world") -> Any:
+def exact_oracle(prompt_set: str) -> Any:
     """The exact scorer behind ``eval_oracle``: the reward that declares ground truth for the eval prompts
     (rewards/__init__.py ``register(..., ground_truth_for=...)``); a prompt file has none of its own and is
     scored by the video world's oracle (config validation requires world eval prompts there)."""
     from grpo_bench.rewards import declares_ground_truth, ground_truth
+    from grpo_bench.world.roles import video_world
 
-    return ground_truth(prompt_set if declares_ground_truth(prompt_set) else "world")
+    return ground_truth(prompt_set if declares_ground_truth(prompt_set) else video_world().prompts)
 
 
 def diversity(videos: Tensor, group_size: int) -> Tensor:

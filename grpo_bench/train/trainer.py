@@ -135,7 +135,7 @@ class Trainer:
         self.module = module = model.trainable_module()
         model.to(self.device)
         if cfg.sequence_parallel > 1:  # split every transformer forward over the group (a collective)
-            if not hasattr(model, "enable_sequence_parallel"):
+            if not model.supports_sequence_parallel:
                 raise UserError(f"config key 'sequence_parallel' ({cfg.sequence_parallel}): model {cfg.model!r} "
                                 "has no sequence-parallel path (Wan and HunyuanVideo 1.5 have); use 1")
             model.enable_sequence_parallel(cfg.sequence_parallel, self.device)
@@ -201,7 +201,7 @@ class Trainer:
                         compute)
         diag = measure_step_grad_norms(batch, self.ctx, self.params, cfg.steps, cfg.micro_batch, self.autocast,
                                        self.device, due=bool(cfg.diag_every) and u % cfg.diag_every == 0,
-                                       compute=compute, group=getattr(self.model, "sequence_parallel_group", None))
+                                       compute=compute, group=self.model.sequence_parallel_group)
         stats = optimize(batch, self.ctx, self.state, self.passes, self.dp, self.probe)  # the optimizer steps
         compute.seconds += batch.time_rollout + batch.time_reward + stats.time_train
         return {

@@ -10,8 +10,10 @@ from pathlib import Path
 
 import torch
 
+from grpo_bench.api import Reward
 
-class ToyReward:
+
+class ToyReward(Reward):
     dimensions = ("vq", "mq", "ta")
 
     def __call__(self, videos, prompts):

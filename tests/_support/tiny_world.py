@@ -6,6 +6,7 @@ import torch
 from torch import Tensor, nn
 
 from grpo_bench.models.base import BaseVideoModel
+from grpo_bench.rewards.base import Reward
 from grpo_bench.world.vocab import parse
 
 
@@ -54,7 +55,7 @@ class TinyModel(BaseVideoModel):
 _CHANNELS = {0: (0,), 1: (1,), 2: (2,), 3: (0, 1)}  # red, green, blue, yellow
 
 
-class TinyReward:
+class TinyReward(Reward):
     """vq: dark background; mq: small frame-to-frame change; ta: the prompted colour's channels."""
 
     dimensions = ("vq", "mq", "ta")

@@ -129,18 +129,22 @@ def test_a_missing_reward_package_names_the_pip_command(monkeypatch, capsys, fil
 ])
 def test_a_file_the_reward_cannot_score_is_one_line_naming_it(monkeypatch, capsys, files, behaviour, needle):
     from grpo_bench import rewards
+    from grpo_bench.rewards.base import Reward
 
     calls = []
 
-    def scorer(videos, prompts):  # scores the first file (hello.png), fails on the second (cat.jpg)
-        calls.append(videos.shape)
-        if len(calls) == 1:
-            return {"jpeg": torch.tensor([1.5])}
-        if behaviour == "raise":
-            raise ValueError("no pixels I can use")
-        return {"jpeg": torch.tensor([float("nan")])}
+    class Scorer(Reward):  # scores the first file (hello.png), fails on the second (cat.jpg)
+        dimensions = ("jpeg",)
 
-    monkeypatch.setattr(rewards, "load", lambda name, **kw: scorer)
+        def __call__(self, videos, prompts):
+            calls.append(videos.shape)
+            if len(calls) == 1:
+                return {"jpeg": torch.tensor([1.5])}
+            if behaviour == "raise":
+                raise ValueError("no pixels I can use")
+            return {"jpeg": torch.tensor([float("nan")])}
+
+    monkeypatch.setattr(rewards, "load", lambda name, **kw: Scorer())
     code, lines, err = cli(monkeypatch, capsys, "--reward", "jpeg_compressibility", "--prompt", "x",
                            str(files["hello"]), str(files["cat"]))
     assert code == 2 and needle in err and "\n" not in err, err

@@ -292,13 +292,15 @@ def test_videoalign_loads_the_released_model_pth_layout_without_unpickling(video
 
 
 def test_reward_weights_for_single_score_rewards(clip_parts):
+    from tiny_world import TinyReward
+
     from grpo_bench.rewards.base import composite, reward_weights
     from grpo_bench.rewards.clip_score import ClipScore
 
     model, tok = clip_parts
     r = ClipScore(model, tok, size=30, crop=30)
     assert reward_weights(r, "B") == {"clip": 1.0}
-    assert reward_weights(object(), "B") == {"vq": 0.5, "mq": 0.5, "ta": 1.0}
+    assert reward_weights(TinyReward(), "B") == {"vq": 0.5, "mq": 0.5, "ta": 1.0}  # no table: the VQ/MQ/TA one
     s = r(videos(b=2), PROMPTS[:2])
     torch.testing.assert_close(composite(s, reward_weights(r, "A")), s["clip"])
 

@@ -7,7 +7,7 @@ import torch
 
 from grpo_bench import rewards
 from grpo_bench.errors import UserError
-from grpo_bench.rewards.base import composite, setting_weights
+from grpo_bench.rewards.base import Reward, composite, setting_weights
 from grpo_bench.world import prompts, render
 
 
@@ -21,7 +21,7 @@ def test_register_decorator_adds_a_factory():
     name = "test_constant_reward"
 
     @rewards.register(name)
-    class Constant:
+    class Constant(Reward):
         dimensions = ("vq", "mq", "ta")
 
         def __init__(self, value: float = 0.5) -> None:
@@ -36,6 +36,89 @@ def test_register_decorator_adds_a_factory():
         assert torch.equal(composite(out, "A"), torch.full((3,), 6.0))
     finally:
         rewards.REWARDS._entries.pop(name)
+
+
+class NotAReward:
+    """Scores like a reward but does not implement the protocol (module level: an annotation can name it)."""
+
+    def __call__(self, videos, prompts):
+        return {"vq": videos.flatten(1).mean(1)}
+
+
+class Constant(Reward):
+    dimensions = ("c",)
+    settings = {"A": {"c": 1.0}, "B": {"c": 0.5}}
+
+    def __call__(self, videos, prompts):
+        return {"c": torch.ones(len(prompts))}
+
+
+def make_constant(device: str | None = None) -> Constant:
+    """A function factory: its return annotation names the class it builds."""
+    return Constant()
+
+
+def make_not_a_reward(device: str | None = None) -> NotAReward:
+    return NotAReward()
+
+
+def make_unannotated(device=None):
+    return Constant()
+
+
+@pytest.mark.parametrize("factory, says", [
+    (NotAReward, "must be a grpo_bench.api.Reward subclass"),
+    (make_not_a_reward, "return annotation 'NotAReward'"),
+    (make_unannotated, "no return annotation"),
+])
+def test_registration_refuses_a_factory_that_builds_no_reward(factory, says):
+    with pytest.raises(ValueError, match="reward 'test_refused'") as caught:
+        rewards.register("test_refused")(factory)
+    assert says in str(caught.value) and "\n" not in str(caught.value)  # one line, as a plug-in's import shows it
+    assert "test_refused" not in rewards.REWARDS  # nothing was registered
+
+
+def test_registration_refuses_malformed_declarations_and_false_ground_truth():
+    class BadModality(Constant):
+        modality = "audio"
+
+    class Unweighted(Constant):
+        settings = {"A": {"vq": 1.0}, "B": {"c": 1.0}}  # weighs a score it does not return
+
+    for cls, says in ((BadModality, "modality must be one of video, image, any"),
+                      (Unweighted, "settings['A'] must weigh some of ['c']")):
+        with pytest.raises(ValueError, match="reward 'test_bad'") as caught:
+            rewards.register("test_bad")(cls)
+        assert says in str(caught.value)
+    with pytest.raises(ValueError, match="has no ground truth"):
+        rewards.register("test_bad", ground_truth_for="world")(Constant)
+    assert "test_bad" not in rewards.REWARDS and rewards.GROUND_TRUTH["world"] == "world_oracle"
+
+
+def test_a_function_factory_declares_its_product_and_options():
+    from grpo_bench.rewards.base import factory_declaration
+
+    try:
+        rewards.register("test_function_factory", path_options=("device",))(make_constant)
+        declared = factory_declaration(make_constant)
+        assert declared.product is Constant and rewards.product("test_function_factory") is Constant
+        assert dict(declared.path_options) == {"device": "file or folder"} and declared.modality == "any"
+        assert rewards.load("test_function_factory").settings["B"] == {"c": 0.5}
+        with pytest.raises(ValueError, match="path option kinds"):
+            rewards.register("test_function_kinds", path_options={"device": "url"})(make_constant)
+    finally:
+        rewards.REWARDS.unregister("test_function_factory")
+
+
+def test_declaration_reads_a_built_reward_and_refuses_other_objects():
+    from grpo_bench.rewards.base import declaration
+
+    judge = rewards.load("world_judge")
+    got = declaration(judge)
+    assert got.video_shape == (3, 8, 16, 16) and got.modality == "video" and not got.has_ground_truth
+    assert declaration(rewards.load("world_oracle")).has_ground_truth
+    with pytest.raises(TypeError, match="grpo_bench.api.Reward"):
+        declaration(NotAReward())
 
 
 def test_composite_closed_form():

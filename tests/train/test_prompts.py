@@ -5,6 +5,7 @@ import math
 
 import pytest
 
+from grpo_bench.api import Reward
 from grpo_bench.config.prompts import load_prompt_set
 from grpo_bench.config.run import from_dict
 from grpo_bench.errors import UserError
@@ -55,7 +56,7 @@ def test_config_validation_of_prompts_and_oracle(tmp_path):
     assert from_dict({"prompts": str(f), "eval_oracle": False, "model": "tiny-wan"}).prompts == str(f)
 
 
-class PromptFreeReward:
+class PromptFreeReward(Reward):
     """A reward that reads no prompt (real prompts are outside the world's vocabulary)."""
 
     dimensions = ("vq", "mq", "ta")
