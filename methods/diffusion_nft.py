@@ -139,7 +139,8 @@ def nft_terms(ctx: LossContext, ro: Rollout, adv: torch.Tensor, rows: torch.Tens
     kl_div = torch.zeros_like(loss)
     if p.kl_beta > 0:  # the official term is part of the loss itself, not a trust region the run weights
         with torch.no_grad():
-            v_ref = guided_velocity(ctx.live_anchors[REF], xt, t, cond, null, ctx.guidance).float()
+            v_ref = guided_velocity(ctx.live_anchors[REF], xt, t, cond, null, ctx.guidance,
+                                     formula=ctx.guidance_formula).float()
         kl_div = (v - v_ref).pow(2).flatten(1).mean(1)
         loss = loss + p.kl_beta * kl_div
     factor = 2 if ctx.guidance != 1.0 else 1
