@@ -18,8 +18,9 @@ A new GRPO variant is one file that imports only this module (and torch/math)::
 A method changes the rest of a run only through declared hooks (core/method.py): its step rule
 (``Method.own_step_rule`` returning a ``RuleSpec`` of a registered rule, ``register_step_rule``), a shared ODE
 prefix per group (``share_prefix``), a per-step ratio objective
-(``register_objective``, ``RatioInputs``), a loss family that may need no log-prob (``register_loss_family``,
-``LossContext``, ``Rollout``, ``StepTerms``), anchors of its own (``anchor_policies``) and its refusals
+(``register_objective``, ``RatioInputs``), a loss family that may need no log-prob (``register_loss_family``:
+it reads ``LossSamples`` and ``LossVelocities``, the narrow views of core/loss_views.py, and returns
+``StepTerms``), anchors of its own (``anchor_policies``) and its refusals
 (``check_run``, ``RunShape``).
 
 Shipped methods live in ``methods/`` (installed as ``grpo_bench.methods``); other files load through
@@ -32,17 +33,9 @@ from __future__ import annotations
 from pydantic import Field
 
 from grpo_bench.core.anchors import EMA, AnchorPolicy, EveryN, NeverUpdate, register_anchor_policy
-from grpo_bench.core.loss import (
-    LossContext,
-    RatioInputs,
-    StepTerms,
-    clipped_policy_loss,
-    register_loss_family,
-    register_objective,
-)
+from grpo_bench.core.loss import RatioInputs, StepTerms, clipped_policy_loss, register_loss_family, register_objective
+from grpo_bench.core.loss_views import LossSamples, LossVelocities
 from grpo_bench.core.method import Method, MethodConfig, RunShape, register_method
-from grpo_bench.core.rollout import Rollout
-from grpo_bench.core.sampling import guided_velocity, index_cond
 from grpo_bench.core.sde import Kernel, ScheduleWarning, register_kernel, register_logprob
 from grpo_bench.core.step_rules import RuleSpec, StepRule, register_step_rule
 from grpo_bench.core.trust_region import KLInputs, KLVariant, analytic_kl, register_kl
@@ -61,13 +54,13 @@ __all__ = [
     "KLInputs",
     "KLVariant",
     "Kernel",
-    "LossContext",
+    "LossSamples",
+    "LossVelocities",
     "Method",
     "MethodConfig",
     "PluginParams",
     "RatioInputs",
     "Reward",
-    "Rollout",
     "RuleSpec",
     "RunShape",
     "ScheduleWarning",
@@ -76,8 +69,6 @@ __all__ = [
     "UserError",
     "analytic_kl",
     "clipped_policy_loss",
-    "guided_velocity",
-    "index_cond",
     "register_anchor_policy",
     "register_kernel",
     "register_kl",

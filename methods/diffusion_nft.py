@@ -30,15 +30,13 @@ import torch
 from grpo_bench.api import (
     AnchorPolicy,
     Field,
-    LossContext,
+    LossSamples,
+    LossVelocities,
     Method,
     MethodConfig,
     PluginParams,
-    Rollout,
     StepTerms,
     UserError,
-    guided_velocity,
-    index_cond,
     register_anchor_policy,
     register_loss_family,
     register_method,
@@ -111,41 +109,30 @@ def _x0_loss(x0_pred: torch.Tensor, x0: torch.Tensor) -> torch.Tensor:
 
 
 @register_loss_family("nft", needs_logprob=False)
-def nft_terms(ctx: LossContext, ro: Rollout, adv: torch.Tensor, rows: torch.Tensor, steps: torch.Tensor) -> StepTerms:
+def nft_terms(samples: LossSamples, velocity: LossVelocities, p: NFTParams) -> StepTerms:
     """The negative-aware fine-tuning loss of b samples, each at the schedule time t = sigma_i of its step.
 
     x_t = (1 - t) x0 + t eps re-noises the rollout's final sample x0 with fresh noise; with v the policy's
     velocity and v_old the old policy's, v+ = beta v + (1 - beta) v_old and v- = (1 + beta) v_old - beta v;
     L = adv_clip_max * (r * l(x_t - t v+) + (1 - r) * l(x_t - t v-)) / beta + kl_beta * mean_e (v - v_ref)^2,
     l the adaptively weighted squared x0 error, r = clip(A) / (2 adv_clip_max) + 1/2 (T.py:927-970)."""
-    p = ctx.method_params
-    slot = ro.slot[steps.cpu()].to(ro.x.device)
-    x0, eps = ro.final[rows].float(), ro.noise[rows, slot].float()
-    t = ctx.table.sigma[steps]  # [b]
+    x0, eps = samples.final.float(), samples.noise.float()
+    t = samples.sigma  # [b]
     tb = t.view(-1, *([1] * (x0.ndim - 1)))
     xt = (1 - tb) * x0 + tb * eps
-    cond = index_cond(ro.cond, rows)
-    null = ctx.model.null_cond(len(rows)) if ctx.guidance != 1.0 else None
-    with torch.no_grad():
-        v_old = guided_velocity(ctx.live_anchors[OLD], xt, t, cond, null, ctx.guidance,
-                                formula=ctx.guidance_formula).float()
-    v = guided_velocity(ctx.model.velocity, xt, t, cond, null, ctx.guidance, ctx.detach_uncond,
-                        ctx.guidance_formula).float()
-    a = adv[rows].clamp(-p.adv_clip_max, p.adv_clip_max)
+    v_old = velocity.anchor(OLD, xt, t).float()
+    v = velocity.policy(xt, t).float()
+    a = samples.advantages.clamp(-p.adv_clip_max, p.adv_clip_max)
     r = (a / p.adv_clip_max / 2 + 0.5).clamp(0, 1)
     positive = _x0_loss(xt - tb * (p.beta * v + (1 - p.beta) * v_old), x0)
     negative = _x0_loss(xt - tb * ((1 + p.beta) * v_old - p.beta * v), x0)
     loss = (r * positive + (1 - r) * negative) / p.beta * p.adv_clip_max
     kl_div = torch.zeros_like(loss)
     if p.kl_beta > 0:  # the official term is part of the loss itself, not a trust region the run weights
-        with torch.no_grad():
-            v_ref = guided_velocity(ctx.live_anchors[REF], xt, t, cond, null, ctx.guidance).float()
-        kl_div = (v - v_ref).pow(2).flatten(1).mean(1)
+        kl_div = (v - velocity.anchor(REF, xt, t).float()).pow(2).flatten(1).mean(1)
         loss = loss + p.kl_beta * kl_div
-    factor = 2 if ctx.guidance != 1.0 else 1
-    forwards = 3 if p.kl_beta > 0 else 2
-    return StepTerms(ctx.weight[steps] * loss, {"kl": torch.zeros_like(loss), KL_DIV: kl_div.detach()},
-                     torch.ones_like(loss).detach(), forward_rows=forwards * factor * len(rows))
+    return StepTerms(samples.weight * loss, {"kl": torch.zeros_like(loss), KL_DIV: kl_div.detach()},
+                     torch.ones_like(loss).detach(), forward_rows=velocity.rows)
 
 
 @register_method("diffusion_nft")

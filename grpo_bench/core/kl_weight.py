@@ -10,12 +10,29 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
+
+
+class KLWeightOptions(Protocol):
+    """What the KL weight is built from: the run config's KL-weighting section (``KLWeighting``,
+    config/sections.py); declared here so that the core names no run config. ``make_kl_weight`` reads these and
+    keeps their values only."""
+
+    kl_weight: float
+    kl_adaptive: bool
+    kl_beta_min: float
+    kl_beta_max: float
+    kl_warmup: int
+    kl_target: float
+    kl_window: int
+    kl_target_auto: bool
+    kl_feedback: str
+    kl_horizon: float
 
 
 @dataclass
 class ConstantKLWeight:
-    """A fixed KL weight (cfg.kl_weight)."""
+    """A fixed KL weight (``kl_weight``)."""
 
     value: float
     target: float = float("nan")
@@ -146,8 +163,8 @@ class AdaptiveKLWeight:
         self.target = float(state.get("target", self.target))  # checkpoints from before auto targets
 
 
-def make_kl_weight(options: Any) -> ConstantKLWeight | AdaptiveKLWeight:
-    """The KL weight built from its own section (the run config's ``KLWeighting``, config/run.py)."""
+def make_kl_weight(options: KLWeightOptions) -> ConstantKLWeight | AdaptiveKLWeight:
+    """The KL weight built from its own section (``KLWeightOptions``: the run config's ``KLWeighting``)."""
     if options.kl_adaptive:
         return AdaptiveKLWeight(options.kl_beta_min, options.kl_beta_max, options.kl_warmup, options.kl_target,
                                 options.kl_window, auto_target=options.kl_target_auto, feedback=options.kl_feedback,

@@ -16,12 +16,14 @@ Two declared hooks let a method change the loss without a branch here (docs/desi
   (``RatioInputs``: log-probs, advantages, the step's means, std and lambda) to (L_ij, rho_ij): the
   clipped surrogate above (``clipped``, every shipped method before 0.5), a normalised ratio, a mask;
 * a **loss family** (``LOSS_FAMILIES``, ``register_loss_family``) replaces ``step_terms`` as a whole:
-  ``policy_gradient`` (the above) or one that needs no log-prob (a flow-matching loss on re-noised
-  samples). A family returns the same ``StepTerms``.
+  ``policy_gradient`` (the above, core's own, which reads the stored transitions) or a plug-in's, one that
+  needs no log-prob (a flow-matching loss on re-noised samples), which reads only the views of
+  core/loss_views.py (``family_views`` builds them). A family returns the same ``StepTerms``.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +32,7 @@ import torch
 from torch import Tensor
 
 from grpo_bench.core import dtensors as sharding
+from grpo_bench.core.loss_views import LossSamples, LossVelocities
 from grpo_bench.core.rollout import Rollout, StepTable, transition
 from grpo_bench.core.sampling import guided_velocity, index_cond
 from grpo_bench.core.sde import log_prob
@@ -47,9 +50,9 @@ def clipped_policy_loss(
     return weight * torch.maximum(unclipped, clipped), ratio  # pessimistic (PPO) bound, S_i-weighted
 
 
-@dataclass
+@dataclass(frozen=True)
 class RatioInputs:
-    """What a per-step objective may use for b samples, each at one trained step."""
+    """What a per-step objective may read for b samples, each at one trained step (core builds it; read-only)."""
 
     logp: Tensor  # [b] the policy's log-prob of x_next (with grad)
     logp_old: Tensor  # [b] the rollout's
@@ -77,14 +80,27 @@ def register_objective(name: str):
 
 
 def register_loss_family(name: str, needs_logprob: bool = True):
-    """Function decorator: ``@register_loss_family("nft")`` on ``f(ctx, ro, adv, rows, steps) -> StepTerms``;
-    ``needs_logprob=False`` marks a family whose trained steps need not be stochastic."""
+    """Function decorator: ``@register_loss_family("nft", needs_logprob=False)`` on ``f(samples: LossSamples,
+    velocity: LossVelocities, params) -> StepTerms`` (core/loss_views.py: what a family may read; ``params``: the
+    method's own, ``method.*``); ``needs_logprob=False`` marks a family whose trained steps need not be stochastic.
+    ``f`` is returned as it is (a test may call it with views of its own); the registry holds core's call of it."""
 
     def decorator(fn):
-        fn.needs_logprob = needs_logprob
-        return LOSS_FAMILIES.register(name)(fn)
+        @functools.wraps(fn)
+        def family(ctx: LossContext, ro: Rollout, adv: Tensor, rows: Tensor, steps: Tensor) -> StepTerms:
+            samples, velocity = family_views(ctx, ro, adv, rows, steps)
+            return fn(samples, velocity, ctx.method_params)
+
+        _register_family(name, needs_logprob, family)
+        return fn
 
     return decorator
+
+
+def _register_family(name: str, needs_logprob: bool, family: Callable[..., StepTerms]) -> None:
+    """``family(ctx, ro, adv, rows, steps)`` under ``name``: core's own families read its records directly."""
+    family.needs_logprob = needs_logprob  # type: ignore[attr-defined]
+    LOSS_FAMILIES.register(name)(family)
 
 
 @register_objective("clipped")
@@ -149,7 +165,20 @@ def step_terms(ctx: LossContext, ro: Rollout, adv: Tensor, rows: Tensor, steps: 
     return ctx.hooks()[1](ctx, ro, adv, rows, steps)
 
 
-@register_loss_family("policy_gradient")
+def family_views(ctx: LossContext, ro: Rollout, adv: Tensor, rows: Tensor,
+                 steps: Tensor) -> tuple[LossSamples, LossVelocities]:
+    """What a plug-in loss family reads of b samples `rows`, each at its step `steps`: the samples and the
+    velocity calls at them (the policy's and the method's own live anchors', guided as the rollout was)."""
+    slot = ro.slot[steps.cpu()].to(ro.final.device)  # [b] position of each sample's step in the rollout store
+    samples = LossSamples(final=ro.final[rows], noise=None if ro.noise is None else ro.noise[rows, slot],
+                          sigma=ctx.table.sigma[steps], advantages=adv[rows], weight=ctx.weight[steps])
+    null = ctx.model.null_cond(len(rows)) if ctx.guidance != 1.0 else None
+    own = {a: ctx.live_anchors[a] for a in ctx.method_anchors if a in ctx.live_anchors}
+    velocity = LossVelocities.guided(ctx.model.velocity, own, index_cond(ro.cond, rows), null, ctx.guidance,
+                                     ctx.guidance_formula, ctx.detach_uncond)
+    return samples, velocity
+
+
 def policy_gradient_terms(ctx: LossContext, ro: Rollout, adv: Tensor, rows: Tensor, steps: Tensor) -> StepTerms:
     """The GRPO terms: the objective on rho = exp(logp - logp_old) at the stored transition, and the KL."""
     slot = ro.slot[steps.cpu()].to(ro.x.device)  # [b] position of each sample's step in the rollout store
@@ -181,6 +210,9 @@ def policy_gradient_terms(ctx: LossContext, ro: Rollout, adv: Tensor, rows: Tens
     live = sum(a not in ctx.method_anchors for a in ctx.live_anchors)
     return StepTerms(policy, kl, ratio.detach(), forward_rows=factor * len(rows) * (1 + live),
                      logp_gap=(logp - logp_old).detach().abs())
+
+
+_register_family("policy_gradient", True, policy_gradient_terms)
 
 
 def per_step_grad_norms(

@@ -29,7 +29,6 @@ Plug-in KL variants register with ``register_kl``; their own parameters are set 
 
 from __future__ import annotations
 
-import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -89,6 +88,11 @@ class KLOptions(Protocol):
     anchor_every: int
     stepwise_estimator: str
     stepwise_ref: str
+
+
+TRUST_REGION_KEYS: tuple[str, ...] = tuple(k for k in KLOptions.__annotations__ if k not in ("kl", "params"))
+"""The trust region's settings a variant keeps besides its name and parameters: ``make_kl`` takes exactly these of
+whatever it is given."""
 
 
 class KLVariant(ABC):
@@ -201,15 +205,16 @@ class DualKL(KLVariant):
         return {KL: self.beta_pos * pos + self.beta_vel * vel, KL_MOVING: pos, KL_STEPWISE: vel}
 
 
-def make_kl(options: Any, kind: str | None = None, params: dict[str, Any] | None = None) -> KLVariant:
+def make_kl(options: KLOptions, kind: str | None = None, params: dict[str, Any] | None = None) -> KLVariant:
     """The KL variant ``kind`` built from its own section: ``options`` holds the trust region's fields (the
-    run config's ``TrustRegion`` section, config/run.py), ``params`` the plug-in parameters (``kl.*``,
-    ``anchor.*``). The variant holds those, its name and nothing else of the run. Without ``kind`` and
-    ``params`` both are read from ``options`` (a whole run config works too: tests, planning)."""
+    run config's ``TrustRegion`` section, config/sections.py), ``params`` the plug-in parameters (``kl.*``,
+    ``anchor.*``). The variant holds those (``TRUST_REGION_KEYS``), its name and nothing else of the run, whatever
+    ``options`` carries besides. Without ``kind`` and ``params`` both are read from ``options`` (given, they need
+    not be there: a trust-region section); a whole run config works too, for tests and planning."""
     kind = options.kl if kind is None else kind
     given = plugin_params.of_config(options) if params is None else dict(params)
-    fields = dataclasses.asdict(options) if dataclasses.is_dataclass(options) else dict(vars(options))
-    return KL_VARIANTS.get(kind)(SimpleNamespace(**{**fields, "kl": kind, "params": given}))
+    own = {key: getattr(options, key) for key in TRUST_REGION_KEYS}
+    return KL_VARIANTS.get(kind)(SimpleNamespace(**own, kl=kind, params=given))
 
 
 def resolved_params(options: KLOptions) -> dict[str, Any]:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -11,8 +13,8 @@ from torch import nn
 
 from grpo_bench.config.run import RunConfig, TrustRegion
 from grpo_bench.core.anchors import Anchors, make_anchor_policy
-from grpo_bench.core.kl_weight import AdaptiveKLWeight, ConstantKLWeight, make_kl_weight
-from grpo_bench.core.trust_region import KL_VARIANTS, KLInputs, analytic_kl, make_kl
+from grpo_bench.core.kl_weight import AdaptiveKLWeight, ConstantKLWeight, KLWeightOptions, make_kl_weight
+from grpo_bench.core.trust_region import KL_VARIANTS, TRUST_REGION_KEYS, KLInputs, analytic_kl, make_kl
 from grpo_bench.errors import UserError
 
 
@@ -188,6 +190,30 @@ def test_make_kl_weight_chooses_by_config():
     c.update(99.0)
     assert c.value == 0.3
     assert isinstance(make_kl_weight(RunConfig(kl_adaptive=True)), AdaptiveKLWeight)
+
+
+def test_a_kl_variant_keeps_only_its_trust_region_of_a_whole_run_config():
+    """Given a whole run config (planning and ``resolve`` do), make_kl keeps the trust region's fields alone: the
+    variant, and the anchor policies it builds from what it keeps, hold no lr, model or steps of the run."""
+    variant = make_kl(RunConfig(kl="dual", beta_pos=0.7, anchor_every=4, lr=1e-2, model="world"))
+    assert set(vars(variant.cfg)) == set(TRUST_REGION_KEYS) | {"kl", "params"}
+    assert set(TRUST_REGION_KEYS) == {f.name for f in dataclasses.fields(TrustRegion)}  # the section, all of it
+    assert variant.cfg.beta_pos == 0.7 and variant.anchor_policies()["moving"].every == 4
+
+
+@pytest.mark.parametrize("adaptive", [True, False])
+def test_the_kl_weight_reads_its_declared_options_only(adaptive):
+    """make_kl_weight built from exactly the keys ``KLWeightOptions`` declares is the weight a whole config
+    builds: it reads nothing else of the run."""
+    whole = RunConfig(kl_adaptive=adaptive, kl_weight=0.3, kl_warmup=3, kl_feedback="ziegler", kl_horizon=4.0,
+                      kl_target_auto=True, kl_window=2, kl_beta_min=1e-4, kl_beta_max=0.2, kl_target=0.01)
+    declared = SimpleNamespace(**{key: getattr(whole, key) for key in KLWeightOptions.__annotations__})
+    own, reference = make_kl_weight(declared), make_kl_weight(whole)
+    assert type(own) is type(reference) and own.state_dict() == reference.state_dict()
+    for kl in (0.5, 0.001, 0.02, 0.3):  # the same weight through warm-up and feedback
+        own.update(kl)
+        reference.update(kl)
+        assert own.value == reference.value and own.state_dict() == reference.state_dict()
 
 
 def test_functional_call_anchor_keeps_gradients_off():

@@ -15,6 +15,7 @@ from grpo_bench.core.anchors import ANCHOR_POLICIES
 from grpo_bench.core.loss import LossContext, step_terms
 from grpo_bench.core.method import make_method
 from grpo_bench.core.rollout import Rollout, StepTable, generator
+from grpo_bench.core.sampling import GUIDANCE_FORMULAS
 from grpo_bench.core.trust_region import make_kl
 from grpo_bench.train.collect import collect
 from grpo_bench.train.trainer import Trainer
@@ -106,7 +107,7 @@ def test_sampler_is_deterministic_and_the_loss_reads_the_schedule_times():
 
 
 # --- the loss, with its KL term --------------------------------------------------------------------------
-def _loss_case(kl_beta: float):
+def _loss_case(kl_beta: float, guidance: float = 1.0, formula: str = "cfg"):
     m = make_method("diffusion_nft", params={"method.beta": 0.1, "method.kl_beta": kl_beta})
     model, old, ref = TinyModel(seed=0), TinyModel(seed=1), TinyModel(seed=2)
     sig = schedule.sigmas(4, 3.0)
@@ -119,18 +120,25 @@ def _loss_case(kl_beta: float):
                  logp_old=torch.zeros(b, 4), mu_old=torch.zeros(b, 4, *shape), mu_ref={}, videos=final,
                  final=final, noise=noise)
     ctx = LossContext(model, StepTable.build(m, sig), torch.ones(4), make_kl(RunConfig(kl="none")), 1e-4,
-                      "gaussian", 1.0, live_anchors={OLD: old.velocity, REF: ref.velocity}, family="nft",
-                      method_params=m.params, method_anchors=(OLD, REF))
+                      "gaussian", guidance, live_anchors={OLD: old.velocity, REF: ref.velocity}, family="nft",
+                      method_params=m.params, method_anchors=(OLD, REF), guidance_formula=formula)
     adv = torch.tensor([7.0, 1.0, -2.0, 0.0])
     steps = torch.tensor([0, 1, 2, 3])
     got = step_terms(ctx, ro, adv, torch.arange(b), steps)
     t = sig[:4].float().view(-1, 1, 1, 1, 1)
     x0, eps = final, noise[torch.arange(b), steps]
     xt = (1 - t) * x0 + t * eps
-    cond = model.encode_prompts(prompts)
-    forward = model.velocity(xt, sig[:4].float(), cond)
+    cond, null = model.encode_prompts(prompts), model.null_cond(b)
+
+    def guided(net):  # each half its own call, combined by the run's formula (the rollout's guidance)
+        v_cond = net.velocity(xt, sig[:4].float(), cond)
+        if guidance == 1.0:
+            return v_cond
+        return GUIDANCE_FORMULAS.get(formula)(net.velocity(xt, sig[:4].float(), null), v_cond, guidance)
+
+    forward = guided(model)
     with torch.no_grad():
-        prior, reference = old.velocity(xt, sig[:4].float(), cond), ref.velocity(xt, sig[:4].float(), cond)
+        prior, reference = guided(old), guided(ref)
     return model, got, adv, t, x0, xt, forward, prior, reference
 
 
@@ -167,6 +175,16 @@ def test_kl_beta_zero_drops_the_term_and_its_anchor():
     assert make_method("diffusion_nft").anchor_policies() == {OLD: "nft_ema", REF: "nft_reference"}
     *_, got, adv, t, x0, xt, forward, prior, reference = _loss_case(0.0)
     assert got.forward_rows == 2 * 4 and torch.equal(got.kl["nft_kl_div"], torch.zeros(4))
+
+
+def test_under_guidance_the_three_forwards_combine_alike():
+    """T.py:873-905: the old, trained and reference forwards are one call each on the same inputs; under guidance
+    here each is the rollout's guided velocity, the reference's combined by the run's formula like the others (it
+    was once combined by plain CFG whatever the run's ``guidance_formula``)."""
+    *_, got, adv, t, x0, xt, forward, prior, reference = _loss_case(0.3, guidance=2.0, formula="norm_rescaled")
+    kl_div = ((forward - reference) ** 2).mean(dim=(1, 2, 3, 4))
+    torch.testing.assert_close(got.kl["nft_kl_div"], kl_div.detach().float(), rtol=1e-5, atol=1e-7)
+    assert got.forward_rows == 3 * 2 * 4  # three guided calls of doubled batches
 
 
 # --- behaviour: the old policy samples, and follows once per update ----------------------------------------

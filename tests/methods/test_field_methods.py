@@ -5,6 +5,7 @@ a few updates of training on the tiny world, and their bad inputs (one line, exi
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 import math
 import re
@@ -151,7 +152,7 @@ def test_grpo_guard_pools_the_mean_shift_per_step_and_divides_by_delta():
     (l.919); ``policy_loss = policy_loss / (sqrt_dt.mean()**2)`` (l.932), sqrt_dt = sqrt(-dt) = sqrt(Delta)."""
     inp, _, table, steps = _ratio_inputs(step=4)
     delta = SIG10[4] - SIG10[5]
-    inp.steps, inp.delta = steps, torch.full_like(inp.std, float(delta))
+    inp = dataclasses.replace(inp, steps=steps, delta=torch.full_like(inp.std, float(delta)))
     on, ratio = OBJECTIVES.get("ratio_norm")(inp, make_method("grpo_guard").params)
     s = inp.std
     batch_bias = (inp.mu - inp.mu_old).pow(2).mean() / (2 * s**2)  # one scalar over the micro-batch
@@ -161,7 +162,7 @@ def test_grpo_guard_pools_the_mean_shift_per_step_and_divides_by_delta():
     torch.testing.assert_close(on, off / float(delta))
     # two steps in one call: each sample's shift pooled over its own step's samples only
     mixed = torch.tensor([4, 4, 4, 7, 7, 7])
-    inp.steps = mixed
+    inp = dataclasses.replace(inp, steps=mixed)
     _, r2 = OBJECTIVES.get("ratio_norm")(inp, make_method("grpo_guard").params)
     mse = (inp.mu - inp.mu_old).pow(2).flatten(1).mean(1)
     pooled = torch.cat([mse[:3].mean().expand(3), mse[3:].mean().expand(3)])

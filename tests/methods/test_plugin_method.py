@@ -22,7 +22,7 @@ import yaml
 from contracts import check_anchor_policy, check_kernel, check_kl_variant, check_method
 from typer.testing import CliRunner
 
-from grpo_bench import registry
+from grpo_bench import api, registry
 from grpo_bench.cli import app
 from grpo_bench.config.identity import cell_id
 from grpo_bench.config.run import from_dict, resolve
@@ -64,6 +64,7 @@ def test_the_example_imports_only_the_public_api():
     modules |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     assert {m for m in modules if m.startswith("grpo_bench")} == {"grpo_bench.api"}
     assert modules <= {"grpo_bench.api", "torch"}
+    assert _api_names(tree) <= set(api.__all__)
 
 
 def test_plugin_registers_everywhere_and_passes_the_contracts(plugin_file):
@@ -192,3 +193,17 @@ def test_shipped_method_files_import_only_the_public_api(path):
     modules = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     modules |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     assert {m for m in modules if m.startswith("grpo_bench")} == {"grpo_bench.api"}
+    assert _api_names(tree) <= set(api.__all__)  # a name api imports for itself is not the plug-in's to read
+
+
+def _api_names(tree: ast.Module) -> set[str]:
+    return {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == "grpo_bench.api"
+            for a in n.names}
+
+
+def test_api_exports_views_of_a_loss_not_the_cores_records():
+    """A loss family reads ``LossSamples`` and ``LossVelocities``; core's ``LossContext`` and ``Rollout`` (and the
+    helpers that read them) stay core's, neither exported nor importable from the api."""
+    assert {"LossSamples", "LossVelocities", "StepTerms", "register_loss_family"} <= set(api.__all__)
+    for name in ("LossContext", "Rollout", "guided_velocity", "index_cond"):
+        assert name not in api.__all__ and not hasattr(api, name), name
