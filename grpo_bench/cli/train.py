@@ -7,6 +7,7 @@ group size) before a model is loaded or a single sample is drawn.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from grpo_bench.config.identity import cell_id
-from grpo_bench.config.run import RunConfig, from_dict, parse_overrides, resolve
+from grpo_bench.config.run import RunConfig, from_dict, parse_overrides, resolve, section
 
 
 def suite_base(path: Path) -> dict[str, Any]:
@@ -58,13 +59,25 @@ def build_config(flags: dict[str, Any], overrides: list[str], like: Path | None 
     return from_dict(data, where="grpo-bench train: ")
 
 
-def default_out(cfg: RunConfig) -> Path:
-    r = resolve(cfg)
-    return Path("runs") / "train" / f"{r.method}-{r.kl}-{r.setting}-s{r.seed}-{cell_id(r)}"
+@dataclass(frozen=True)
+class RunName:
+    """What a train run's default folder is named by, besides its cell id: the resolved config's method, KL
+    variant, setting and seed (``section(resolve(cfg), RunName)``)."""
+
+    method: str
+    kl: str | None
+    setting: str
+    seed: int
 
 
-def finished(out: Path, cfg: RunConfig) -> dict[str, Any] | None:
-    """final.json of ``out`` when it holds this config's finished run, else None."""
+def default_out(name: RunName, cid: str) -> Path:
+    """runs/train/<method>-<kl>-<setting>-s<seed>-<cell id>."""
+    return Path("runs") / "train" / f"{name.method}-{name.kl}-{name.setting}-s{name.seed}-{cid}"
+
+
+def finished(out: Path, cid: str) -> dict[str, Any] | None:
+    """final.json of ``out`` when it holds the finished run of cell ``cid`` (its resolved config's id), else
+    None."""
     import json
 
     import yaml
@@ -73,34 +86,37 @@ def finished(out: Path, cfg: RunConfig) -> dict[str, Any] | None:
         return None
     try:
         old = yaml.safe_load((out / "config.yaml").read_text()) or {}
-        if cell_id(old) != cell_id(resolve(cfg)):
+        if cell_id(old) != cid:
             return None
         return json.loads((out / "final.json").read_text())
     except (OSError, ValueError, yaml.YAMLError):
         return None
 
 
-def require_real_model_stack(cfg: RunConfig) -> None:
+def require_real_model_stack(model: str, reward: str) -> None:
     """A real model or reward needs diffusers / transformers / peft: say which is missing before the progress
     bar and the run folder, not at the model load."""
     from grpo_bench import models, rewards
     from grpo_bench.extras import require
 
     # an embedded world's model and rewards ship with the package (their factories declare ``embedded``)
-    if not (cfg.model in models.MODELS and getattr(models.MODELS.get(cfg.model), "embedded", False)):
+    if not (model in models.MODELS and getattr(models.MODELS.get(model), "embedded", False)):
         for module in ("diffusers", "transformers", "peft"):
-            require(module, f"model {cfg.model}")
-    if not (cfg.reward in rewards.REWARDS and getattr(rewards.REWARDS.get(cfg.reward), "embedded", False)):
-        require("transformers", f"reward {cfg.reward}")
+            require(module, f"model {model}")
+    if not (reward in rewards.REWARDS and getattr(rewards.REWARDS.get(reward), "embedded", False)):
+        require("transformers", f"reward {reward}")
 
 
 def run_train(cfg: RunConfig, out: Path | None, resume: bool, console: Console) -> dict[str, Any]:
+    from grpo_bench.config.sections import Cadence, Sampling
     from grpo_bench.train.trainer import train
 
-    require_real_model_stack(cfg)
+    require_real_model_stack(cfg.model, cfg.reward)
     chosen = out is None
-    out = default_out(cfg) if out is None else out
-    done = finished(out, cfg) if resume and int(os.environ.get("RANK", "0")) == 0 else None
+    resolved = resolve(cfg)
+    cid = cell_id(resolved)
+    out = default_out(section(resolved, RunName), cid) if out is None else out
+    done = finished(out, cid) if resume and int(os.environ.get("RANK", "0")) == 0 else None
     if done is not None:
         console.print(f"already done: {out} finished this run earlier (policy in {out / 'policy'}); "
                       "nothing to train. Use --no-resume to train it again.", highlight=False)
@@ -124,7 +140,8 @@ def run_train(cfg: RunConfig, out: Path | None, resume: bool, console: Console) 
     interrupt.reset()
     from grpo_bench.cli.train_cost import before_line, estimate_line, plan_line
 
-    console.print(plan_line(cfg), highlight=False)
+    cadence = section(cfg, Cadence)
+    console.print(plan_line(section(cfg, Sampling), cadence), highlight=False)
     console.print(before_line(cfg), highlight=False, soft_wrap=True)
     told: list[bool] = []
     with interrupt.first_stops_second_kills(on_first=first_ctrl_c), \
@@ -136,7 +153,7 @@ def run_train(cfg: RunConfig, out: Path | None, resume: bool, console: Console) 
                        kl=f"{line.get('kl', float('nan')):.2e}")
             if not told and done < total:  # once, after this invocation's first update
                 told.append(True)
-                bar.console.print(estimate_line(done, total, line, cfg), highlight=False)
+                bar.console.print(estimate_line(done, total, line, cadence), highlight=False)
 
         final = train(cfg, out, resume=resume, progress=progress)
     if "metrics" not in final:  # non-main ranks of a multi-process run write and report nothing

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the CLI's help loads without the config's imports
     from grpo_bench.config.run import RunConfig
+    from grpo_bench.config.sections import Cadence, Sampling
 
 BUDGET_HELP = (
     "Budget keys (key=value; RunConfig's defaults): updates=200, prompts_per_update=2, group_size=8 (rollouts "
@@ -40,10 +41,10 @@ def clock(seconds: float) -> str:
     return f"{seconds // 3600} h {seconds // 60 % 60:02d} min"
 
 
-def plan_line(cfg: RunConfig) -> str:
+def plan_line(sampling: Sampling, cadence: Cadence) -> str:
     """Before the first update: how much work the run is."""
-    return (f"{cfg.updates} updates x {cfg.prompts_per_update} prompts x {cfg.group_size} rollouts, {cfg.steps} "
-            f"sampler steps; an evaluation every {cfg.eval_every} updates")
+    return (f"{cadence.updates} updates x {sampling.prompts_per_update} prompts x {sampling.group_size} rollouts, "
+            f"{sampling.steps} sampler steps; an evaluation every {cadence.eval_every} updates")
 
 
 def suite_folders(runs: Path) -> list[Path]:
@@ -53,11 +54,12 @@ def suite_folders(runs: Path) -> list[Path]:
 
 def before_line(cfg: RunConfig, runs: Path = Path("runs")) -> str:
     """Before the first update: what the whole run will take, and what that estimate rests on."""
-    from grpo_bench.config.run import resolve
+    from grpo_bench.config.expected_compute import ComputeShape
+    from grpo_bench.config.run import resolve, section
     from grpo_bench.suite.pace import pass_pace, run_passes
 
     resolved = resolve(cfg)
-    passes = run_passes(resolved)
+    passes = run_passes(section(resolved, ComputeShape))
     measured = pass_pace(suite_folders(runs), resolved.model)
     if measured is not None:
         pace, cells = measured
@@ -78,14 +80,15 @@ def _count(start: int, stop: int, every: int) -> int:
     return 0 if every <= 0 or stop <= start else len(range(-(-start // every) * every, stop, every))
 
 
-def estimate_line(done: int, total: int, line: dict[str, Any], cfg: RunConfig) -> str:
-    """After the first update of this invocation: what it took and what the rest will take."""
+def estimate_line(done: int, total: int, line: dict[str, Any], cadence: Cadence) -> str:
+    """After the first update of this invocation: what it took and what the rest will take (``cadence``: when the
+    run evaluates and diagnoses)."""
     work = {name: float(line.get(f"time_{name}") or 0.0) for name in ("rollout", "reward", "train")}
     per_update = sum(work.values())
     left = total - done
-    evals = _count(done, total - 1, cfg.eval_every) + 1  # the schedule's evaluations, then the final one
-    evals += sum(1 for u in set(getattr(cfg, "eval_at", ())) if done <= u < total - 1 and u % cfg.eval_every)
-    diags = _count(done, total, cfg.diag_every)
+    evals = _count(done, total - 1, cadence.eval_every) + 1  # the schedule's evaluations, then the final one
+    evals += sum(1 for u in set(cadence.eval_at) if done <= u < total - 1 and u % cadence.eval_every)
+    diags = _count(done, total, cadence.diag_every)
     t_eval, t_diag = line.get("time_eval"), line.get("time_diag")
     rest = left * per_update + evals * float(t_eval or per_update) + diags * float(t_diag or 0.0)
     parts = ", ".join(f"{name} {clock(t)}" for name, t in work.items())

@@ -20,7 +20,10 @@ from rich.console import Console
 from grpo_bench.errors import UserError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from grpo_bench.config.run import RunConfig
+    from grpo_bench.models.options import GeneratorOptions
 
 CHECKED_ENV = "GRPO_BENCH_MEMORY_CHECKED"
 """Set by the process that checked before ``accelerate launch``: the launched processes do not check again."""
@@ -67,36 +70,32 @@ def device_memory(device: str, processes: int, relaunching: bool) -> tuple[float
                                    "torch.cuda.mem_get_info)")
 
 
-def fitting_frames(cfg: RunConfig, processes: int, sharding: str, memory: float) -> int | None:
-    """The most frames (4k + 1, as the video VAEs take them) below the run's whose predicted peak fits ``memory``
-    at the run's resolution; None when even 5 does not or the run is of stills (plan's peak grows with frames)."""
-    from grpo_bench.plan.estimate import estimate
-
-    def fits(k: int) -> bool:
-        return estimate(dataclasses.replace(cfg, frames=4 * k + 1), processes=processes,
-                        sharding=sharding).gpu_peak <= memory
-
-    lo, hi = 1, (int(cfg.frames) - 2) // 4  # frames 5 .. the largest 4k + 1 below the run's
-    if int(cfg.frames) <= 1 or hi < lo or not fits(lo):
+def fitting_frames(frames: int, fits: Callable[[int], bool]) -> int | None:
+    """The most frames (4k + 1, as the video VAEs take them) below the run's ``frames`` that ``fits`` (the predicted
+    peak at that many frames, the run's resolution, fits the memory); None when even 5 does not or the run is of
+    stills (plan's peak grows with frames)."""
+    lo, hi = 1, (int(frames) - 2) // 4  # frames 5 .. the largest 4k + 1 below the run's
+    if int(frames) <= 1 or hi < lo or not fits(4 * lo + 1):
         return None
     while lo < hi:  # the largest k that fits
         mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
+        lo, hi = (mid, hi) if fits(4 * mid + 1) else (lo, mid - 1)
     return 4 * lo + 1
 
 
-def shrink_hint(cfg: RunConfig, processes: int, sharding: str, memory: float) -> str:
+def shrink_hint(generator: GeneratorOptions, micro_batch: int, processes: int, sharding: str,
+                fitting: int | None) -> str:
     """The options that lower the prediction, with the run's values (the recipe's unless the command set them), and
-    the most frames that fit at the run's resolution."""
-    video = int(cfg.frames) > 1
-    size = f"{f'{cfg.frames} x ' if video else ''}{cfg.height} x {cfg.width}"
+    the most frames that fit at the run's resolution (``fitting``, ``fitting_frames``'s)."""
+    g = generator
+    video = int(g.frames) > 1
+    size = f"{f'{g.frames} x ' if video else ''}{g.height} x {g.width}"
     parts = [f"{'frames=, ' if video else ''}height=, width= (now {size})"]
-    frames = fitting_frames(cfg, processes, sharding, memory) if video else None
-    if frames is not None:
-        parts[0] += f": frames={frames} fits at {cfg.height} x {cfg.width}"
-    parts.append(f"micro_batch= (now {cfg.micro_batch or 'every row at once'})")
-    parts.append(f"lora_rank= (now {cfg.lora_rank}{': every weight trained' if int(cfg.lora_rank) == 0 else ''})")
-    if not cfg.gradient_checkpointing:
+    if video and fitting is not None:
+        parts[0] += f": frames={fitting} fits at {g.height} x {g.width}"
+    parts.append(f"micro_batch= (now {micro_batch or 'every row at once'})")
+    parts.append(f"lora_rank= (now {g.lora_rank}{': every weight trained' if int(g.lora_rank) == 0 else ''})")
+    if not g.gradient_checkpointing:
         parts.append("gradient_checkpointing=true")
     parts.append(f"or more processes sharing the weights (--accelerate-config fsdp2; now {processes} process(es), "
                  f"sharding {sharding})")
@@ -108,7 +107,8 @@ def check_train_memory(cfg: RunConfig, gpu_memory_gb: float | None, accelerate_c
     """Refuse (UserError, one line) a run whose predicted GPU peak per process exceeds the device's memory; print
     one line saying what was checked, or why nothing was. An embedded world's run is not checked."""
     from grpo_bench import models
-    from grpo_bench.config.run import resolve
+    from grpo_bench.config.run import resolve, section
+    from grpo_bench.models.options import GeneratorOptions
     from grpo_bench.train.distributed import launched
 
     cfg = resolve(cfg)  # an image model's frames: 1
@@ -141,9 +141,16 @@ def check_train_memory(cfg: RunConfig, gpu_memory_gb: float | None, accelerate_c
         return
     where = f"{plan.model}, {processes} process(es), sharding {sharding}"
     if plan.gpu_peak > memory:
+
+        def fits(frames: int) -> bool:
+            return estimate(dataclasses.replace(cfg, frames=frames), processes=processes,
+                            sharding=sharding).gpu_peak <= memory
+
+        fitting = fitting_frames(cfg.frames, fits) if int(cfg.frames) > 1 else None
+        hint = shrink_hint(section(cfg, GeneratorOptions), cfg.micro_batch, processes, sharding, fitting)
         raise UserError(
             f"grpo-bench train: predicted peak GPU memory {plan.gpu_peak / GB:.1f} GB per process ({where}; "
             f"grpo-bench plan's arithmetic) exceeds the device's {memory / GB:.1f} GB ({source}); lower it with "
-            f"{shrink_hint(cfg, processes, sharding, memory)}; or pass --no-memory-check to run anyway")
+            f"{hint}; or pass --no-memory-check to run anyway")
     say(f"memory check: predicted peak {plan.gpu_peak / GB:.1f} GB GPU per process ({where}) fits "
         f"{memory / GB:.1f} GB ({source})")

@@ -97,7 +97,7 @@ def train(
         from grpo_bench.train import distributed
 
         accelerate_configs.config_path(accelerate_config)  # a bad name fails here, before any launch
-    require_real_model_stack(cfg)
+    require_real_model_stack(cfg.model, cfg.reward)
     check_train_memory(cfg, gpu_memory, accelerate_config, memory_check, console)  # before any weight loads
     if accelerate_config is not None and not distributed.launched():
         raise typer.Exit(distributed.relaunch(accelerate_config, sys.argv[1:]))

@@ -44,6 +44,7 @@ from grpo_bench.config.sections import (  # noqa: F401
     Compared,
     Evaluation,
     KLWeighting,
+    MethodChoice,
     MethodOptions,
     Optimisation,
     Sampling,
@@ -173,12 +174,6 @@ def from_dict(data: dict[str, Any], where: str = "") -> RunConfig:
     return cfg
 
 
-def evaluates_before(cfg: RunConfig, u: int) -> bool:
-    """Whether the run evaluates the policy before update ``u`` (every ``eval_every``-th and each ``eval_at``; the
-    final evaluation, after the last update, is the trainer's own)."""
-    return u != cfg.updates - 1 and (u % cfg.eval_every == 0 or u in getattr(cfg, "eval_at", ()))
-
-
 def validate(cfg: RunConfig, where: str = "") -> None:
     """Every field against its declared type and constraints (pydantic, as ``coerce``), then what the
     types cannot say: registered names, the device, the prompt set and rules across fields. Checked
@@ -209,7 +204,7 @@ def validate(cfg: RunConfig, where: str = "") -> None:
     from grpo_bench.preflight import device
 
     device(cfg.device, f"{where}config key 'device': ")
-    _check_model_and_reward(cfg, where)
+    _check_model_and_reward(section(cfg, Compared), cfg.frames, cfg.video_size, cfg.sequence_parallel, where)
     if cfg.minibatches > cfg.prompts_per_update * cfg.group_size:
         raise UserError(f"{where}config key 'minibatches' ({cfg.minibatches}) exceeds the rollout batch "
                         f"prompts_per_update * group_size = {cfg.prompts_per_update * cfg.group_size}")
@@ -230,47 +225,47 @@ def validate(cfg: RunConfig, where: str = "") -> None:
     if cfg.model == "world" and cfg.prompts != "world":
         prompt_set.require_world_train(where, cfg.prompts)
     # The method accepts its overrides (ranges of noise level, clip, window …), the plug-ins their parameters.
+    choice = section(cfg, MethodChoice)
     try:
-        _plugin_params(cfg)
-        _check_method_run(cfg)
+        _plugin_params(choice, section(cfg, TrustRegion))
+        _check_method_run(choice, section(cfg, Sampling), cfg.updates)
     except UserError as exc:
         raise UserError(f"{where}{exc}") from None
 
 
-def _check_method_run(cfg: RunConfig) -> None:
+def _check_method_run(choice: MethodChoice, sampling: Sampling, updates: int) -> None:
     """The method's own refusals (core/method.py ``check_run``): a window schedule that leaves an update
     without a trained step, a branching rule that cannot fill its group."""
     from grpo_bench.core import schedule
-    from grpo_bench.core.method import RunShape, make_method
+    from grpo_bench.core.method import RunShape
 
-    method = make_method(cfg.method, **cfg.method_overrides())
-    method.check_run(schedule.sigmas(cfg.steps, cfg.shift),
-                     RunShape(updates=cfg.updates, group_size=cfg.group_size,
+    method = choice.build()
+    method.check_run(schedule.sigmas(sampling.steps, sampling.shift),
+                     RunShape(updates=updates, group_size=sampling.group_size,
                               shared_noise=bool(method.config.shared_noise)))
 
 
-def _plugin_params(cfg: RunConfig) -> dict[str, Any]:
+def _plugin_params(choice: MethodChoice, region: TrustRegion) -> dict[str, Any]:
     """Every plug-in parameter of the run (kernel, KL variant, anchor policies), defaults filled in and
     validated; a UserError names a bad key or value.
 
     The run's own ``params`` must all be taken by a component; the method's default params only
     where they apply (a method's ``anchor.tau`` is dropped when the run chooses ``kl: fixed``)."""
     from grpo_bench.core.anchors import ANCHOR_POLICIES
-    from grpo_bench.core.method import make_method
     from grpo_bench.core.trust_region import KL_VARIANTS, resolved_params
 
-    method = make_method(cfg.method, **cfg.method_overrides())
-    kl = cfg.kl if cfg.kl is not None else method.config.kl
+    method = choice.build()
+    kl = choice.kl if choice.kl is not None else method.config.kl
     variant = KL_VARIANTS.get(kl)
     applies = {f"kl.{k}" for k in variant.Params.model_fields}
     applies |= {f"anchor.{k}" for p in variant.anchors.values() for k in ANCHOR_POLICIES.get(p).Params.model_fields}
     params = {k: v for k, v in method.defaults.params.items()
               if k.startswith(("kernel.", "method.")) or k in applies}
-    params.update(cfg.params)
+    params.update(choice.params)
     out = plugin_params.dump(method.kernel.params, "kernel")
     out.update(plugin_params.dump(method.params, "method"))  # a method's own parameters (none for most)
     out.update(method.step_rule_params())  # steps.*: none while the method's own rule runs (ids unchanged)
-    out.update(resolved_params(dataclasses.replace(cfg, kl=kl, params=params)))
+    out.update(resolved_params(region, kind=kl, params=params))
     return out
 
 
@@ -301,38 +296,41 @@ def _model_defaults(model: Any) -> dict[str, Any]:
         return {}
 
 
-def _check_model_and_reward(cfg: RunConfig, where: str) -> None:
+def _check_model_and_reward(experiment: Compared, frames: int, video_size: int, sequence_parallel: int,
+                            where: str) -> None:
+    """The reward and model names (registered, a hub id or a folder), and what the model requires of the run's
+    frames, video size and sequence parallelism."""
     from grpo_bench import models, rewards
     from grpo_bench.config.weights import check_modality
 
-    rewards.REWARDS.get(cfg.reward, where=f"{where}config key 'reward': ")
-    name = cfg.model
+    rewards.REWARDS.get(experiment.reward, where=f"{where}config key 'reward': ")
+    name = experiment.model
     if name not in models.MODELS and "/" not in name and not Path(name).expanduser().exists():
         msg = unknown("model", name, models.names(), f"{where}config key 'model': ")
         raise UserError(f"{msg} (or a hub id org/name, or an existing folder)")
-    check_modality(section(cfg, Compared), cfg.frames, where)
+    check_modality(experiment, frames, where)
     own_check = getattr(models.MODELS.get(name), "check_config", None) if name in models.MODELS else None
     if own_check is not None:  # what a registered model requires of its runs (an embedded world's image size)
-        own_check(cfg.video_size, where)
-    if cfg.sequence_parallel > 1:
-        _check_sequence_parallel_model(cfg, where)
+        own_check(video_size, where)
+    if sequence_parallel > 1:
+        _check_sequence_parallel_model(name, sequence_parallel, where)
     if name == "world":
         trained = _shipped_world_size()
-        if trained is not None and cfg.video_size != trained:
-            raise UserError(f"{where}config key 'video_size' is {cfg.video_size}, but the shipped world weights "
+        if trained is not None and video_size != trained:
+            raise UserError(f"{where}config key 'video_size' is {video_size}, but the shipped world weights "
                             f"were trained on {trained}x{trained} videos; use video_size: {trained}")
 
 
-def _check_sequence_parallel_model(cfg: RunConfig, where: str) -> None:
+def _check_sequence_parallel_model(model: str, sequence_parallel: int, where: str) -> None:
     """Sequence parallelism splits a diffusers video transformer's tokens (models/sequence_parallel.py): the
     embedded world model and still-image generators have no such path."""
     from grpo_bench import models
 
-    kind = "the embedded world model" if cfg.model == "world" else (
-        "an image model" if models.modality(cfg.model) == "image" else None)
+    kind = "the embedded world model" if model == "world" else (
+        "an image model" if models.modality(model) == "image" else None)
     if kind is not None:
-        raise UserError(f"{where}config key 'sequence_parallel' ({cfg.sequence_parallel}) is for the diffusers "
-                        f"video transformers (Wan, HunyuanVideo 1.5); model {cfg.model!r} is {kind}: "
+        raise UserError(f"{where}config key 'sequence_parallel' ({sequence_parallel}) is for the diffusers "
+                        f"video transformers (Wan, HunyuanVideo 1.5); model {model!r} is {kind}: "
                         "use sequence_parallel: 1")
 
 
@@ -355,7 +353,7 @@ def resolve(cfg: RunConfig) -> RunConfig:
         filled["adv_norm"] = method.config.adv_norm
     if filled["window"] is not None:
         filled["window"] = list(filled["window"])
-    filled["params"] = _plugin_params(cfg)
+    filled["params"] = _plugin_params(section(cfg, MethodChoice), section(cfg, TrustRegion))
     filled["equalizer_proxy"] = _equalizer_proxy(cfg.equalizer_proxy, filled["equalizer"], filled["logprob"],
                                                  cfg.method)
     return dataclasses.replace(cfg, **filled)

@@ -313,6 +313,26 @@ class System:
     launch form groups of this many consecutive ranks; a group is one data-parallel rank. 1: no splitting."""
 
 
+@dataclass(frozen=True)
+class Cadence:
+    """When a run evaluates and measures diagnostics over its updates: the section the trainer's loop, the closed
+    form of its compute (config/expected_compute.py) and the CLI's estimates read (``section(cfg, Cadence)``)."""
+
+    updates: int
+    eval_every: int
+    eval_at: list[int]
+    diag_every: int
+
+    def evaluates_before(self, u: int) -> bool:
+        """Whether the run evaluates the policy before update ``u`` (every ``eval_every``-th and each ``eval_at``;
+        the final evaluation, after the last update, is the trainer's own)."""
+        return u != self.updates - 1 and (u % self.eval_every == 0 or u in self.eval_at)
+
+    def diagnoses(self, u: int) -> bool:
+        """Whether update ``u`` measures the per-step gradient norms (every ``diag_every``-th; 0: never)."""
+        return bool(self.diag_every) and u % self.diag_every == 0
+
+
 COMPONENTS: dict[str, type] = {
     "experiment": Compared, "method_options": MethodOptions, "sampling": Sampling,
     "optimisation": Optimisation, "trust_region": TrustRegion, "kl_weighting": KLWeighting,

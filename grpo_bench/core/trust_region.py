@@ -217,14 +217,17 @@ def make_kl(options: KLOptions, kind: str | None = None, params: dict[str, Any] 
     return KL_VARIANTS.get(kind)(SimpleNamespace(**own, kl=kind, params=given))
 
 
-def resolved_params(options: KLOptions) -> dict[str, Any]:
-    """Every ``kl.*`` and ``anchor.*`` parameter of the KL variant ``options`` names (a trust-region section with
-    ``kl`` and ``params``, or a whole run config: config/run.py), defaults filled in.
+def resolved_params(options: Any, kind: str | None = None, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Every ``kl.*`` and ``anchor.*`` parameter of the KL variant ``kind`` (``options.kl`` without it) given the
+    plug-in parameters ``params`` (``options.params`` without them), defaults filled in: ``options`` is the
+    trust-region section (``make_kl``'s, config/run.py ``_plugin_params``).
 
     Raises a UserError naming the key for a value out of range or a key no component declares."""
-    variant = make_kl(options)
+    kind = options.kl if kind is None else kind
+    given_params = plugin_params.of_config(options) if params is None else dict(params)
+    variant = make_kl(options, kind, given_params)
     out = plugin_params.dump(variant.params, "kl")
-    given = plugin_params.component(plugin_params.of_config(options), "anchor")
+    given = plugin_params.component(given_params, "anchor")
     taken: set[str] = set()
     for policy in variant.anchor_policies().values():
         out.update(plugin_params.dump(policy.params, "anchor"))
@@ -234,6 +237,6 @@ def resolved_params(options: KLOptions) -> dict[str, Any]:
         allowed = sorted(
             {f"anchor.{k}" for p in variant.anchor_policies().values() for k in type(p).Params.model_fields}
         )
-        raise UserError(f"KL variant {options.kl!r} has no anchor parameter anchor.{stray[0]} (its anchors: "
+        raise UserError(f"KL variant {kind!r} has no anchor parameter anchor.{stray[0]} (its anchors: "
                         f"{dict(variant.anchors) or 'none'}); allowed: {', '.join(allowed) or 'none'}")
     return out

@@ -5,12 +5,34 @@ each rests on (``plan/estimate.py`` adds them up per cell)."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from grpo_bench.plan.spec import ModelSpec
 
 if TYPE_CHECKING:
-    from grpo_bench.config.run import RunConfig
+    from grpo_bench.config.recipe import UpdateShape
+
+
+@dataclass(frozen=True)
+class PlannedUpdate:
+    """One update as a process of the planned launch runs it: the run's update-shape section (batch, optimizer-step
+    keys, sampler steps, the method) and guidance, whether LoRA trains, and what ``estimate`` derived of them."""
+
+    shape: UpdateShape
+    guidance: float
+    lora: bool
+    rows: int
+    """This process's rollouts (its data-parallel group's)."""
+    trained: int
+    """Trained steps per sample (K)."""
+    anchors: int
+    """KL anchors the trust region keeps."""
+
+    @property
+    def guidance_rows(self) -> int:
+        """Model rows per sample: 2 under classifier-free guidance (the doubled batch), else 1."""
+        return 2 if self.guidance != 1.0 else 1
 
 # --- activations -------------------------------------------------------------------------------
 ACT_BYTES = 52
@@ -77,8 +99,8 @@ LINK_GB_S = 300.0
 bytes a process sends and receives at this rate, not overlapped with compute (an upper bound)."""
 
 
-def communication_bytes(cfg: RunConfig, spec: ModelSpec, trainable: int, base_bytes: int, rows: int, trained: int,
-                        anchors: int, world: int, sharding: str) -> float:
+def communication_bytes(update: PlannedUpdate, spec: ModelSpec, trainable: int, base_bytes: int, world: int,
+                        sharding: str) -> float:
     """Bytes one process moves through collectives per update. FSDP2: every transformer call all-gathers
     the weights (forward; backward once more) and every backward reduce-scatters float32 gradients;
     replicated and ZeRO-2: one float32 all-reduce (or reduce-scatter + all-gather, the same volume)
@@ -87,17 +109,17 @@ def communication_bytes(cfg: RunConfig, spec: ModelSpec, trainable: int, base_by
     if world <= 1:
         return 0.0
     share = (world - 1) / world
-    per_call = max(1, (cfg.micro_batch or rows) // (2 if cfg.guidance != 1.0 else 1))  # samples per call
+    shape, rows, trained = update.shape, update.rows, update.trained
+    per_call = max(1, (shape.micro_batch or rows) // update.guidance_rows)  # samples per call
     calls = math.ceil(rows / per_call)
-    backward = trained * calls * cfg.inner_epochs
+    backward = trained * calls * shape.inner_epochs
     if sharding == "fsdp2":
-        forward = calls * (cfg.steps + trained * anchors) + backward
-        gathered = spec.transformer_params * base_bytes + (trainable * 4 if cfg.lora_rank > 0 else 0)
+        forward = calls * (shape.steps + trained * update.anchors) + backward
+        gathered = spec.transformer_params * base_bytes + (trainable * 4 if update.lora else 0)
         return share * ((forward + backward) * gathered + backward * trainable * 4)
     from grpo_bench.config import recipe
-    from grpo_bench.config.sections import section
 
-    steps = recipe.schedule(section(cfg, recipe.UpdateShape), world).steps_per_rollout  # optimizer steps per update
+    steps = recipe.schedule(shape, world).steps_per_rollout  # optimizer steps per update
     return share * 2 * trainable * 4 * steps
 
 

@@ -47,6 +47,7 @@ from grpo_bench.plan.costs import (
     ROLLOUT_BYTES,
     VAE_DECODE_MAPS,
     VAE_THROUGHPUT,
+    PlannedUpdate,
     autocast_copy_bytes,
     communication_bytes,
     optimizer_step_seconds,
@@ -112,8 +113,10 @@ def _bytes(dtype: str) -> int:
 def estimate(cfg: RunConfig, processes: int = 1, sharding: str = "none", tflops: float = 400.0,
              spec: ModelSpec | None = None) -> Plan:
     """The plan of one resolved RunConfig on ``processes`` processes (one GPU each)."""
+    from grpo_bench.config import recipe
     from grpo_bench.config.prompts import load_prompt_set
     from grpo_bench.config.run import resolve
+    from grpo_bench.config.sections import section
     from grpo_bench.core import schedule
     from grpo_bench.core.method import make_method
     from grpo_bench.core.trust_region import make_kl
@@ -219,32 +222,31 @@ def estimate(cfg: RunConfig, processes: int = 1, sharding: str = "none", tflops:
     evals = 1 / cfg.eval_every + sum(1 for u in set(cfg.eval_at) if u % cfg.eval_every) / cfg.updates  # a update
     flops += eval_rows * cfg.steps * cfg_mult * fwd * evals
     videos = rows + eval_rows * evals  # decoded and scored per update
+    update = PlannedUpdate(section(cfg, recipe.UpdateShape), cfg.guidance, lora, rows, trained, anchors)
     seconds = {
         "transformer": flops / sp / (tflops * 1e12),
         "vae": videos * spec.vae_flops_per_pixel * math.prod(spec.video) / (tflops * 1e12 * VAE_THROUGHPUT),
         "reward": videos * (reward_flops / (tflops * 1e12) + reward_host_s),  # a CPU engine's seconds too
-        "communication": communication_bytes(cfg, spec, trainable, base_bytes, rows, trained, anchors, world,
-                                             sharding) / (LINK_GB_S * 1e9),
-        "per_step": _per_step_seconds(cfg, spec, trainable, train_bytes, shard_opt, rows, trained, anchors, dp,
-                                      tflops),
+        "communication": communication_bytes(update, spec, trainable, base_bytes, world, sharding) / (LINK_GB_S * 1e9),
+        "per_step": _per_step_seconds(update, spec, trainable, train_bytes, shard_opt, dp,
+                                      getattr(cfg, "optimizer", "adamw"), tflops),
     }
     return Plan(spec.name, spec.transformer_params, trainable, L, gpu, host, sum(seconds.values()), world, sharding,
                 updates=cfg.updates, seconds=seconds, sequence_parallel=sp)
 
 
-def _per_step_seconds(cfg: RunConfig, spec: ModelSpec, trainable: int, train_bytes: int, shard: int, rows: int,
-                      trained: int, anchors: int, world: int, tflops: float) -> float:
+def _per_step_seconds(update: PlannedUpdate, spec: ModelSpec, trainable: int, train_bytes: int, shard: int,
+                      world: int, optimizer: str, tflops: float) -> float:
     """Fixed per-update costs the FLOP count misses: every optimizer step's overhead and elementwise pass
     (Muon's orthogonalisation too), and a launch overhead per transformer call (plan/costs.py)."""
     from grpo_bench.config import recipe
-    from grpo_bench.config.sections import section
 
-    sched = recipe.schedule(section(cfg, recipe.UpdateShape), world)
-    per_call = max(1, cfg.micro_batch or rows)
-    calls = math.ceil(rows / per_call) * (cfg.steps + trained * anchors)  # rollout and anchor means
+    shape = update.shape
+    sched = recipe.schedule(shape, world)
+    per_call = max(1, shape.micro_batch or update.rows)
+    calls = math.ceil(update.rows / per_call) * (shape.steps + update.trained * update.anchors)  # rollout, anchors
     calls += sched.steps_per_rollout * sched.backwards_per_step  # training forwards (one per backward)
-    step = optimizer_step_seconds(trainable, train_bytes, shard, getattr(cfg, "optimizer", "adamw"), spec.hidden,
-                                  tflops)
+    step = optimizer_step_seconds(trainable, train_bytes, shard, optimizer, spec.hidden, tflops)
     return sched.steps_per_rollout * step + calls * CALL_OVERHEAD_S
 
 

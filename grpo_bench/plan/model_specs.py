@@ -50,7 +50,7 @@ def model_spec(cfg: RunConfig) -> ModelSpec:
         f = 1
     video = ((f - 1) * s["vae_temporal"] + 1, h * s["vae_spatial"], w * s["vae_spatial"])
     flops, top, tile = _meta_vae(name)
-    tokens = text_tokens(s, cfg)
+    tokens = text_tokens(s, getattr(cfg, "max_text_tokens", 0))
     forward = _meta_forward_flops(name, (s["latent_channels"], h, w), tokens) if s.get("modality") == "image" else 0.0
     return ModelSpec(name, tr, text, vae, s["hidden"], s["layers"], (s["latent_channels"], f, h, w),
                      tuple(s["patch"]), tokens, s["joint_text"], lora, block, video, flops, top, tile, forward)
@@ -81,10 +81,9 @@ def _meta_forward_flops(name: str, latent: tuple[int, int, int], tokens: int) ->
         return 0.0
 
 
-def text_tokens(spec: dict[str, Any], cfg: RunConfig) -> int:
-    """Text rows per prompt: the spec's default, or (``max_text_tokens`` set) the CLIP rows SD3 puts before
-    the T5 rows plus that length."""
-    chosen = getattr(cfg, "max_text_tokens", 0)
+def text_tokens(spec: dict[str, Any], chosen: int) -> int:
+    """Text rows per prompt: the spec's default, or (the run's ``max_text_tokens`` ``chosen``, 0: not set) the CLIP
+    rows SD3 puts before the T5 rows plus that length."""
     return spec.get("clip_tokens", 0) + chosen if chosen else spec["text_tokens"]
 
 

@@ -252,9 +252,9 @@ def compute_curves(df: pd.DataFrame) -> pd.DataFrame:
                 out.append({**key, "update": int(u) + 1, **{c: _number(line.get(c)) for c in COMPUTE_COLUMNS},
                             metrics.COMPUTE_SECONDS: _number(line.get(metrics.COMPUTE_SECONDS)), "derived": False})
             continue
-        cfg = _stored_config(infos.get(cell, {}).get("config"))
+        shape = _stored_compute_shape(infos.get(cell, {}).get("config"))
         try:
-            curve = expected_compute.expected_curve(cfg, n) if cfg is not None else [{}] * (n + 1)
+            curve = expected_compute.expected_curve(shape, n) if shape is not None else [{}] * (n + 1)
         except expected_compute.ClosedFormUnknown:
             curve = [{}] * (n + 1)
         mine = phases.loc[cell] if cell in phases.index.get_level_values("cell") else pd.Series(dtype=float)
@@ -265,12 +265,13 @@ def compute_curves(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, columns=columns)
 
 
-def _stored_config(data: Any) -> Any:
-    """The RunConfig of a cell's stored config, or None where it no longer builds (a removed method...)."""
+def _stored_compute_shape(data: Any) -> expected_compute.ComputeShape | None:
+    """The compute section of a cell's stored config, or None where it no longer builds (a removed method...)."""
     from grpo_bench.config.run import from_dict
+    from grpo_bench.config.sections import section
     from grpo_bench.errors import UserError
 
     try:
-        return from_dict(dict(data or {}))
+        return section(from_dict(dict(data or {})), expected_compute.ComputeShape)
     except (UserError, TypeError, ValueError):
         return None

@@ -14,7 +14,7 @@ import math
 from typing import Any
 
 from grpo_bench.config.identity import cell_id
-from grpo_bench.config.run import RunConfig, from_dict, resolve
+from grpo_bench.config.run import from_dict, resolve
 from grpo_bench.errors import UserError
 from grpo_bench.suite.spec import LABEL_FIRST, Cell, Suite
 
@@ -31,9 +31,9 @@ def show_value(value: Any) -> str:
     return str(value)
 
 
-def group_label(cfg: RunConfig, keys: list[str]) -> str:
-    parts = [cfg.method] + [f"{k}={show_value(cfg.get(k))}" for k in keys if k != "method"]
-    return " ".join(parts)
+def group_label(method: str, shown: dict[str, Any]) -> str:
+    """A row's label: the method, then each shown key's value (``key=value``, as ``show_value`` writes it)."""
+    return " ".join([method] + [f"{k}={show_value(v)}" for k, v in shown.items() if k != "method"])
 
 
 def expand(suite: Suite) -> list[Cell]:
@@ -59,5 +59,5 @@ def expand(suite: Suite) -> list[Cell]:
             seen[cid] = labels
             # A row shows method, kl and the keys its own grid sets (a union entry's keys only on its cells).
             shown_keys = [k for k in keys if k in LABEL_FIRST or k in combo]
-            cells.append(Cell(cid, labels, group_label(cfg, shown_keys), cfg))
+            cells.append(Cell(cid, labels, group_label(cfg.method, {k: cfg.get(k) for k in shown_keys}), cfg))
     return cells

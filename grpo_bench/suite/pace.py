@@ -21,7 +21,7 @@ from grpo_bench.suite.results import read_table
 from grpo_bench.suite.run_folder import ROWS, is_done
 
 if TYPE_CHECKING:
-    from grpo_bench.config.run import RunConfig
+    from grpo_bench.config.expected_compute import ComputeShape
 
 
 def cell_record(cell_dir: Path) -> tuple[str, float, dict] | None:
@@ -69,13 +69,13 @@ def measured_pace(folders: Iterable[Path]) -> float | None:
     return seconds / updates if updates else None
 
 
-def run_passes(config: RunConfig) -> int:
-    """Sample-step passes a whole run of ``config`` makes (train/compute.py's unit, evaluations and diagnostics
+def run_passes(shape: ComputeShape) -> int:
+    """Sample-step passes a whole run of ``shape`` makes (train/compute.py's unit, evaluations and diagnostics
     included): the closed form the trainer's own counters are tested against."""
     from grpo_bench.config.expected_compute import expected
     from grpo_bench.config.metrics import COMPUTE_COUNTS
 
-    totals = expected(config, config.updates)
+    totals = expected(shape, shape.cadence.updates)
     return int(sum(totals[k] for k in COMPUTE_COUNTS))
 
 
@@ -83,7 +83,9 @@ def pass_pace(folders: Iterable[Path], model: str) -> tuple[float, int] | None:
     """(seconds per sample-step pass, cells that measured it) over the finished cells of ``model`` in ``folders``
     that ran on this host; None when none did. A pass, not an update, is the unit so that cells of another
     budget (group size, sampler steps, evaluation cadence) measure a run of this one."""
+    from grpo_bench.config.expected_compute import ComputeShape
     from grpo_bench.config.run import from_dict, resolve
+    from grpo_bench.config.sections import section
     from grpo_bench.world.roles import video_world
 
     world = video_world().model
@@ -93,7 +95,7 @@ def pass_pace(folders: Iterable[Path], model: str) -> tuple[float, int] | None:
         if str(stored.get("model", world)) != model:  # a config without the key ran the default model
             continue
         try:
-            count = run_passes(resolve(from_dict(stored)))
+            count = run_passes(section(resolve(from_dict(stored)), ComputeShape))
         except Exception:  # a config of an older or foreign release: it measures nothing here
             continue
         if count > 0:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,6 @@ from safetensors.torch import load_file, save_file
 
 from grpo_bench.atomic import atomic_write, atomic_write_json
 from grpo_bench.config.identity import asset_digests
-from grpo_bench.config.run import RunConfig
 
 FOLDER = "_base_eval"
 DEPENDS_ON = (
@@ -31,6 +31,8 @@ DEPENDS_ON = (
     "width", "lora_rank", "lora_alpha", "lora_targets", "param_dtype", "mixed_precision",
 )
 """The config fields the update-0 eval reads (the sampling chunk is prompts_per_update * group_size)."""
+READS = (*DEPENDS_ON, "guidance_formula")
+"""The config values ``key`` takes: DEPENDS_ON, and the guidance formula (keyed only when it is not the default)."""
 
 
 EVAL_ARITHMETIC = 1
@@ -38,11 +40,12 @@ EVAL_ARITHMETIC = 1
 of older code is never read by newer code."""
 
 
-def key(cfg: RunConfig, threads: int) -> str:
-    data = {k: getattr(cfg, k) for k in DEPENDS_ON}
-    if cfg.guidance_formula != "cfg":  # keyed only when set: the keys stored before it existed stay valid
-        data["guidance_formula"] = cfg.guidance_formula
-    assets = asset_digests(cfg.model, cfg.reward)
+def key(values: Mapping[str, Any], threads: int) -> str:
+    """The stored eval's key from the run config's ``values`` of ``READS`` and the thread count."""
+    data = {k: values[k] for k in DEPENDS_ON}
+    if values["guidance_formula"] != "cfg":  # keyed only when set: the keys stored before it existed stay valid
+        data["guidance_formula"] = values["guidance_formula"]
+    assets = asset_digests(values["model"], values["reward"])
     blob = json.dumps({**data, "threads": threads, "assets": assets, "arithmetic": EVAL_ARITHMETIC,
                        "torch": torch.__version__}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -42,11 +42,11 @@ from grpo_bench.config.run import (
     KLWeighting,
     RunConfig,
     TrustRegion,
-    evaluates_before,
     resolve,
     section,
     validate,
 )
+from grpo_bench.config.sections import Cadence
 from grpo_bench.core import schedule
 from grpo_bench.core.anchors import Anchors, make_anchor_policy
 from grpo_bench.core.kl_weight import make_kl_weight
@@ -154,7 +154,7 @@ class Trainer:
         self.stored = self.method.eligible_steps(self.sigmas).nonzero().flatten()  # Long[S]
         if self.stored.numel() == 0:
             raise UserError(f"method {cfg.method!r}: no trainable (stochastic) step with steps={cfg.steps}")
-        weight = self._equalizer_weights(cfg)
+        weight = self._equalizer_weights(cfg.steps, cfg.equalizer_proxy)
         trust_region = section(cfg, TrustRegion)
         self.kl = make_kl(trust_region, kind=cfg.kl, params=cfg.params)  # built from its own section
         own = {a: make_anchor_policy(p, trust_region, self.method.anchor_params())
@@ -179,13 +179,13 @@ class Trainer:
                                     tuple(model.latent_shape), self.device, self.autocast)
         self.groups, self.passes = section(cfg, GroupSpec), section(cfg, Passes)  # the few values each phase reads
 
-    def _equalizer_weights(self, cfg: RunConfig) -> torch.Tensor:
+    def _equalizer_weights(self, steps: int, proxy: str) -> torch.Tensor:
         """S_i per step (ones without the equalizer): the proxy of the run's log-prob form, unless the config
         names the mismatched Gaussian proxy (resolved in config/run.py ``_equalizer_proxy``)."""
         if not self.method.config.equalizer:
-            return torch.ones(cfg.steps)
+            return torch.ones(steps)
         actual = self.method.config.logprob
-        form = "gaussian" if cfg.equalizer_proxy in ("gaussian", "mismatched_gaussian") else actual
+        form = "gaussian" if proxy in ("gaussian", "mismatched_gaussian") else actual
         if form != actual:
             warnings.warn(f"equalizer: the mismatched Gaussian proxy lambda/std on the {actual!r} log-prob "
                           "(a labelled ablation row; 'auto' equalizes this form)", stacklevel=2)
@@ -224,7 +224,7 @@ class Trainer:
         if self.acc.num_processes > 1 or not self.share_base_eval:
             return self.evaluate()
         t, runs = time.perf_counter(), self.out_dir.parent
-        k = base_eval.key(self.cfg, torch.get_num_threads())
+        k = self._base_eval_key()
         stored, cost = base_eval.load(runs, k), base_eval.cost(runs, k)
         if stored is not None and cost is not None:
             self.state.compute.add(m.COMPUTE_EVAL, cost)  # charged what it cost the cell that computed it
@@ -239,8 +239,12 @@ class Trainer:
         """Per-video scores of the update-0 eval (empty when this run has none stored)."""
         if not self.share_base_eval:
             return []
-        stored = base_eval.load(self.out_dir.parent, base_eval.key(self.cfg, torch.get_num_threads()))
+        stored = base_eval.load(self.out_dir.parent, self._base_eval_key())
         return stored[1] if stored is not None else []
+
+    def _base_eval_key(self) -> str:
+        """The key of this run's update-0 eval (base_eval.py), of the config with its precision resolved."""
+        return base_eval.key({k: getattr(self.cfg, k) for k in base_eval.READS}, torch.get_num_threads())
 
     # --- the run ----------------------------------------------------------------------------
     def run(self, resume: bool, progress: Progress | None) -> dict[str, Any]:
@@ -254,9 +258,10 @@ class Trainer:
         lines = sink.truncate(self.state.counters.update) if main else []
         start_wall, t_attempt = self.state.counters.wall_time, time.perf_counter()
         final_eval = None
+        cadence = section(cfg, Cadence)
         for u in range(self.state.counters.update, cfg.updates):
             last = u == cfg.updates - 1
-            pre_eval = evaluates_before(cfg, u)
+            pre_eval = cadence.evaluates_before(u)
             line = {}
             if pre_eval:  # the policy before update u (u = 0: the base model)
                 before = self.base_evaluation() if u == 0 else self.evaluate()

@@ -28,6 +28,7 @@ def main(out: Path) -> None:
     from grpo_bench import models
     from grpo_bench.config import expected_compute
     from grpo_bench.config.run import RunConfig, resolve
+    from grpo_bench.config.sections import section
     from grpo_bench.train import distributed
     from grpo_bench.train.trainer import train
 
@@ -61,7 +62,8 @@ def main(out: Path) -> None:
         "grad": probe.grad.tolist(),
         "rank_seed": distributed.rank_seed(cfg.seed, rank),
         "compute": {k: v for k, v in final["compute"].items() if k != "compute_seconds"},
-        "compute_expected": expected_compute.expected(resolve(cfg), cfg.updates),  # the closed form (one process)
+        "compute_expected": expected_compute.expected(  # the closed form (one process)
+            section(resolve(cfg), expected_compute.ComputeShape), cfg.updates),
     }
     (out / f"rank{rank}.json").write_text(json.dumps(record))
 

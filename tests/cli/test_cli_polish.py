@@ -219,11 +219,10 @@ def test_train_help_states_the_budget_defaults_of_runconfig():
 
 
 def test_the_estimate_counts_updates_evaluations_and_diagnostics_left():
-    from types import SimpleNamespace
-
     from grpo_bench.cli.train_cost import estimate_line
+    from grpo_bench.config.sections import Cadence
 
-    cfg = SimpleNamespace(eval_every=2, diag_every=3)
+    cfg = Cadence(updates=7, eval_every=2, eval_at=[], diag_every=3)
     line = {"time_rollout": 2.0, "time_reward": 1.0, "time_train": 7.0, "time_eval": 5.0, "time_diag": 4.0}
     # after update 1 of 7: 6 updates x 10 s, evaluations before u = 2, 4 and the final one (3 x 5 s),
     # diagnostics at u = 3 and 6 (2 x 4 s): 60 + 15 + 8 = 83 s

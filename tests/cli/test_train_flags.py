@@ -16,8 +16,10 @@ from rich.console import Console
 from grpo_bench.cli import train as train_cli
 from grpo_bench.cli.train import FLAG_ALIASES, build_config
 from grpo_bench.cli.train_cost import before_line, clock
+from grpo_bench.config.expected_compute import ComputeShape
 from grpo_bench.config.identity import cell_id
 from grpo_bench.config.run import from_dict, resolve
+from grpo_bench.config.sections import section
 from grpo_bench.errors import UserError
 from grpo_bench.suite.machine import host
 from grpo_bench.suite.pace import run_passes
@@ -77,13 +79,14 @@ def test_the_estimate_before_the_first_update_prices_passes_at_this_machines_pac
     _stored_cell(tmp_path / "runs" / "s_tune", "c2", here, 90.0, large)
     _stored_cell(tmp_path / "runs" / "s", "c3", "Another CPU, 64 CPUs, no GPU", 1.0, small)  # not this machine
     _stored_cell(tmp_path / "runs" / "s", "c4", here, 1.0, {**small, "model": "tiny-wan"})  # another model
-    passes = [run_passes(resolve(from_dict(c))) for c in (small, large)]
+    passes = [run_passes(section(resolve(from_dict(c)), ComputeShape)) for c in (small, large)]
     assert passes[0] > 0 and passes[1] > passes[0]
     cfg = build_config({"updates": 50}, ["group_size=2", "steps=5"])
-    want = run_passes(resolve(cfg)) * 120.0 / sum(passes)  # independent: total seconds over total passes
+    total = run_passes(section(resolve(cfg), ComputeShape))
+    want = total * 120.0 / sum(passes)  # independent: total seconds over total passes
     line = before_line(cfg, tmp_path / "runs")
     minutes, seconds = divmod(int(round(want)), 60)
-    assert f"about {minutes} min {seconds:02d} s for {run_passes(resolve(cfg)):,} sample-step passes" in line
+    assert f"about {minutes} min {seconds:02d} s for {total:,} sample-step passes" in line
     assert "2 cell(s) of model world finished on this machine" in line
 
 

@@ -127,12 +127,13 @@ def test_an_fsdp2_launch_is_checked_at_its_sharded_prediction(monkeypatch):
 def test_the_suggested_frames_are_the_most_that_fit():
     cfg = build_config({"model": "wan2.2-5b"}, ["reward=clip_score", "frames=121", "height=704", "width=1280"])
     memory = 80 * GB
-    frames = fitting_frames(cfg, 1, "none", memory)
-    assert frames is not None and (frames - 1) % 4 == 0 and 5 <= frames < 121
 
     def peak(f: int) -> float:
         import dataclasses
 
         return estimate(dataclasses.replace(cfg, frames=f)).gpu_peak
+
+    frames = fitting_frames(cfg.frames, lambda f: peak(f) <= memory)
+    assert frames is not None and (frames - 1) % 4 == 0 and 5 <= frames < 121
 
     assert peak(frames) <= memory < peak(frames + 4)

@@ -138,7 +138,9 @@ def test_durations_read_as_time():
 
 
 def test_cell_totals_vae_reward_and_communication_terms():
-    from grpo_bench.plan.costs import VAE_DECODE_MAPS, communication_bytes
+    from grpo_bench.config.recipe import UpdateShape
+    from grpo_bench.config.sections import section
+    from grpo_bench.plan.costs import VAE_DECODE_MAPS, PlannedUpdate, communication_bytes
 
     cfg = hy(updates=300, step_every="micro_step", guidance=6.0)
     p = estimate(cfg, processes=8)
@@ -153,8 +155,9 @@ def test_cell_totals_vae_reward_and_communication_terms():
     trained = 3  # max_train_steps
     calls = 4  # 4 rollouts per process, one sample (two rows with guidance) per call at micro_batch 2
     want = 7 / 8 * 2 * p.trainable * 4 * trained * calls
-    assert communication_bytes(resolve(cfg), model_spec(resolve(cfg)), p.trainable, 2, 4, trained, 2, 8,
-                               "none") == pytest.approx(want)
+    r = resolve(cfg)
+    update = PlannedUpdate(section(r, UpdateShape), r.guidance, lora=True, rows=4, trained=trained, anchors=2)
+    assert communication_bytes(update, model_spec(r), p.trainable, 2, 8, "none") == pytest.approx(want)
     assert estimate(cfg, processes=1).seconds["communication"] == 0
 
 

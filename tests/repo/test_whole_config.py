@@ -75,14 +75,20 @@ def test_the_counter_sees_each_form():
     assert [x.split()[1] for x in loose] == ["c(config)"]
 
 
-@pytest.mark.xfail(strict=True, reason="unfinished on this branch: the model factories (models/, image_world) still "
-                   "take cfg: Any; they need a model-build section")
+@pytest.mark.xfail(strict=True, reason="waits for the model section: the 8 left are the model factories (models/ "
+                   "from_config, adapter_options.from_config, diffusers_registry load_any / options / tiny_factory / "
+                   "hub_factory, world.world_model, image_world/model.factory)")
 def test_no_parameter_is_typed_cfg_any():
     _, loose = scan()
     assert loose == [], "give each a section, its real type or a precise name:\n" + "\n".join(loose)
 
 
-@pytest.mark.xfail(strict=True, reason="issue #42 item 2 unfinished on this branch: see the report's list")
+@pytest.mark.xfail(strict=True, reason="waits for the model section: 21 whole-config functions, 10 in the allowed "
+                   "modules (config/run validate, resolve; sections.section; identity science, cell_id; cli run_train, "
+                   "before_line, check_train_memory; trainer __init__, train), 3 in plan/ (estimate, model_spec, "
+                   "built_spec: they hand the config to models.build) and 8 in the model factories of models/ and "
+                   "image_world; with models.from_config the one factory taking it: 14 (plan/ outside the allowed "
+                   "modules until it takes a plan section)")
 def test_at_most_fifteen_functions_take_the_whole_config_all_in_allowed_modules():
     whole, _ = scan()
     outside = [w for w in whole if not w.startswith(ALLOWED)]

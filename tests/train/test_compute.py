@@ -15,6 +15,7 @@ from tiny_world import TinyModel, TinyReward
 
 from grpo_bench.config import expected_compute, metrics
 from grpo_bench.config.run import RunConfig, resolve
+from grpo_bench.config.sections import section
 from grpo_bench.train import compute
 from grpo_bench.train.trainer import train
 
@@ -23,6 +24,11 @@ pytestmark = pytest.mark.filterwarnings("ignore")
 COUNTS = (*metrics.COMPUTE_COUNTS, metrics.COMPUTE_TRAINING)
 
 
+
+def shape(cfg: RunConfig) -> expected_compute.ComputeShape:
+    """The closed form's section of ``cfg``."""
+    return section(cfg, expected_compute.ComputeShape)
+
 def tiny(**kw) -> RunConfig:
     return tiny_run.tiny(**{**dict(updates=3, eval_every=2, diag_every=2, save_videos=False), **kw})
 
@@ -30,9 +36,9 @@ def tiny(**kw) -> RunConfig:
 def check_against_closed_form(cfg: RunConfig, out, final: dict) -> None:
     cfg = resolve(cfg)
     for u, line in enumerate(lines(out)):
-        want = expected_compute.expected(cfg, u + 1)
+        want = expected_compute.expected(shape(cfg), u + 1)
         assert {k: line[k] for k in COUNTS} == want, (u, cfg.method, cfg.kl)
-    assert {k: final["compute"][k] for k in COUNTS} == expected_compute.expected(cfg, cfg.updates)
+    assert {k: final["compute"][k] for k in COUNTS} == expected_compute.expected(shape(cfg), cfg.updates)
 
 
 def test_closed_form_by_hand():
@@ -41,14 +47,14 @@ def test_closed_form_by_hand():
     every 2, 4 updates."""
     cfg = resolve(tiny(method="flow_grpo", kl="dual", steps=5, group_size=4, guidance=2.0, inner_epochs=2,
                        updates=4, max_train_steps=None))
-    one = expected_compute.per_update(cfg)
+    one = expected_compute.per_update(shape(cfg))
     rows = 2 * 4 * 2  # P * G * (CFG halves)
     assert one[metrics.COMPUTE_ROLLOUT] == rows * 5
     assert one[metrics.COMPUTE_TRAIN_FORWARD] == one[metrics.COMPUTE_TRAIN_BACKWARD] == rows * 4 * 2  # K=4, 2 epochs
     assert one[metrics.COMPUTE_REFERENCE] == rows * 4  # one stored anchor, once per trained pair
     assert one[metrics.COMPUTE_DIAG_BACKWARD] == rows * 4
     assert one[metrics.COMPUTE_EVAL] == 8 * 2 * 2 * 5  # 8 held-out world prompts x 2 samples x CFG x T
-    total = expected_compute.expected(cfg, 4)
+    total = expected_compute.expected(shape(cfg), 4)
     assert total[metrics.COMPUTE_DIAG_FORWARD] == 2 * one[metrics.COMPUTE_DIAG_FORWARD]  # updates 0 and 2
     assert total[metrics.COMPUTE_EVAL] == 3 * one[metrics.COMPUTE_EVAL]  # before 0, before 2, after 3
     assert total[metrics.COMPUTE_TRAINING] == 4 * (rows * 5 + rows * 4 + 2 * rows * 4 * 2)
@@ -87,8 +93,8 @@ def test_counted_equals_closed_form_diffusers(tmp_path):
 
 
 def test_minibatching_moves_no_pass():
-    a = expected_compute.per_update(resolve(tiny(minibatches=1)))
-    assert a == expected_compute.per_update(resolve(tiny(minibatches=4, micro_batch=1, step_every="micro_step")))
+    a = expected_compute.per_update(shape(resolve(tiny(minibatches=1))))
+    assert a == expected_compute.per_update(shape(resolve(tiny(minibatches=4, micro_batch=1, step_every="micro_step"))))
 
 
 class Stop(Exception):
@@ -106,7 +112,7 @@ def test_resumed_run_keeps_its_totals(tmp_path):
     with pytest.raises(Stop):
         train(tiny(**kw), tmp_path / "cut", model=TinyModel(seed=0), reward=TinyReward(), progress=stop)
     state = json.loads(next((tmp_path / "cut" / "checkpoints").iterdir()).joinpath("state.json").read_text())
-    assert state["compute"][metrics.COMPUTE_ROLLOUT] == expected_compute.expected(resolve(tiny(**kw)), 2)[
+    assert state["compute"][metrics.COMPUTE_ROLLOUT] == expected_compute.expected(shape(resolve(tiny(**kw))), 2)[
         metrics.COMPUTE_ROLLOUT]
     final = train(tiny(**kw), tmp_path / "cut", model=TinyModel(seed=0), reward=TinyReward())
     check_against_closed_form(tiny(**kw), tmp_path / "cut", final)
@@ -119,7 +125,7 @@ def test_shared_base_eval_is_charged_to_the_cell_that_reads_it(tmp_path):
                eval_every=10, eval_samples=1, diag_every=0, device="cpu", save_videos=False, mixed_precision="no")
     finals = [train(RunConfig(method=mth, **cfg), tmp_path / mth) for mth in ("flow_grpo", "cps")]
     stored = json.loads(next((tmp_path / "_base_eval").glob("*.json")).read_text())
-    assert stored["compute_eval"] == expected_compute.per_update(resolve(RunConfig(method="cps", **cfg)))[
+    assert stored["compute_eval"] == expected_compute.per_update(shape(resolve(RunConfig(method="cps", **cfg))))[
         metrics.COMPUTE_EVAL]
     for final in finals:
         assert final["compute"][metrics.COMPUTE_EVAL] == 2 * stored["compute_eval"]  # base + final
@@ -180,4 +186,4 @@ def test_a_method_with_its_own_pass_hooks_has_no_closed_form(monkeypatch):
 
     monkeypatch.setattr(core_method, "make_method", branching)
     with pytest.raises(expected_compute.ClosedFormUnknown, match="share_prefix"):
-        expected_compute.per_update(resolve(tiny()))
+        expected_compute.per_update(shape(resolve(tiny())))

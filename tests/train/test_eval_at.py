@@ -14,11 +14,17 @@ from tiny_world import TinyModel, TinyReward
 from grpo_bench.config import expected_compute, metrics
 from grpo_bench.config.identity import cell_id
 from grpo_bench.config.run import RunConfig, resolve, validate
+from grpo_bench.config.sections import section
 from grpo_bench.errors import UserError
 from grpo_bench.train.trainer import train
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
+
+
+def shape(cfg: RunConfig) -> expected_compute.ComputeShape:
+    """The closed form's section of ``cfg``."""
+    return section(cfg, expected_compute.ComputeShape)
 
 def tiny(**kw) -> RunConfig:
     return tiny_run.tiny(**{**dict(method="flow_grpo", kl="fixed", updates=5, save_videos=False), **kw})
@@ -49,8 +55,8 @@ def test_evaluations_at_given_updates_leave_the_trajectory_alone(tmp_path):
     # counted as the closed form counts them: two evaluations more, no training pass more
     cfg = resolve(tiny(eval_at=[2, 3]))
     for u, line in enumerate(extra):
-        assert line[metrics.COMPUTE_EVAL] == expected_compute.expected(cfg, u + 1)[metrics.COMPUTE_EVAL]
-    one = expected_compute.per_update(cfg)[metrics.COMPUTE_EVAL]
+        assert line[metrics.COMPUTE_EVAL] == expected_compute.expected(shape(cfg), u + 1)[metrics.COMPUTE_EVAL]
+    one = expected_compute.per_update(shape(cfg))[metrics.COMPUTE_EVAL]
     assert extra[-1][metrics.COMPUTE_EVAL] == 4 * one and plain[-1][metrics.COMPUTE_EVAL] == 2 * one
     assert extra[-1][metrics.COMPUTE_TRAINING] == plain[-1][metrics.COMPUTE_TRAINING]
     assert cell_id(resolve(tiny(eval_at=[2, 3]))) == cell_id(resolve(tiny()))  # an execution field: same cell
