@@ -1,16 +1,38 @@
 """Shared fixtures: the tiny protocol-conforming model and reward (tests/_support/tiny_world.py), the tiny run
 config and a tiny finished run (tests/_support/tiny_run.py), and a fresh accelerate state for the tests that change
-the launch's precision."""
+the launch's precision; and how the tests share two cores under pytest-xdist (README's ``-n 2``)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 import pytest
+import torch
 from tiny_run import FINISHED, FinishedRun, run, tiny
 from tiny_world import TinyModel, TinyReward
 
 from grpo_bench.config.run import RunConfig
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """An xdist worker shares the cores with the other: one intra-op thread each, in the worker and in the
+    processes its tests launch (two workers of two threads on two cores spend their time switching)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = "1"
+        torch.set_num_threads(1)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups (--dist loadgroup, pyproject addopts)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under xdist a test module runs on one worker, so its module-scoped fixtures (a trained run, a launch)
+    are built once; a test that names its own ``xdist_group`` keeps it ("launches": the tests that launch
+    several processes share accelerate's one default port and run one at a time)."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        if not any(item.iter_markers("xdist_group")):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
 
 
 @pytest.fixture

@@ -210,6 +210,7 @@ def _run(cmd: list[str]) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("launches")  # several processes on accelerate's one default port (tests/conftest.py)
 @pytest.mark.parametrize("model", ["tiny-wan", "tiny-hunyuan15"])
 def test_two_process_ulysses_forward_and_backward_match_the_unsplit_model(tmp_path, model):
     """Velocity and the group's summed gradients against the unsplit model (full fine-tuning: every weight);
@@ -254,6 +255,7 @@ def _same_run(a: tuple[dict, dict, list[dict]], b: tuple[dict, dict, list[dict]]
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("launches")  # several processes on accelerate's one default port (tests/conftest.py)
 def test_two_updates_at_sp_2_match_one_process(tmp_path):
     one, split = _train(tmp_path, "one", 1, 1), _train(tmp_path, "sp2", 2, 2)
     _same_run(one, split)
@@ -263,6 +265,7 @@ def test_two_updates_at_sp_2_match_one_process(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("launches")  # several processes on accelerate's one default port (tests/conftest.py)
 def test_dp_2_x_sp_2_on_4_processes_matches_2_plain_data_parallel_processes(tmp_path):
     dp, both = _train(tmp_path, "dp2", 2, 1), _train(tmp_path, "dp2sp2", 4, 2)
     _same_run(dp, both)
@@ -273,6 +276,7 @@ def test_dp_2_x_sp_2_on_4_processes_matches_2_plain_data_parallel_processes(tmp_
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("launches")  # several processes on accelerate's one default port (tests/conftest.py)
 def test_sp_2_under_fsdp2_matches_one_process(tmp_path):
     """FSDP2 shards over both processes of the group and averages over them; the stepper rescales to the
     group's sum (steppers.py): the same run as one process."""

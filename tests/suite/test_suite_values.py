@@ -17,6 +17,8 @@ from grpo_bench.suite.parse import load_suite
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITES = sorted((ROOT / "suites").glob("*.yaml"))
+SPECS = real_specs()
+"""models/real_specs.yaml, read once: parsing it per cell cost most of the whole suite's collection time."""
 WORLD_TUNED = ("lr", "kl_weight", "kl_beta_min", "kl_beta_max", "kl_target")
 """Fields whose world values were set on the embedded world (config.py's docstrings, presets.py)."""
 PAPER = {"kl_beta_min": 1e-7, "kl_beta_max": 1e-5, "kl_target": 1e-5, "beta_pos": 1.0, "beta_vel": 0.1,
@@ -44,7 +46,7 @@ def _world_values() -> dict[str, set]:
 def _real_cells():
     for path in SUITES:
         for cell in expand(load_suite(path)):
-            if cell.config.model in real_specs():
+            if cell.config.model in SPECS:
                 yield path.stem, cell.config
 
 
@@ -69,7 +71,7 @@ def test_no_world_calibrated_value_leaks_into_a_real_model_suite(suite):
                 f"{suite}: {name} = {getattr(cfg, name)} is the embedded world's value ({sorted(world[name])})")
 
 
-@pytest.mark.parametrize("suite", sorted({s for s, c in REAL if real_specs()[c.model]["family"] == "hunyuan15"}))
+@pytest.mark.parametrize("suite", sorted({s for s, c in REAL if SPECS[c.model]["family"] == "hunyuan15"}))
 def test_hunyuan_suites_carry_the_papers_trust_region(suite):
     for _, cfg in (c for c in REAL if c[0] == suite):
         got = {k: getattr(cfg, k) for k in PAPER}
@@ -96,7 +98,7 @@ def test_the_paper_suite_trains_with_muon():
 
 def test_no_checkpoint_that_is_not_guidance_distilled_runs_without_guidance():
     for suite, cfg in REAL:
-        if not real_specs()[cfg.model].get("guidance_distilled", False):
+        if not SPECS[cfg.model].get("guidance_distilled", False):
             assert cfg.guidance > 1.0, f"{suite}: {cfg.model} sampled at guidance {cfg.guidance}"
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from grpo_bench.plan.model_specs import real_specs
 from grpo_bench.suite.expand import expand
 from grpo_bench.suite.parse import load_suite
 from grpo_bench.train.trainer import train
@@ -41,16 +42,15 @@ RUN = dict(updates=2, prompts_per_update=1, group_size=4, eval_every=100, eval_s
 from grpo_bench.models import MODELS  # noqa: E402
 
 
-def _family(model: str) -> str | None:
-    from grpo_bench.plan.model_specs import real_specs
-
-    spec = real_specs().get(model)
+def _family(model: str, specs: dict) -> str | None:
+    spec = specs.get(model)
     return spec["family"] if spec else None
 
 
 def _trust_region_cells() -> tuple[dict[tuple, dict], dict[tuple, dict]]:
     world: dict[tuple, dict] = {}
     real: dict[tuple, dict] = {}
+    specs = real_specs()  # read once: parsing it per cell cost most of the whole suite's collection time
     for path in sorted((ROOT / "suites").glob("*.yaml")):
         suite = load_suite(path)
         gpus = int(suite.resources.get("gpus_per_cell", 1))
@@ -60,7 +60,7 @@ def _trust_region_cells() -> tuple[dict[tuple, dict], dict[tuple, dict]]:
                 if cfg["kl"] != "none":
                     world.setdefault(tuple(str(cfg[k]) for k in TRUST_KEYS), {"suite": path.stem, **cfg})
                 continue
-            family = _family(cfg["model"])
+            family = _family(cfg["model"], specs)
             if family is None and cfg["model"] in MODELS:  # another embedded world (the image world): its suites
                 continue  # use the video world's trust-region configurations, checked live on the video world
             assert family in TINY, f"{path.stem}: no tiny preset stands in for {cfg['model']!r}"

@@ -85,6 +85,7 @@ def test_the_builder_checks_its_own_section_before_building(bad, match):
 
 
 @pytest.mark.slow  # two 2-process launches (~1 min on 2 cores)
+@pytest.mark.xdist_group("launches")  # several processes on accelerate's one default port (tests/conftest.py)
 def test_muon_under_fsdp2_orthogonalises_whole_matrices(tmp_path):
     """torch.optim.Muon on FSDP2's DTensor shards computes the Newton-Schulz iteration on the whole matrix
     (DTensor matmuls and norms are global): the sharded update equals the data-parallel one up to bf16

@@ -72,6 +72,7 @@ def test_train_command_runs_tiny_wan(tmp_path):
     assert len(lines) == 2 and (out / "DONE").is_file()
 
 
+@pytest.mark.xdist_group("launches")  # several processes on accelerate's one default port (tests/conftest.py)
 def test_two_processes_end_identical(tmp_path):
     """``accelerate launch --num_processes 2`` on CPU (gloo): two updates; both ranks end with the same
     parameters; the data-parallel helpers shard, gather in rank order and average gradients; the compute counts
@@ -94,6 +95,7 @@ def test_two_processes_end_identical(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("launches")  # several processes on accelerate's one default port (tests/conftest.py)
 def test_accelerate_config_relaunch(tmp_path):
     """`grpo-bench train --accelerate-config FILE` re-launches itself through accelerate (2 CPU processes)."""
     cfg = tmp_path / "two_procs.yaml"

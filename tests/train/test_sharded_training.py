@@ -78,6 +78,7 @@ def _resumed_like_data_parallel(runs: list[dict], dp: list[dict]) -> None:
     assert all(v is None or v > 0 for line in runs[0]["diag"] for v in line)  # per-step norms measured
 
 
+@pytest.mark.xdist_group("launches")  # several processes on accelerate's one default port (tests/conftest.py)
 def test_fsdp2_shards_matches_data_parallel_and_resumes(tmp_path, data_parallel):
     dp, dp_params = data_parallel
     fs = _launch(["--config_file", str(_cpu_sized("fsdp2", tmp_path))], tmp_path, "fsdp")
@@ -93,6 +94,7 @@ def test_fsdp2_shards_matches_data_parallel_and_resumes(tmp_path, data_parallel)
 # test_fsdp2_... keeps a sharded launch against data parallel in the default run, and
 # test_deepspeed_launch_is_checked the DeepSpeed glue.
 @pytest.mark.slow
+@pytest.mark.xdist_group("launches")  # several processes on accelerate's one default port (tests/conftest.py)
 def test_deepspeed_zero2_partitions_matches_data_parallel_and_resumes(tmp_path, data_parallel):
     pytest.importorskip("deepspeed", reason="the deepspeed extra: pip install -e '.[deepspeed]'")
     dp, dp_params = data_parallel
