@@ -9,6 +9,11 @@ from collections.abc import Callable
 
 import pytest
 import torch
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # An xdist worker inherits COLUMNS=80; the CLI's console (cli/terminal.py) would then wrap the one-line
+    # messages the tests read. Unset, it prints to a pipe at its wide width, as in a serial run.
+    os.environ.pop("COLUMNS", None)
 from tiny_run import FINISHED, FinishedRun, run, tiny
 from tiny_world import TinyModel, TinyReward
 

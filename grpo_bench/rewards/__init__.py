@@ -72,11 +72,17 @@ def ground_truth(prompt_set: str) -> Any:
     if prompt_set not in GROUND_TRUTH:
         raise UserError(f"no reward declares ground truth for prompt set {prompt_set!r}; "
                         f"declared for: {', '.join(sorted(GROUND_TRUTH)) or 'none'}")
-    return load(GROUND_TRUTH[prompt_set])
+    return _build(GROUND_TRUTH[prompt_set])
 
 
 def load(name: str, **kw: Any) -> Reward:
     """Build the reward registered as ``name``; keyword arguments go to its factory."""
+    return _build(name, **kw)
+
+
+def _build(name: str, **kw: Any) -> Reward:
+    # The oracle is built here, not through ``load``: a run that swaps its training reward (a test's stand-in, a
+    # plug-in's wrapper of ``load``) must still be judged by the prompt set's exact scorer.
     reward = REWARDS.get(name)(**kw)
     if not isinstance(reward, Reward):  # a factory whose annotation promised a Reward and built something else
         raise TypeError(f"reward {name!r}: its factory built a {type(reward).__name__}, not a grpo_bench.api.Reward")

@@ -88,9 +88,14 @@ def test_a_tower_with_cross_attention_counts_both_sequences():
 
 
 def test_the_plan_reads_the_declaration_not_a_table(monkeypatch):
+    import dataclasses
+
+    from grpo_bench.rewards import base
+
     factory = REWARDS.get("hpsv2")
     towers = ImageTowers(towers=(Tower(width=10, layers=2, tokens=4),), max_frames=1, call_images=3)
-    monkeypatch.setattr(factory, "compute", towers)
+    declared = dataclasses.replace(base.factory_declaration(factory), compute=towers)
+    monkeypatch.setitem(base._FACTORIES, factory, declared)
     act, flops, _ = reward_cost("hpsv2", 1)
     assert flops == 2 * (2 * 12 * 100 * 4 + 4 * 4 * 4 * 10)  # 2 layers: 12 w^2 per token, attention 4 t^2 w
     assert act == 3 * 4 * 10 * ROLLOUT_BYTES
