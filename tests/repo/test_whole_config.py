@@ -75,8 +75,6 @@ def test_the_counter_sees_each_form():
     assert [x.split()[1] for x in loose] == ["c(config)"]
 
 
-@pytest.mark.xfail(strict=True, reason="unfinished on this branch: the model factories (models/, image_world) still "
-                   "take cfg: Any; they need a model-build section")
 def test_no_parameter_is_typed_cfg_any():
     _, loose = scan()
     assert loose == [], "give each a section, its real type or a precise name:\n" + "\n".join(loose)
