@@ -23,6 +23,9 @@ it reads ``LossSamples`` and ``LossVelocities``, the narrow views of core/loss_v
 ``StepTerms``), anchors of its own (``anchor_policies``) and its refusals
 (``check_run``, ``RunShape``).
 
+A generator registers a factory ``factory(pretrained=True, section: ModelSection | None = None, **kw)`` with
+``register_model(name, modality=...)``; ``section`` is all it reads of a run (docs/design.md, the model protocol).
+
 Shipped methods live in ``methods/`` (installed as ``grpo_bench.methods``); other files load through
 the entry-point group ``grpo_bench.plugins`` or the ``GRPO_BENCH_PLUGINS`` variable
 (grpo_bench.registry). docs/adding_a_method.md walks through a complete example.
@@ -40,6 +43,7 @@ from grpo_bench.core.sde import Kernel, ScheduleWarning, register_kernel, regist
 from grpo_bench.core.step_rules import RuleSpec, StepRule, register_step_rule
 from grpo_bench.core.trust_region import KLInputs, KLVariant, analytic_kl, register_kl
 from grpo_bench.errors import UserError
+from grpo_bench.models.options import ModelSection
 from grpo_bench.models.registry import register as register_model
 from grpo_bench.params import PluginParams
 from grpo_bench.rewards import register as register_reward
@@ -58,6 +62,7 @@ __all__ = [
     "LossVelocities",
     "Method",
     "MethodConfig",
+    "ModelSection",
     "PluginParams",
     "RatioInputs",
     "Reward",

@@ -30,6 +30,7 @@ from grpo_bench.image_world.grammar import parse
 from grpo_bench.image_world.net import NULL_INDEX, ImageUNet, ImageUNetConfig
 from grpo_bench.image_world.render import SIZE
 from grpo_bench.models.base import BaseVideoModel
+from grpo_bench.models.options import ModelSection
 from grpo_bench.models.registry import MODELS
 from grpo_bench.world.unet_parts import NetConfig
 
@@ -133,7 +134,10 @@ def still_model_factory(name: str, height: int, width: int, shipped: Path, load:
     ``check_config`` refuses another ``video_size`` in one line (``size_hint`` says what the default is)."""
 
     def factory(pretrained: bool = True, path: str | Path | None = None, config: NetConfig | None = None,
-                device: str | torch.device = "cpu", cfg: Any = None, frames: int = 1) -> ImageWorldModel:
+                device: str | torch.device = "cpu", section: ModelSection | None = None,
+                frames: int = 1) -> ImageWorldModel:
+        # the run's model section holds nothing this net reads: its size is fixed (``check_config`` refuses another
+        # video_size before any work) and the trainer places it on the run's device
         if frames != 1:  # `grpo-bench sample --model` asks an image model for one frame
             raise UserError(f"model {name!r} makes still images ({height}x{width}, one frame), not {frames} frames")
         net = load(Path(path) if path is not None else shipped).eval() if pretrained else fresh(config)

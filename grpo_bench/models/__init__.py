@@ -1,11 +1,15 @@
 """Generator models behind one protocol (models/base.py), looked up by name.
 
-A model module registers a factory ``factory(pretrained: bool = True, **kw) -> VideoModel`` with
+A model module registers a factory
+``factory(pretrained: bool = True, section: ModelSection | None = None, **kw) -> VideoModel`` with
 ``@MODELS.register("name")``; the registry imports this package's modules on first lookup, so
-a new adapter only needs a new file here (import heavy libraries inside the factory).
+a new adapter only needs a new file here (import heavy libraries inside the factory). ``section``
+(models/options.py) is all a factory reads of a run: a run config's is ``section(cfg, ModelSection)``
+(config/sections.py); None when a model is built outside a run.
 
     load("world")                      # the shipped pretrained world model
     build("world", size=16)            # a randomly initialised one (tests)
+    from_section(section(cfg, ModelSection))   # the generator a run config names
 """
 
 from __future__ import annotations
@@ -13,9 +17,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from grpo_bench.models.options import ModelSection
 from grpo_bench.models.registry import MODELS, register
 
-__all__ = ["MODELS", "build", "from_config", "load", "modality", "names", "register"]
+__all__ = ["MODELS", "ModelSection", "build", "from_section", "load", "modality", "names", "register"]
 
 
 def load(name: str, **kw: Any) -> Any:
@@ -30,10 +35,11 @@ def load(name: str, **kw: Any) -> Any:
     return MODELS.get(name)(pretrained=True, **kw)
 
 
-def from_config(cfg: Any) -> Any:
-    """The generator a RunConfig names; every factory reads what it needs from ``cfg`` (the world
-    model its video size; diffusers models frames, size, LoRA, checkpointing, precision, device)."""
-    return load(cfg.model, cfg=cfg)
+def from_section(section: ModelSection) -> Any:
+    """The pretrained generator a run's model section names (``section.model``), set up as it says: the
+    factory reads what it needs of it (the world model its video size; diffusers models frames, size,
+    LoRA, checkpointing, precision, device)."""
+    return load(section.model, section=section)
 
 
 def build(name: str, pretrained: bool = False, **kw: Any) -> Any:

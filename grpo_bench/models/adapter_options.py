@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from grpo_bench.models.options import GeneratorOptions
+from grpo_bench.models.options import GeneratorOptions, ModelSection
 
 
 @dataclass
@@ -32,18 +32,18 @@ class AdapterOptions(GeneratorOptions):
     """HunyuanVideo 1.5: key-padding attention mask instead of diffusers' dense L x L one (same output)."""
 
     @classmethod
-    def from_config(cls, cfg: Any, **overrides: Any) -> AdapterOptions:
-        """Options from a RunConfig: its generator section and its compute precision."""
-        names = [f.name for f in dataclasses.fields(GeneratorOptions)] + ["mixed_precision"]
-        kw = {n: getattr(cfg, n) for n in names if hasattr(cfg, n)}
-        if kw.get("mixed_precision") == "auto":  # a real model's 'auto' is fp32 compute (train/precision.py)
-            kw["mixed_precision"] = "no"
-        if hasattr(cfg, "device") and cfg.device not in ("auto", "cuda"):
-            kw["device"] = cfg.device
+    def from_section(cls, section: ModelSection, **overrides: Any) -> AdapterOptions:
+        """Options from a run's model section: its generator options, compute precision and device; keywords
+        override any field."""
+        kw: dict[str, Any] = {f.name: getattr(section, f.name) for f in dataclasses.fields(GeneratorOptions)}
+        # a real model's 'auto' is fp32 compute (train/precision.py)
+        kw["mixed_precision"] = "no" if section.mixed_precision == "auto" else section.mixed_precision
+        if section.device not in ("auto", "cuda"):
+            kw["device"] = section.device
         elif torch.cuda.is_available():  # under accelerate launch: this process's GPU
             kw["device"] = f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}"
-        if kw.get("max_text_tokens"):
-            kw["max_sequence_length"] = kw["max_text_tokens"]
+        if section.max_text_tokens:
+            kw["max_sequence_length"] = section.max_text_tokens
         kw.update(overrides)
         return cls(**kw)
 

@@ -1,5 +1,6 @@
 """The generator's options, declared once beside the code that reads them: the run config includes them
-(config/run.py, section ``generator``) and the diffusers adapters extend them (``AdapterOptions``)."""
+(config/run.py, section ``generator``) and the diffusers adapters extend them (``AdapterOptions``); and
+``ModelSection``, all a model factory reads of a run."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from grpo_bench.fields import AtLeast1, Float, Int, Names, NonNegative, execution, upto
+from grpo_bench.fields import AtLeast1, Float, Int, Name, Names, NonNegative, execution, upto
 
 
 @dataclass
@@ -38,3 +39,22 @@ class GeneratorOptions:
     max_text_tokens: Annotated[NonNegative, upto(4096)] = 0
     """Text tokens of the T5 / Qwen2.5-VL encoding (0 = the pipeline's default: SD3 256, FLUX 512, Qwen-Image 512,
     Wan 512)."""
+
+
+@dataclass
+class ModelSection(GeneratorOptions):
+    """What a model factory reads of a run: which generator, the generator section, the world's video size and
+    where and in what precision it computes. Its fields are run-config keys of the same names, so a run config's
+    is ``section(cfg, ModelSection)`` (config/sections.py), the one place it is assembled; ``models.from_section``
+    builds the model it names, and every factory receives it as ``section=`` (None: the factory's own defaults),
+    never the run config."""
+
+    model: Name = "world"
+    """Generator: a registered name, a hub id or a local pipeline folder (run-config key ``model``)."""
+    video_size: Annotated[Int, upto(512)] = 16
+    """The embedded world's video height/width (the diffusers adapters read ``height`` and ``width``)."""
+    device: Name = "auto"
+    """'auto', 'cpu', 'cuda' or 'cuda:N' (the diffusers adapters load onto it; 'auto' and 'cuda': this process's
+    GPU when there is one)."""
+    mixed_precision: Literal["auto", "no", "bf16", "fp16"] = "auto"
+    """The run's compute precision; a diffusers adapter stores a LoRA base in it ('auto' is fp32 there)."""

@@ -41,6 +41,7 @@ MODELS: ModelRegistry = ModelRegistry("generator model", "grpo_bench.models")
 
 
 def register(name: str, modality: str = "video") -> Callable[[Any], Any]:
-    """Decorator registering a model factory ``factory(pretrained: bool = True, **kw)`` under ``name``;
+    """Decorator registering a model factory ``factory(pretrained: bool = True, section=None, **kw)`` under
+    ``name`` (``section``: the run's models/options.py ``ModelSection``, or None outside a run);
     ``modality``: 'image' for a still-image generator (one-frame clips), else 'video'."""
     return MODELS.register(name, modality)

@@ -22,6 +22,7 @@ from torch import Tensor, nn
 from grpo_bench.atomic import atomic_write
 from grpo_bench.errors import UserError
 from grpo_bench.models.base import BaseVideoModel
+from grpo_bench.models.options import ModelSection
 from grpo_bench.models.registry import MODELS
 from grpo_bench.world.model import NULL_INDEX, WorldUNet, WorldUNetConfig
 from grpo_bench.world.vocab import parse
@@ -129,15 +130,15 @@ def world_model(
     path: str | Path | None = None,
     config: WorldUNetConfig | None = None,
     device: str | torch.device = "cpu",
-    cfg: Any = None,
+    section: ModelSection | None = None,
 ) -> WorldVideoModel:
     """The world's base video model: the shipped weights (or ``path``), or a fresh network.
 
-    size: video height/width (default: ``cfg.video_size`` of a RunConfig, else 16); pretrained
-    weights fix it (a different size is a UserError).
+    size: video height/width (default: the run's ``section.video_size``, else 16); pretrained
+    weights fix it (a different size is a UserError). Of the run's model section only ``video_size`` is read.
     """
-    if size is None and cfg is not None:
-        size = cfg.video_size
+    if size is None and section is not None:
+        size = section.video_size
     if not pretrained:
         return WorldVideoModel(WorldUNet(config), 16 if size is None else int(size)).to(device)
     path = Path(path) if path is not None else DEFAULT_WEIGHTS

@@ -138,12 +138,14 @@ def built_spec(cfg: RunConfig) -> ModelSpec:
     """A spec read off an instantiated model (the tiny presets; any model the registry builds), from the
     networks it declares (``architecture()``); built without LoRA, whose size is counted here."""
     from grpo_bench import models
+    from grpo_bench.config.sections import section
 
     if cfg.model not in models.names():
         raise UserError(f"plan: model {cfg.model!r} has no architecture spec (known: "
                         f"{', '.join(sorted(real_specs()))}, or a registered preset); a local folder is planned "
                         "as the named model it holds")
-    model = models.build(cfg.model, cfg=dataclasses.replace(cfg, lora_rank=0), pretrained=False)
+    without_lora = dataclasses.replace(section(cfg, models.ModelSection), lora_rank=0)
+    model = models.build(cfg.model, section=without_lora, pretrained=False)
     arch = model.architecture()
     tr = arch.denoiser
     lora, block = lora_and_block(tr, cfg.lora_rank, list(cfg.lora_targets))

@@ -106,7 +106,7 @@ class Trainer:
         if model is None:
             from grpo_bench import models
 
-            model = models.from_config(cfg)
+            model = models.from_section(section(cfg, models.ModelSection))  # all a factory reads of the run
         self.precision = precision.resolve(cfg.mixed_precision, model.bf16_by_default,
                                            _device_is_cpu(cfg.device))
         cfg = dataclasses.replace(cfg, mixed_precision=self.precision)  # 'auto' resolved for every component

@@ -45,7 +45,7 @@ def main(out: Path) -> None:
     probe = torch.nn.Parameter(torch.zeros(3))
     probe.grad = torch.full((3,), float(rank + 1))
     distributed.average_gradients([probe], acc)
-    model = models.from_config(cfg)
+    model = models.from_section(section(cfg, models.ModelSection))
     final = train(cfg, out / f"run{rank}", model=model, reward=ToyReward())
     params = [p for p in model.trainable_module().parameters() if p.requires_grad]
 

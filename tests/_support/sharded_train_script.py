@@ -27,6 +27,7 @@ def main(out: Path, mode: str) -> None:
 
     from grpo_bench import models
     from grpo_bench.config.run import RunConfig, resolve
+    from grpo_bench.config.sections import section
     from grpo_bench.train import distributed, sharding
     from grpo_bench.train.trainer import Trainer
 
@@ -43,12 +44,13 @@ def main(out: Path, mode: str) -> None:
             if u == 1:
                 raise Interrupt
 
-        first = Trainer(cfg, run_dir, model=models.from_config(cfg), reward=ToyReward())
+        first = Trainer(cfg, run_dir, model=models.from_section(section(cfg, models.ModelSection)), reward=ToyReward())
         try:
             first.run(resume=False, progress=stop)
         except Interrupt:
             record["interrupted_after"] = [p.name for p in sorted((run_dir / "checkpoints").iterdir())]
-    model = models.from_config(cfg)  # fresh random tiny-wan (seeded): the same initial weights
+    # fresh random tiny-wan (seeded): the same initial weights
+    model = models.from_section(section(cfg, models.ModelSection))
     trainer = Trainer(cfg, run_dir, model=model, reward=ToyReward())
     params = dict((n, p) for n, p in trainer.model.trainable_module().named_parameters() if p.requires_grad)
     record["sharded"] = trainer.sharded
@@ -67,7 +69,7 @@ def main(out: Path, mode: str) -> None:
             return
         # The fixed anchor (initial LoRA snapshot, lora_B = 0) is the base model; evaluating it swaps
         # the shards in and back: the policy's velocity is unchanged afterwards.
-        base = models.from_config(cfg)
+        base = models.from_section(section(cfg, models.ModelSection))
         x = torch.randn(2, *base.latent_shape, generator=torch.Generator().manual_seed(0))
         s = torch.tensor([0.8, 0.3])
         cond = base.encode_prompts(["a red circle", "a cat"])

@@ -129,7 +129,11 @@ def test_model_contract(name, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     factory = models.MODELS.get(name)
     assert factory.__doc__
-    model = _build_or_skip(lambda: models.build(name, pretrained=False))
+    assert "section" in inspect.signature(factory).parameters  # a run hands its ModelSection by this name
+    # built as a run builds it: from its model section (a still-image model's run has one frame, config/run.py)
+    frames = {"frames": 1} if models.modality(name) == "image" else {}
+    build = models.ModelSection(model=name, device="cpu", **frames)
+    model = _build_or_skip(lambda: models.build(name, pretrained=False, section=build))
     shape = tuple(model.latent_shape)
     x = torch.randn(2, *shape, generator=torch.Generator().manual_seed(0))
     cond = model.encode_prompts(list(getattr(factory, "example_prompts", WORLD_PROMPTS)))

@@ -248,7 +248,7 @@ def test_bad_image_input_is_one_line_before_a_model_is_built(overrides, match, m
     from grpo_bench import models
     from grpo_bench.config.run import from_dict
 
-    monkeypatch.setattr(models, "from_config", lambda cfg: pytest.fail("a model was built"))
+    monkeypatch.setattr(models, "from_section", lambda section: pytest.fail("a model was built"))
     with pytest.raises(UserError, match=match) as err:
         from_dict({"model": "tiny-sd3", **overrides})
     assert "\n" not in str(err.value)
@@ -289,7 +289,7 @@ def test_a_named_checkpoint_missing_from_the_cache_stops_train_before_a_model_is
     from grpo_bench.config.run import RunConfig
     from grpo_bench.train.trainer import train
 
-    monkeypatch.setattr(models, "from_config", lambda cfg: pytest.fail("a model was built"))
+    monkeypatch.setattr(models, "from_section", lambda section: pytest.fail("a model was built"))
     cfg = RunConfig(model="sd3.5-medium", reward="jpeg_compressibility", frames=1, eval_oracle=False, device="cpu")
     with pytest.raises(UserError, match="hf download stabilityai/stable-diffusion-3.5-medium") as err:
         train(cfg, tmp_path / "run")

@@ -11,6 +11,7 @@ import torch
 
 from grpo_bench import models
 from grpo_bench.config.run import RunConfig, from_dict
+from grpo_bench.config.sections import section
 from grpo_bench.plan.estimate import GB, estimate
 from grpo_bench.plan.model_specs import model_spec
 from grpo_bench.plan.spec import parameter_count, transformer_spec
@@ -24,7 +25,7 @@ def test_the_spec_of_a_built_tiny_image_model_is_its_networks(name, side):
     cfg = from_dict({"model": name, "reward": "jpeg_incompressibility", "height": side, "width": side,
                      "device": "cpu"})
     spec = model_spec(cfg)
-    model = models.from_config(cfg)
+    model = models.from_section(section(cfg, models.ModelSection))
     pipe = model.pipe
     names = ("text_encoder", "text_encoder_2", "text_encoder_3")
     encoders = [getattr(pipe, n) for n in names if getattr(pipe, n, None)]
@@ -46,7 +47,7 @@ def test_sd3_joint_sequence_is_what_its_attention_sees():
 
     cfg = from_dict({"model": "tiny-sd3", "reward": "jpeg_incompressibility", "device": "cpu"})
     spec = model_spec(cfg)
-    model = models.from_config(cfg)
+    model = models.from_section(section(cfg, models.ModelSection))
     seen = []
     call = JointAttnProcessor2_0.__call__
 
@@ -93,7 +94,7 @@ def test_mmdit_forward_flops_are_counted_not_two_params_per_token():
     assert attention < counted < 0.5 * (2 * spec.transformer_params * L + attention)
     # and the model's architecture hands the counted FLOPs to the plan
     cfg = from_dict({"model": "tiny-sd3", "reward": "jpeg_incompressibility", "device": "cpu"})
-    model = models.from_config(cfg)
+    model = models.from_section(section(cfg, models.ModelSection))
     c, _, h, w = model.latent_shape
     assert model_spec(cfg).forward_flops == denoiser_flops(SD3VelocityNet, model.net.transformer, (c, h, w),
                                                            model.text_tokens()) > 0

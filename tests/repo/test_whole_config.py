@@ -75,9 +75,6 @@ def test_the_counter_sees_each_form():
     assert [x.split()[1] for x in loose] == ["c(config)"]
 
 
-@pytest.mark.xfail(strict=True, reason="waits for the model section: the 8 left are the model factories (models/ "
-                   "from_config, adapter_options.from_config, diffusers_registry load_any / options / tiny_factory / "
-                   "hub_factory, world.world_model, image_world/model.factory)")
 def test_no_parameter_is_typed_cfg_any():
     _, loose = scan()
     assert loose == [], "give each a section, its real type or a precise name:\n" + "\n".join(loose)

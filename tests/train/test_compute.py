@@ -85,10 +85,12 @@ def test_counted_equals_closed_form_diffusers(tmp_path):
     from dist_train_script import ToyReward
 
     from grpo_bench import models
+    from grpo_bench.config.sections import section
 
     cfg = tiny_run.tiny(model="tiny-wan", method="flow_grpo", kl="fixed", frames=5, height=16, width=16, lora_rank=2,
                         eval_samples=1, eval_every=1, diag_every=1, save_videos=False, guidance=3.0)
-    final = train(cfg, tmp_path / "run", model=models.from_config(cfg), reward=ToyReward())
+    model = models.from_section(section(cfg, models.ModelSection))
+    final = train(cfg, tmp_path / "run", model=model, reward=ToyReward())
     check_against_closed_form(cfg, tmp_path / "run", final)
 
 

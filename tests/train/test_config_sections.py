@@ -26,7 +26,7 @@ from grpo_bench.core.kl_weight import make_kl_weight
 from grpo_bench.core.trust_region import KLOptions, make_kl
 from grpo_bench.errors import UserError
 from grpo_bench.models.adapter_options import AdapterOptions
-from grpo_bench.models.options import GeneratorOptions
+from grpo_bench.models.options import GeneratorOptions, ModelSection
 from grpo_bench.suite.expand import expand
 from grpo_bench.suite.parse import load_suite
 from grpo_bench.train.evaluation import EvalOptions
@@ -114,5 +114,5 @@ def test_the_generator_options_are_declared_once():
     adapter = {f.name: f for f in dataclasses.fields(AdapterOptions)}
     for name, f in shared.items():  # the adapter inherits them: same default, no second declaration
         assert adapter[name].default == f.default and adapter[name].default_factory == f.default_factory, name
-    opts = AdapterOptions.from_config(RunConfig(frames=5, height=32, lora_rank=2, device="cpu"))
+    opts = AdapterOptions.from_section(section(RunConfig(frames=5, height=32, lora_rank=2, device="cpu"), ModelSection))
     assert (opts.frames, opts.height, opts.width, opts.lora_rank) == (5, 32, 16, 2)

@@ -10,7 +10,7 @@ from support_paths import SUPPORT
 from torch import nn
 
 from grpo_bench import models
-from grpo_bench.config.run import Optimisation, RunConfig, from_dict
+from grpo_bench.config.run import Optimisation, from_dict
 from grpo_bench.errors import UserError
 from grpo_bench.train import optimizers
 
@@ -19,7 +19,8 @@ pytestmark = pytest.mark.filterwarnings("ignore")
 
 @pytest.mark.parametrize("name", ["tiny-wan", "tiny-hunyuan15"])
 def test_muon_takes_the_hidden_matrices_and_adamw_the_rest(name):
-    model = models.from_config(RunConfig(model=name, frames=5, height=16, width=16, lora_rank=0, device="cpu"))
+    model = models.from_section(models.ModelSection(model=name, frames=5, height=16, width=16, lora_rank=0,
+                                                    device="cpu"))
     module = model.trainable_module()
     params = [p for p in module.parameters() if p.requires_grad]
     muon, adamw = optimizers.split(module, params)
