@@ -116,7 +116,9 @@ def check_train_memory(cfg: RunConfig, gpu_memory_gb: float | None, accelerate_c
         return
     relaunching = accelerate_config is not None and not launched()
     quiet = launched() and os.environ.get("RANK", "0") != "0"  # the launched ranks all check; rank 0 says so
-    say = (lambda line: None) if quiet else (lambda line: console.print(line, markup=False, highlight=False, soft_wrap=True))
+    # soft_wrap: each line stays one line at any terminal width
+    say = (lambda line: None) if quiet else (
+        lambda line: console.print(line, markup=False, highlight=False, soft_wrap=True))
     if launched() and os.environ.get(CHECKED_ENV):
         return  # checked once before the launch
     if relaunching:  # the launched processes inherit it (a refusal below ends this process before any launch)
