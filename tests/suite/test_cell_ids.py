@@ -25,12 +25,11 @@ SUITES = sorted(p.stem for p in (ROOT / "suites").glob("*.yaml"))
 # fields only). Regenerated for a suite only when its content, a default it uses or the shipped world weights
 # it loads changed on purpose. "<suite>@0.1" / "@0.2" / "@0.3" keep the ids of stored reports measured then.
 GOLDEN = json.loads((ROOT / "tests" / "golden" / "suite_cell_ids.json").read_text())
-STORED_WITH: dict[str, str] = {"main_table_0.4": "main_table@0.4", "main_table_tune": "main_table",
+STORED_WITH: dict[str, str] = {"main_table_tune": "main_table",
                                "ablate_equalizer": "ablate_equalizer@2ae01f4", "ablate_kl": "ablate_kl@2ae01f4",
                                "kl_weight": "kl_weight@2ae01f4"}
 """Stored reports whose cells carry another suite's or an older release's ids ({report: "<suite>@<release>"}):
-the 0.4 main table (development seeds 0-8, one lr for all; main_table is now tuned, on test seeds 1000+) and the
-0.4 equalizer ablation (CPS ran the mismatched Gaussian proxy, now a labelled ablation value); the tuned main
+the 0.4 equalizer ablation (CPS ran the mismatched Gaussian proxy, now a labelled ablation value); the tuned main
 table's tuning grid carries the ids its golden entry lists (a tuned suite's golden ids are its tuning cells). A
 stored tuned table (its ``tuned.json`` beside the results) is checked against the suite expanded at that choice.
 ablate_equalizer's stored cells ran FlowGRPO's KL default of then (``fixed``; now its code's ``flow_grpo``); it,
