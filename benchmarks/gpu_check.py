@@ -98,15 +98,16 @@ def tiny_config(model: str, device: str) -> object:
 
 def run_tiny(model: str, ctx: Context) -> Iterator[dict]:
     """The second of two updates (the first warms up), against the plan's peak and seconds per update."""
+    from grpo_bench.config.run import resolve, section
     from grpo_bench.plan.estimate import estimate
+    from grpo_bench.plan.inputs import PlanInputs
 
     cfg = tiny_config(model, str(ctx.device))
-    p = estimate(cfg)
+    p = estimate(section(resolve(cfg), PlanInputs))
     on_gpu = ctx.device.type == "cuda"
     r = row(f"{model} (1 update)", tokens=p.tokens, params=p.params,
             predicted_gb=(p.gpu_peak if on_gpu else p.host_peak) / GB, predicted_seconds=p.seconds_per_update)
     if not ctx.args.dry_run:
-        from grpo_bench.config.run import resolve
         from grpo_bench.train.trainer import Trainer
 
         trainer = Trainer(resolve(cfg), os.path.join(ctx.out_dir, model), None, None)

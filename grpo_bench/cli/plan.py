@@ -14,9 +14,10 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from grpo_bench.config.run import parse_overrides
+from grpo_bench.config.run import parse_overrides, section
 from grpo_bench.errors import UserError
 from grpo_bench.plan.estimate import GB, Plan, check_fits, check_time, estimate
+from grpo_bench.plan.inputs import PlanInputs
 from grpo_bench.report.suite_parts import load_suite_checked
 from grpo_bench.suite.expand import expand
 from grpo_bench.suite.spec import Cell, Suite
@@ -74,7 +75,8 @@ def plan_cells(suite: Suite, cells: list[Cell], tflops: float = DEFAULT_TFLOPS) 
     for cell in cells:
         key = repr(sorted((k, str(v)) for k, v in cell.config.to_dict().items() if k != "seed"))
         if key not in seen:  # seeds share a plan
-            seen[key] = estimate(cell.config, processes=processes, sharding=sharding, tflops=tflops)
+            inputs = section(cell.config, PlanInputs)  # a cell's config is resolved (suite/expand.py)
+            seen[key] = estimate(inputs, processes=processes, sharding=sharding, tflops=tflops)
         out.append((cell, seen[key]))
     return out
 

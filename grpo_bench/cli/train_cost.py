@@ -68,8 +68,9 @@ def before_line(cfg: RunConfig, runs: Path = Path("runs")) -> str:
                 "follows update 1")
     from grpo_bench.cli.plan import DEFAULT_TFLOPS
     from grpo_bench.plan.estimate import estimate
+    from grpo_bench.plan.inputs import PlanInputs
 
-    plan = estimate(resolved, tflops=DEFAULT_TFLOPS)
+    plan = estimate(section(resolved, PlanInputs), tflops=DEFAULT_TFLOPS)
     return (f"estimate: about {clock(plan.seconds_per_update * resolved.updates)} by grpo-bench plan's arithmetic "
             f"for one GPU at {DEFAULT_TFLOPS:g} TFLOP/s (no cell measured on this machine yet; a CPU is slower); "
             "a measured estimate follows update 1")

@@ -135,9 +135,11 @@ def check_train_memory(cfg: RunConfig, gpu_memory_gb: float | None, accelerate_c
             say(f"memory check: skipped ({source}; --gpu-memory GB checks the run against a GPU of that size)")
             return
     from grpo_bench.plan.estimate import GB, estimate
+    from grpo_bench.plan.inputs import PlanInputs
 
+    inputs = section(cfg, PlanInputs)
     try:
-        plan = estimate(cfg, processes=processes, sharding=sharding)
+        plan = estimate(inputs, processes=processes, sharding=sharding)
     except UserError as exc:  # a model plan cannot size (a local folder it does not know): say so, do not block
         say(f"memory check: skipped (plan cannot size model {cfg.model}: {exc})")
         return
@@ -145,8 +147,8 @@ def check_train_memory(cfg: RunConfig, gpu_memory_gb: float | None, accelerate_c
     if plan.gpu_peak > memory:
 
         def fits(frames: int) -> bool:
-            return estimate(dataclasses.replace(cfg, frames=frames), processes=processes,
-                            sharding=sharding).gpu_peak <= memory
+            at_frames = dataclasses.replace(inputs, model=dataclasses.replace(inputs.model, frames=frames))
+            return estimate(at_frames, processes=processes, sharding=sharding).gpu_peak <= memory
 
         fitting = fitting_frames(cfg.frames, fits) if int(cfg.frames) > 1 else None
         hint = shrink_hint(section(cfg, GeneratorOptions), cfg.micro_batch, processes, sharding, fitting)

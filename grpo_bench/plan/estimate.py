@@ -1,8 +1,8 @@
 """``grpo-bench plan``: before anything runs, what one cell needs per process.
 
-From a resolved RunConfig and the model's architecture alone (no weights: real checkpoints are
-built from the configs in ``models/real_specs.yaml`` on PyTorch's ``meta`` device, tiny presets from
-their random pipelines: ``plan/model_specs.py``, into a ``ModelSpec``, ``plan/spec.py``), the
+From a resolved run's ``PlanInputs`` section (``plan/inputs.py``) and the model's architecture alone (no
+weights: real checkpoints are built from the configs in ``models/real_specs.yaml`` on PyTorch's ``meta`` device,
+tiny presets from their random pipelines: ``plan/model_specs.py``, into a ``ModelSpec``, ``plan/spec.py``), the
 plan predicts per process:
 
 * weights, gradients, AdamW state and KL anchors (bytes per parameter from the precision; divided
@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 
@@ -56,11 +55,9 @@ from grpo_bench.plan.costs import (
     training_activation_bytes,
     training_pass_factor,
 )
+from grpo_bench.plan.inputs import PlanInputs
 from grpo_bench.plan.model_specs import model_spec
 from grpo_bench.plan.spec import ModelSpec
-
-if TYPE_CHECKING:
-    from grpo_bench.config.run import RunConfig
 
 GB = 1024**3
 HOST_BASELINE_GB = {"cpu": 0.5, "cuda": 2.5}
@@ -110,28 +107,26 @@ def _bytes(dtype: str) -> int:
     return 2 if dtype == "bf16" else 4
 
 
-def estimate(cfg: RunConfig, processes: int = 1, sharding: str = "none", tflops: float = 400.0,
+def estimate(inputs: PlanInputs, processes: int = 1, sharding: str = "none", tflops: float = 400.0,
              spec: ModelSpec | None = None) -> Plan:
-    """The plan of one resolved RunConfig on ``processes`` processes (one GPU each)."""
-    from grpo_bench.config import recipe
+    """The plan of one resolved run (its ``PlanInputs``, ``section(resolve(cfg), PlanInputs)``) on ``processes``
+    processes (one GPU each)."""
     from grpo_bench.config.prompts import load_prompt_set
-    from grpo_bench.config.run import resolve
-    from grpo_bench.config.sections import section
     from grpo_bench.core import schedule
-    from grpo_bench.core.method import make_method
     from grpo_bench.core.trust_region import make_kl
 
-    cfg = resolve(cfg)
-    spec = spec or model_spec(cfg)
-    bf16 = cfg.mixed_precision == "bf16"
+    model, shape, cadence = inputs.model, inputs.update, inputs.cadence
+    choice = shape.method_choice
+    spec = spec or model_spec(model)
+    bf16 = model.mixed_precision == "bf16"
     compute = 2 if bf16 else 4
-    lora = cfg.lora_rank > 0
-    param_dtype = getattr(cfg, "param_dtype", "float32")
+    lora = model.lora_rank > 0
+    param_dtype = model.param_dtype
     base_bytes = (compute if lora else _bytes(param_dtype))
     trainable = spec.lora_params if lora else spec.transformer_params
     train_bytes = 4 if lora else _bytes(param_dtype)
     world = max(1, processes)
-    sp = int(getattr(cfg, "sequence_parallel", 1) or 1)
+    sp = int(inputs.sequence_parallel or 1)
     dp = world
     if sp > 1:
         from grpo_bench.models.sequence_parallel import check_degree
@@ -143,14 +138,14 @@ def estimate(cfg: RunConfig, processes: int = 1, sharding: str = "none", tflops:
     shard_all = world if sharding == "fsdp2" else 1
     shard_opt = world if sharding in ("fsdp2", "deepspeed_zero2") else 1
 
-    method = make_method(cfg.method, **cfg.method_overrides())
-    sigmas = schedule.sigmas(cfg.steps, cfg.shift)
+    method = choice.build()
+    sigmas = schedule.sigmas(shape.steps, shape.shift)
     stored = int(method.eligible_steps(sigmas).sum())
     trained = int(method.train_steps(sigmas, 1, torch.Generator().manual_seed(0)).shape[1])
-    anchors = len(make_kl(cfg).anchors)
-    rows = cfg.prompts_per_update * cfg.group_size // dp  # this process's rollouts (its group's)
-    cfg_mult = 2 if cfg.guidance != 1.0 else 1
-    micro = min(cfg.micro_batch or rows, rows)
+    anchors = len(make_kl(inputs.trust_region, kind=choice.kl, params=choice.params).anchors)
+    rows = shape.prompts_per_update * shape.group_size // dp  # this process's rollouts (its group's)
+    cfg_mult = 2 if inputs.guidance != 1.0 else 1
+    micro = min(shape.micro_batch or rows, rows)
     L, hid, layers = spec.tokens, spec.hidden, spec.layers
 
     gpu: dict[str, float] = {}
@@ -163,18 +158,18 @@ def estimate(cfg: RunConfig, processes: int = 1, sharding: str = "none", tflops:
                         + (trainable * 4 / world if sharding == "deepspeed_zero2" else 0))
     gpu["anchors"] = anchors * trainable * train_bytes / shard_all
     gpu["vae"] = spec.vae_params * 4
-    on_cpu = str(getattr(cfg, "device", "auto")) == "cpu"
-    reward_bytes = reward_weight_bytes(cfg.reward, "cpu" if on_cpu else "cuda")  # at the dtype it loads in there
+    on_cpu = str(model.device) == "cpu"
+    reward_bytes = reward_weight_bytes(inputs.reward, "cpu" if on_cpu else "cuda")  # at the dtype it loads in there
     gpu["reward"] = reward_bytes
     latent = math.prod(spec.latent)
     video = 3 * math.prod(spec.video)
     gpu["rollout_store"] = rows * stored * (3 + anchors) * latent * 4 + rows * video * 4
-    train_act = training_activation_bytes(spec, micro * cfg_mult, cfg.gradient_checkpointing, bf16)
+    train_act = training_activation_bytes(spec, micro * cfg_mult, model.gradient_checkpointing, bf16)
     rollout_act = min(micro * cfg_mult, rows * cfg_mult) * L * hid * ROLLOUT_BYTES * (1 if bf16 else 2)
     gpu["activations"] = max(train_act, rollout_act) / sp  # 1/sp of every forward's tokens
     gpu["autocast_copy"] = autocast_copy_bytes(spec.transformer_params, trainable, lora, param_dtype, bf16)
     # the micro-batched diagnostic sums autograd.grad results in a second gradient buffer
-    gpu["diagnostic_grads"] = trainable * train_bytes / shard_all if cfg.diag_every else 0.0
+    gpu["diagnostic_grads"] = trainable * train_bytes / shard_all if cadence.diag_every else 0.0
     # collective buffers: FSDP2 gathers the next block while one runs and reduce-scatters a block's
     # float32 gradients; the replicated launch averages all gradients in one float32 flat buffer
     if sharding == "fsdp2" and world > 1:
@@ -186,7 +181,7 @@ def estimate(cfg: RunConfig, processes: int = 1, sharding: str = "none", tflops:
     f_out, h_out, w_out = spec.video
     tile = spec.vae_tile or (h_out, w_out)
     gpu["vae_decode"] = VAE_DECODE_MAPS * spec.vae_channels * f_out * min(tile[0], h_out) * min(tile[1], w_out) * 4
-    reward_act, reward_flops, reward_host_s = reward_cost(cfg.reward, f_out)
+    reward_act, reward_flops, reward_host_s = reward_cost(inputs.reward, f_out)
     gpu["reward_activations"] = reward_act
     encoders = spec.text_encoder_params * compute
     gpu["text_encoders_while_caching"] = encoders
@@ -199,7 +194,7 @@ def estimate(cfg: RunConfig, processes: int = 1, sharding: str = "none", tflops:
     cache_phase = spec.transformer_params * base_bytes + gpu["vae"] + encoders + gpu["reward"]
     gpu["peak"] = 0.0 if on_cpu else (max(train_phase, cache_phase) * FRAGMENTATION + GPU_OVERHEAD_GB * GB)
 
-    prompts = load_prompt_set(cfg.prompts)
+    prompts = load_prompt_set(inputs.prompts)
     n_prompts = len(set(prompts.train) | set(prompts.eval)) + 1
     text_dim = 4096 if spec.text_tokens >= 512 else hid
     host: dict[str, float] = {"baseline": HOST_BASELINE_GB["cpu" if on_cpu else "cuda"] * GB}
@@ -213,26 +208,27 @@ def estimate(cfg: RunConfig, processes: int = 1, sharding: str = "none", tflops:
 
     attn = 4 * L * L * hid + (0 if spec.joint_text else 4 * spec.video_tokens * spec.text_tokens * hid)  # QK^T and AV
     fwd = spec.forward_flops or 2 * spec.transformer_params * L + attn * layers  # FLOPs of one row's forward
-    flops = rows * cfg_mult * fwd * (cfg.steps + trained * anchors)  # sampling, then each anchor's mu_ref
-    flops += (rows * trained * cfg_mult * fwd * training_pass_factor(lora, cfg.gradient_checkpointing)
-              * cfg.inner_epochs)
-    if cfg.diag_every:
-        flops += rows * stored * cfg_mult * fwd * 3 / cfg.diag_every
-    eval_rows = math.ceil(len(prompts.eval) / dp) * cfg.eval_samples
-    evals = 1 / cfg.eval_every + sum(1 for u in set(cfg.eval_at) if u % cfg.eval_every) / cfg.updates  # a update
-    flops += eval_rows * cfg.steps * cfg_mult * fwd * evals
+    flops = rows * cfg_mult * fwd * (shape.steps + trained * anchors)  # sampling, then each anchor's mu_ref
+    flops += (rows * trained * cfg_mult * fwd * training_pass_factor(lora, model.gradient_checkpointing)
+              * shape.inner_epochs)
+    if cadence.diag_every:
+        flops += rows * stored * cfg_mult * fwd * 3 / cadence.diag_every
+    eval_rows = math.ceil(len(prompts.eval) / dp) * inputs.eval_samples
+    evals = (1 / cadence.eval_every
+             + sum(1 for u in set(cadence.eval_at) if u % cadence.eval_every) / cadence.updates)  # per update
+    flops += eval_rows * shape.steps * cfg_mult * fwd * evals
     videos = rows + eval_rows * evals  # decoded and scored per update
-    update = PlannedUpdate(section(cfg, recipe.UpdateShape), cfg.guidance, lora, rows, trained, anchors)
+    update = PlannedUpdate(shape, inputs.guidance, lora, rows, trained, anchors)
     seconds = {
         "transformer": flops / sp / (tflops * 1e12),
         "vae": videos * spec.vae_flops_per_pixel * math.prod(spec.video) / (tflops * 1e12 * VAE_THROUGHPUT),
         "reward": videos * (reward_flops / (tflops * 1e12) + reward_host_s),  # a CPU engine's seconds too
         "communication": communication_bytes(update, spec, trainable, base_bytes, world, sharding) / (LINK_GB_S * 1e9),
         "per_step": _per_step_seconds(update, spec, trainable, train_bytes, shard_opt, dp,
-                                      getattr(cfg, "optimizer", "adamw"), tflops),
+                                      inputs.optimizer, tflops),
     }
     return Plan(spec.name, spec.transformer_params, trainable, L, gpu, host, sum(seconds.values()), world, sharding,
-                updates=cfg.updates, seconds=seconds, sequence_parallel=sp)
+                updates=cadence.updates, seconds=seconds, sequence_parallel=sp)
 
 
 def _per_step_seconds(update: PlannedUpdate, spec: ModelSpec, trainable: int, train_bytes: int, shard: int,

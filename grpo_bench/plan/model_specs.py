@@ -1,4 +1,4 @@
-"""The ``ModelSpec`` of a config's model, without reading a weight.
+"""The ``ModelSpec`` of a run's model (its ``ModelSection``), without reading a weight.
 
 * a named real checkpoint (``models/real_specs.yaml``): its transformer, VAE and text encoders are
   built from their configs on PyTorch's ``meta`` device and counted;
@@ -12,12 +12,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 import yaml
 
 from grpo_bench.errors import UserError
+from grpo_bench.models.options import ModelSection
 from grpo_bench.plan.spec import (
     ModelSpec,
     latent_geometry,
@@ -27,9 +28,6 @@ from grpo_bench.plan.spec import (
     vae_decode_profile,
 )
 
-if TYPE_CHECKING:
-    from grpo_bench.config.run import RunConfig
-
 SPECS = Path(__file__).resolve().parents[1] / "models" / "real_specs.yaml"
 
 
@@ -37,20 +35,22 @@ def real_specs() -> dict[str, Any]:
     return yaml.safe_load(SPECS.read_text())
 
 
-def model_spec(cfg: RunConfig) -> ModelSpec:
-    """The spec of ``cfg.model`` at the config's frames and size (no weights are read)."""
+def model_spec(section: ModelSection) -> ModelSpec:
+    """The spec of a run's model (its model section, ``section(cfg, ModelSection)``) at the run's frames and size
+    (no weights are read)."""
     specs = real_specs()
-    name = cfg.model if cfg.model in specs else identify_folder(cfg.model)
+    name = section.model if section.model in specs else identify_folder(section.model)
     if name is None:
-        return built_spec(cfg)
+        return built_spec(section)
     s = specs[name]
-    tr, text, vae, lora, block = _meta_counts(name, cfg.lora_rank, tuple(cfg.lora_targets))
-    f, h, w = latent_geometry(cfg.frames, cfg.height, cfg.width, s["vae_temporal"], s["vae_spatial"], s["patch"][1])
+    tr, text, vae, lora, block = _meta_counts(name, section.lora_rank, tuple(section.lora_targets))
+    f, h, w = latent_geometry(section.frames, section.height, section.width, s["vae_temporal"], s["vae_spatial"],
+                              s["patch"][1])
     if s.get("modality") == "image":  # a still: one latent frame, one decoded frame
         f = 1
     video = ((f - 1) * s["vae_temporal"] + 1, h * s["vae_spatial"], w * s["vae_spatial"])
     flops, top, tile = _meta_vae(name)
-    tokens = text_tokens(s, getattr(cfg, "max_text_tokens", 0))
+    tokens = text_tokens(s, section.max_text_tokens)
     forward = _meta_forward_flops(name, (s["latent_channels"], h, w), tokens) if s.get("modality") == "image" else 0.0
     return ModelSpec(name, tr, text, vae, s["hidden"], s["layers"], (s["latent_channels"], f, h, w),
                      tuple(s["patch"]), tokens, s["joint_text"], lora, block, video, flops, top, tile, forward)
@@ -134,30 +134,29 @@ def _meta_vae(name: str) -> tuple[float, int, tuple[int, int] | None]:
 
 
 # --- registered models, built --------------------------------------------------------------------
-def built_spec(cfg: RunConfig) -> ModelSpec:
-    """A spec read off an instantiated model (the tiny presets; any model the registry builds), from the
-    networks it declares (``architecture()``); built without LoRA, whose size is counted here."""
+def built_spec(section: ModelSection) -> ModelSpec:
+    """A spec read off an instantiated model (the tiny presets; any model the registry builds) of a run's model
+    section, from the networks it declares (``architecture()``); built without LoRA, whose size is counted here."""
     from grpo_bench import models
-    from grpo_bench.config.sections import section
 
-    if cfg.model not in models.names():
-        raise UserError(f"plan: model {cfg.model!r} has no architecture spec (known: "
+    if section.model not in models.names():
+        raise UserError(f"plan: model {section.model!r} has no architecture spec (known: "
                         f"{', '.join(sorted(real_specs()))}, or a registered preset); a local folder is planned "
                         "as the named model it holds")
-    without_lora = dataclasses.replace(section(cfg, models.ModelSection), lora_rank=0)
-    model = models.build(cfg.model, section=without_lora, pretrained=False)
+    without_lora = dataclasses.replace(section, lora_rank=0)
+    model = models.build(section.model, section=without_lora, pretrained=False)
     arch = model.architecture()
     tr = arch.denoiser
-    lora, block = lora_and_block(tr, cfg.lora_rank, list(cfg.lora_targets))
+    lora, block = lora_and_block(tr, section.lora_rank, list(section.lora_targets))
     c, f, h, w = model.latent_shape
     video = tuple(model.video_shape[1:])
     if arch.vae is None:  # latents are pixels (the embedded world's UNet): one "token" per latent position
-        return ModelSpec(cfg.model, parameter_count(tr), 0, 0, hidden=max(c, 1), layers=1, latent=(c, f, h, w),
+        return ModelSpec(section.model, parameter_count(tr), 0, 0, hidden=max(c, 1), layers=1, latent=(c, f, h, w),
                          patch=(1, 1, 1), text_tokens=0, joint_text=False, block_params=block, video=video)
     conf = tr.config
     flops, top, tile = vae_decode_profile(arch.vae, c)
     layers = conf.num_layers + conf.get("num_single_layers", 0)  # FLUX: double- and single-stream blocks
-    return ModelSpec(cfg.model, parameter_count(tr), sum(parameter_count(e) for e in arch.text_encoders),
+    return ModelSpec(section.model, parameter_count(tr), sum(parameter_count(e) for e in arch.text_encoders),
                      parameter_count(arch.vae), conf.num_attention_heads * conf.attention_head_dim, layers,
                      (c, f, h, w), arch.token_patch or patch_size(conf), arch.text_tokens, arch.joint_text, lora,
                      block, video, flops, top, tile, arch.forward_flops)

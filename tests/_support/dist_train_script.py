@@ -24,8 +24,8 @@ class ToyReward(Reward):
 
 def main(out: Path) -> None:
     from accelerate import Accelerator, PartialState
+    from section_support import model_of
 
-    from grpo_bench import models
     from grpo_bench.config import expected_compute
     from grpo_bench.config.run import RunConfig, resolve
     from grpo_bench.config.sections import section
@@ -45,7 +45,7 @@ def main(out: Path) -> None:
     probe = torch.nn.Parameter(torch.zeros(3))
     probe.grad = torch.full((3,), float(rank + 1))
     distributed.average_gradients([probe], acc)
-    model = models.from_section(section(cfg, models.ModelSection))
+    model = model_of(cfg)
     final = train(cfg, out / f"run{rank}", model=model, reward=ToyReward())
     params = [p for p in model.trainable_module().parameters() if p.requires_grad]
 

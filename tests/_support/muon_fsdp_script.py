@@ -15,9 +15,9 @@ from dist_train_script import ToyReward  # noqa: E402
 
 
 def main(out: Path, mode: str) -> None:
-    from grpo_bench import models
+    from section_support import model_of
+
     from grpo_bench.config.run import RunConfig, resolve
-    from grpo_bench.config.sections import section
     from grpo_bench.train import export
     from grpo_bench.train.trainer import Trainer
 
@@ -25,7 +25,7 @@ def main(out: Path, mode: str) -> None:
                             minibatches=1, steps=3, prompts_per_update=2, group_size=2, frames=5, height=16,
                             width=16, lora_rank=0, device="cpu", eval_samples=1, eval_every=100, diag_every=0,
                             checkpoint_every=100, save_videos=False, lr=1e-3, optimizer="muon", weight_decay=0.01))
-    model = models.from_section(section(cfg, models.ModelSection))
+    model = model_of(cfg)
     start = [p.detach().clone() for p in model.trainable_module().parameters() if p.requires_grad]
     trainer = Trainer(cfg, out / f"{mode}-run", model=model, reward=ToyReward())
     trainer.update(0)

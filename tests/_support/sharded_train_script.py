@@ -23,11 +23,10 @@ class Interrupt(Exception):
 
 
 def main(out: Path, mode: str) -> None:
+    from section_support import model_of
     from torch.distributed.tensor import DTensor
 
-    from grpo_bench import models
     from grpo_bench.config.run import RunConfig, resolve
-    from grpo_bench.config.sections import section
     from grpo_bench.train import distributed, sharding
     from grpo_bench.train.trainer import Trainer
 
@@ -44,13 +43,13 @@ def main(out: Path, mode: str) -> None:
             if u == 1:
                 raise Interrupt
 
-        first = Trainer(cfg, run_dir, model=models.from_section(section(cfg, models.ModelSection)), reward=ToyReward())
+        first = Trainer(cfg, run_dir, model=model_of(cfg), reward=ToyReward())
         try:
             first.run(resume=False, progress=stop)
         except Interrupt:
             record["interrupted_after"] = [p.name for p in sorted((run_dir / "checkpoints").iterdir())]
     # fresh random tiny-wan (seeded): the same initial weights
-    model = models.from_section(section(cfg, models.ModelSection))
+    model = model_of(cfg)
     trainer = Trainer(cfg, run_dir, model=model, reward=ToyReward())
     params = dict((n, p) for n, p in trainer.model.trainable_module().named_parameters() if p.requires_grad)
     record["sharded"] = trainer.sharded
@@ -69,7 +68,7 @@ def main(out: Path, mode: str) -> None:
             return
         # The fixed anchor (initial LoRA snapshot, lora_B = 0) is the base model; evaluating it swaps
         # the shards in and back: the policy's velocity is unchanged afterwards.
-        base = models.from_section(section(cfg, models.ModelSection))
+        base = model_of(cfg)
         x = torch.randn(2, *base.latent_shape, generator=torch.Generator().manual_seed(0))
         s = torch.tensor([0.8, 0.3])
         cond = base.encode_prompts(["a red circle", "a cat"])

@@ -17,9 +17,9 @@ from dist_train_script import ToyReward  # noqa: E402
 
 
 def main(out: Path, tag: str, sp: int) -> None:
-    from grpo_bench import models
+    from section_support import model_of
+
     from grpo_bench.config.run import RunConfig, resolve
-    from grpo_bench.config.sections import section
     from grpo_bench.train import distributed, sharding
     from grpo_bench.train.trainer import Trainer
 
@@ -29,7 +29,7 @@ def main(out: Path, tag: str, sp: int) -> None:
                             minibatches=1, steps=3, prompts_per_update=2, group_size=2, frames=5, height=32,
                             width=32, lora_rank=2, device="cpu", eval_samples=1, eval_every=1, diag_every=1,
                             checkpoint_every=100, save_videos=False, lr=1e-3, sequence_parallel=sp))
-    model = models.from_section(section(cfg, models.ModelSection))
+    model = model_of(cfg)
     trainer = Trainer(cfg, out / f"{tag}-run", model=model, reward=ToyReward())
     seen: dict = {}
 

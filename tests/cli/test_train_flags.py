@@ -91,11 +91,11 @@ def test_the_estimate_before_the_first_update_prices_passes_at_this_machines_pac
 
 
 def test_with_nothing_measured_the_estimate_says_it_is_plan_arithmetic(tmp_path):
-    from grpo_bench.plan.estimate import estimate
+    from section_support import plan_of
 
     cfg = build_config({"updates": 40}, [])
     line = before_line(cfg, tmp_path / "no_runs")
-    plan = estimate(resolve(cfg), tflops=400.0)
+    plan = plan_of(cfg, tflops=400.0)
     assert "grpo-bench plan's arithmetic for one GPU at 400 TFLOP/s" in line and "no cell measured" in line
     assert f"about {clock(plan.seconds_per_update * 40)} by" in line
 

@@ -10,6 +10,7 @@ import sys
 
 import pytest
 from rich.console import Console
+from section_support import plan_of
 
 import grpo_bench.cli.entry as entry
 from grpo_bench.cli import train as train_cli
@@ -17,7 +18,7 @@ from grpo_bench.cli import train_memory
 from grpo_bench.cli.train import build_config
 from grpo_bench.cli.train_memory import check_train_memory, fitting_frames, launch_shape
 from grpo_bench.errors import UserError
-from grpo_bench.plan.estimate import GB, estimate
+from grpo_bench.plan.estimate import GB
 
 WAN14 = ["--model", "wan2.1-14b", "reward=clip_score"]
 TINY = ["--model", "tiny-wan", "reward=world_judge"]
@@ -42,7 +43,7 @@ def _main(monkeypatch, capsys, *argv: str) -> tuple[int, str, str, list]:
 def _predicted_gb(argv: list[str], **launch) -> float:
     overrides = [a for a in argv if "=" in a]
     model = argv[argv.index("--model") + 1]
-    return estimate(build_config({"model": model}, overrides), **launch).gpu_peak / GB
+    return plan_of(build_config({"model": model}, overrides), **launch).gpu_peak / GB
 
 
 def test_the_wan14b_recipe_is_refused_on_a_24gb_gpu_in_one_line_before_any_work(monkeypatch, capsys, tmp_path):
@@ -94,7 +95,7 @@ def test_with_a_gpu_the_check_reads_its_free_memory(monkeypatch):
     import torch
 
     cfg = build_config({"model": "wan2.1-14b"}, ["reward=clip_score"])
-    peak = estimate(cfg).gpu_peak
+    peak = plan_of(cfg).gpu_peak
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda i: "Stand-in GPU")
     for free, fits in ((peak * 0.9, False), (peak * 1.1, True)):
@@ -114,7 +115,7 @@ def test_an_fsdp2_launch_is_checked_at_its_sharded_prediction(monkeypatch):
     monkeypatch.delenv("ACCELERATE_PROCESS_ID", raising=False)
     assert launch_shape("fsdp2") == (8, "fsdp2") and launch_shape(None) == (1, "none")
     cfg = build_config({"model": "wan2.1-14b"}, ["reward=clip_score", "frames=81", "height=720", "width=1280"])
-    sharded, single = estimate(cfg, processes=8, sharding="fsdp2").gpu_peak, estimate(cfg).gpu_peak
+    sharded, single = plan_of(cfg, processes=8, sharding="fsdp2").gpu_peak, plan_of(cfg).gpu_peak
     assert sharded < single
     console = Console(file=io.StringIO(), width=400)
     check_train_memory(cfg, sharded / GB + 0.1, "fsdp2", True, console)  # one process alone would not fit
@@ -131,7 +132,7 @@ def test_the_suggested_frames_are_the_most_that_fit():
     def peak(f: int) -> float:
         import dataclasses
 
-        return estimate(dataclasses.replace(cfg, frames=f)).gpu_peak
+        return plan_of(dataclasses.replace(cfg, frames=f)).gpu_peak
 
     frames = fitting_frames(cfg.frames, lambda f: peak(f) <= memory)
     assert frames is not None and (frames - 1) % 4 == 0 and 5 <= frames < 121

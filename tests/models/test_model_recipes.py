@@ -146,11 +146,13 @@ generate.py:302 and its 16:9 720p bucket), which the recipes replaced by RL trai
 def test_a_video_recipe_fits_one_80gb_gpu_by_plan_where_its_generation_size_does_not(model):
     """The point of taking the RL sizes: ``train --model M`` on one H100 passes the memory check (cli/train_memory.py)
     with the recipe as it is, and would be refused at the checkpoint's generation size."""
-    from grpo_bench.plan.estimate import GB, estimate
+    from section_support import plan_of
+
+    from grpo_bench.plan.estimate import GB
 
     frames, height, width = GENERATION_SIZES[model]
-    assert estimate(_cfg(model)).gpu_peak < 80 * GB
-    assert estimate(_cfg(model, f"frames={frames}", f"height={height}", f"width={width}")).gpu_peak > 80 * GB
+    assert plan_of(_cfg(model)).gpu_peak < 80 * GB
+    assert plan_of(_cfg(model, f"frames={frames}", f"height={height}", f"width={width}")).gpu_peak > 80 * GB
 
 
 def test_hunyuan15_720ps_generation_size_is_the_official_16_9_bucket():

@@ -96,9 +96,9 @@ def test_wan22_expand_timesteps_two_ode_steps_equal_the_pipeline(monkeypatch):
 
 
 def test_bf16_lora_update_follows_the_float32_update(tmp_path, fresh_accelerate_state):
-    from grpo_bench import models
+    from section_support import model_of
+
     from grpo_bench.config.run import RunConfig
-    from grpo_bench.config.sections import section
     from grpo_bench.train.trainer import train
 
     def lora_update(precision):
@@ -108,7 +108,7 @@ def test_bf16_lora_update_follows_the_float32_update(tmp_path, fresh_accelerate_
         cfg = RunConfig(model="tiny-wan", method="flow_grpo", updates=1, steps=3, prompts_per_update=2, group_size=2,
                         frames=5, height=16, width=16, lora_rank=4, device="cpu", eval_samples=1, diag_every=0,
                         save_videos=False, eval_oracle=False, lr=1e-3, mixed_precision=precision, kl="none")
-        model = models.from_section(section(cfg, models.ModelSection))
+        model = model_of(cfg)
         params = {n: p for n, p in model.trainable_module().named_parameters() if p.requires_grad}
         before = {n: p.detach().clone() for n, p in params.items()}
         train(cfg, tmp_path / precision, model=model, reward=ToyReward())

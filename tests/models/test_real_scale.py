@@ -11,10 +11,9 @@ import dataclasses
 import pytest
 import torch
 from dist_train_script import ToyReward
+from section_support import model_of
 
-from grpo_bench import models
 from grpo_bench.config.run import RunConfig
-from grpo_bench.config.sections import section
 from grpo_bench.core.rollout import generator, rollout
 from grpo_bench.errors import UserError
 from grpo_bench.models.adapter_options import AdapterOptions
@@ -36,7 +35,7 @@ def trainer(tmp_path_factory):
     from grpo_bench.train.trainer import Trainer
 
     cfg = cfg_for()
-    model = models.from_section(section(cfg, models.ModelSection))
+    model = model_of(cfg)
     return Trainer(cfg, tmp_path_factory.mktemp("scale"), model, ToyReward())
 
 
@@ -124,7 +123,7 @@ def test_text_encoders_leave_after_caching_and_are_not_called_in_training(tmp_pa
     from grpo_bench.train.trainer import Trainer
 
     cfg = cfg_for(diag_every=0)
-    model = models.from_section(section(cfg, models.ModelSection))
+    model = model_of(cfg)
     t = Trainer(cfg, tmp_path, model, ToyReward())
     prompts = load_prompt_set(cfg.prompts)
     assert set(model._cache) >= {*prompts.train, *prompts.eval, ""}
@@ -135,7 +134,7 @@ def test_text_encoders_leave_after_caching_and_are_not_called_in_training(tmp_pa
     t.update(0)
     t.evaluate()
     assert calls == []  # every prompt came from the cache
-    freed = models.from_section(section(cfg, models.ModelSection))
+    freed = model_of(cfg)
     n = freed.release_text_encoders(free=True)
     assert n > 0 and freed.pipe.text_encoder is None
     with pytest.raises(UserError, match="not encoded before the text encoders were released"):

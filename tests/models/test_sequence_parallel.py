@@ -184,23 +184,22 @@ def test_a_trainer_at_sp_2_on_one_process_refuses_before_loading_anything(tmp_pa
 # --- grpo-bench plan --------------------------------------------------------------------------------
 def test_the_plan_divides_activations_and_transformer_time_by_sp_and_counts_a_group_as_one_rank():
     from plan_configs import hy  # HunyuanVideo 1.5 480p x 81 frames, the paper's recipe (no weights: meta device)
+    from section_support import plan_of
 
-    from grpo_bench.plan.estimate import estimate
-
-    split = estimate(hy(sequence_parallel=2), processes=8)  # 4 data-parallel groups of 2
-    dp4 = estimate(hy(), processes=4)
+    split = plan_of(hy(sequence_parallel=2), processes=8)  # 4 data-parallel groups of 2
+    dp4 = plan_of(hy(), processes=4)
     assert split.sequence_parallel == 2 and split.processes == 8
     assert split.gpu["activations"] == pytest.approx(dp4.gpu["activations"] / 2)
     assert split.gpu["rollout_store"] == pytest.approx(dp4.gpu["rollout_store"])  # the group's rows on each
     assert split.seconds["transformer"] == pytest.approx(dp4.seconds["transformer"] / 2)
     assert split.gpu_peak < dp4.gpu_peak
-    assert estimate(hy(), processes=8).sequence_parallel == 1
+    assert plan_of(hy(), processes=8).sequence_parallel == 1
     with pytest.raises(UserError, match=r"must divide the number of processes \(3\)"):
-        estimate(hy(sequence_parallel=2), processes=3)
-    fsdp = estimate(hy(sequence_parallel=2, lora_rank=0), processes=8, sharding="fsdp2")
-    assert fsdp.gpu["activations"] == pytest.approx(estimate(hy(lora_rank=0), processes=4).gpu["activations"] / 2)
+        plan_of(hy(sequence_parallel=2), processes=3)
+    fsdp = plan_of(hy(sequence_parallel=2, lora_rank=0), processes=8, sharding="fsdp2")
+    assert fsdp.gpu["activations"] == pytest.approx(plan_of(hy(lora_rank=0), processes=4).gpu["activations"] / 2)
     with pytest.raises(UserError, match="not supported with sharding 'deepspeed_zero2'"):
-        estimate(hy(sequence_parallel=2), processes=8, sharding="deepspeed_zero2")
+        plan_of(hy(sequence_parallel=2), processes=8, sharding="deepspeed_zero2")
 
 
 # --- opt-in: split on CPU processes (gloo) against the unsplit model --------------------------------

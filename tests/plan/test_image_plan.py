@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from section_support import model_of, plan_of
 
 from grpo_bench import models
-from grpo_bench.config.run import RunConfig, from_dict
+from grpo_bench.config.run import from_dict
 from grpo_bench.config.sections import section
-from grpo_bench.plan.estimate import GB, estimate
+from grpo_bench.plan.estimate import GB
 from grpo_bench.plan.model_specs import model_spec
 from grpo_bench.plan.spec import parameter_count, transformer_spec
 
@@ -24,8 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_the_spec_of_a_built_tiny_image_model_is_its_networks(name, side):
     cfg = from_dict({"model": name, "reward": "jpeg_incompressibility", "height": side, "width": side,
                      "device": "cpu"})
-    spec = model_spec(cfg)
-    model = models.from_section(section(cfg, models.ModelSection))
+    spec = model_spec(section(cfg, models.ModelSection))
+    model = model_of(cfg)
     pipe = model.pipe
     names = ("text_encoder", "text_encoder_2", "text_encoder_3")
     encoders = [getattr(pipe, n) for n in names if getattr(pipe, n, None)]
@@ -36,7 +37,7 @@ def test_the_spec_of_a_built_tiny_image_model_is_its_networks(name, side):
     assert spec.latent == (c, 1, h, w) and spec.video == (1, side, side)
     p = model.token_patch()
     assert spec.video_tokens == (h // p) * (w // p) and spec.text_tokens == model.text_tokens()
-    plan = estimate(cfg, spec=spec)
+    plan = plan_of(cfg, spec=spec)
     assert plan.gpu["text_encoders_while_caching"] == spec.text_encoder_params * 4  # float32 compute
     assert plan.gpu["vae"] == spec.vae_params * 4
 
@@ -46,8 +47,8 @@ def test_sd3_joint_sequence_is_what_its_attention_sees():
     from diffusers.models.attention_processor import JointAttnProcessor2_0
 
     cfg = from_dict({"model": "tiny-sd3", "reward": "jpeg_incompressibility", "device": "cpu"})
-    spec = model_spec(cfg)
-    model = models.from_section(section(cfg, models.ModelSection))
+    spec = model_spec(section(cfg, models.ModelSection))
+    model = model_of(cfg)
     seen = []
     call = JointAttnProcessor2_0.__call__
 
@@ -94,10 +95,11 @@ def test_mmdit_forward_flops_are_counted_not_two_params_per_token():
     assert attention < counted < 0.5 * (2 * spec.transformer_params * L + attention)
     # and the model's architecture hands the counted FLOPs to the plan
     cfg = from_dict({"model": "tiny-sd3", "reward": "jpeg_incompressibility", "device": "cpu"})
-    model = models.from_section(section(cfg, models.ModelSection))
+    model = model_of(cfg)
     c, _, h, w = model.latent_shape
-    assert model_spec(cfg).forward_flops == denoiser_flops(SD3VelocityNet, model.net.transformer, (c, h, w),
-                                                           model.text_tokens()) > 0
+    spec = model_spec(section(cfg, models.ModelSection))
+    assert spec.forward_flops == denoiser_flops(SD3VelocityNet, model.net.transformer, (c, h, w),
+                                                model.text_tokens()) > 0
 
 
 @pytest.mark.parametrize(("suite", "gpus"), [("sd35_flow_grpo", 8), ("sd35_flow_grpo_1gpu", 1)])
@@ -116,8 +118,8 @@ def test_plan_sizes_the_flow_grpo_suites(suite, gpus):
         assert p.trainable == pytest.approx(18.8e6, rel=0.01)  # LoRA 32 on flow_grpo's 8 attention projections
         assert 0 < p.gpu_peak < 80 * GB and p.seconds_per_update > 0
     # one 512 x 512 forward of SD3.5-Medium, counted on meta: 2.22 TFLOP (2 x params x tokens would say 5.5)
-    assert model_spec(cells[0].config).forward_flops == pytest.approx(2.224e12, rel=0.01)
-    spec = model_spec(RunConfig(model="sd3.5-medium", frames=1, height=512, width=512))
+    assert model_spec(section(cells[0].config, models.ModelSection)).forward_flops == pytest.approx(2.224e12, rel=0.01)
+    spec = model_spec(models.ModelSection(model="sd3.5-medium", frames=1, height=512, width=512))
     # CLIP-L 123.7M + CLIP-G 694.7M + T5-XXL 4.76B text parameters; the 16-channel AutoencoderKL 83.8M
     assert spec.text_encoder_params == pytest.approx(5.58e9, rel=0.01)
     assert spec.vae_params == pytest.approx(83.8e6, rel=0.01) and spec.vae_flops_per_pixel > 0

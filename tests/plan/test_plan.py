@@ -15,12 +15,15 @@ from pathlib import Path
 
 import pytest
 from plan_configs import hy
+from section_support import plan_of
 from typer.testing import CliRunner
 
 from grpo_bench.cli import app
 from grpo_bench.config.run import RunConfig, resolve
+from grpo_bench.config.sections import section
 from grpo_bench.errors import UserError
-from grpo_bench.plan.estimate import GB, check_fits, estimate
+from grpo_bench.models import ModelSection
+from grpo_bench.plan.estimate import GB, check_fits
 from grpo_bench.plan.model_specs import model_spec
 
 pytestmark = pytest.mark.filterwarnings("ignore")
@@ -32,33 +35,33 @@ MEASURE_ENV = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "131072", "OMP_NUM_THREAD
 
 
 def test_real_parameter_counts_come_from_the_configs():
-    p = estimate(hy(), processes=8)
+    p = plan_of(hy(), processes=8)
     assert 8.2e9 < p.params < 8.45e9  # HunyuanVideo 1.5: "8.3B parameters"
     assert p.tokens == 21 * 30 * 53 + 1985  # latent tokens at 81 x 480 x 848 + joint text rows
     assert 0 < p.trainable < 1e8  # LoRA rank 64 on the attention projections
-    wan = estimate(hy(model="wan2.1-1.3b", width=832, reward="videoalign_16fps"), processes=8)
+    wan = plan_of(hy(model="wan2.1-1.3b", width=832, reward="videoalign_16fps"), processes=8)
     assert 1.2e9 < wan.params < 1.5e9 and wan.tokens == 21 * 30 * 52
-    w14 = estimate(hy(model="wan2.1-14b", width=832, reward="videoalign_16fps", lora_rank=0), processes=8)
+    w14 = plan_of(hy(model="wan2.1-14b", width=832, reward="videoalign_16fps", lora_rank=0), processes=8)
     assert 13.5e9 < w14.params < 14.8e9 and w14.trainable == w14.params
 
 
 def test_memory_follows_the_config():
-    base = estimate(hy(), processes=8)
-    assert estimate(hy(micro_batch=1), processes=8).gpu["activations"] == pytest.approx(base.gpu["activations"] / 2)
-    assert estimate(hy(guidance=6.0), processes=8).gpu["activations"] == pytest.approx(base.gpu["activations"] * 2)
-    assert estimate(hy(gradient_checkpointing=False), processes=8).gpu_peak > base.gpu_peak
-    full = estimate(hy(lora_rank=0, param_dtype="bf16"), processes=8)
-    sharded = estimate(hy(lora_rank=0, param_dtype="bf16"), processes=8, sharding="fsdp2")
+    base = plan_of(hy(), processes=8)
+    assert plan_of(hy(micro_batch=1), processes=8).gpu["activations"] == pytest.approx(base.gpu["activations"] / 2)
+    assert plan_of(hy(guidance=6.0), processes=8).gpu["activations"] == pytest.approx(base.gpu["activations"] * 2)
+    assert plan_of(hy(gradient_checkpointing=False), processes=8).gpu_peak > base.gpu_peak
+    full = plan_of(hy(lora_rank=0, param_dtype="bf16"), processes=8)
+    sharded = plan_of(hy(lora_rank=0, param_dtype="bf16"), processes=8, sharding="fsdp2")
     assert sharded.gpu["optimizer"] == pytest.approx(full.gpu["optimizer"] / 8)
     assert sharded.gpu["weights"] < full.gpu["weights"] / 4
     # bf16 loading: about 2 bytes per transformer and text-encoder weight on the host (float32 was ~65 GB)
     fp32_everything = 4 * (base.params + base.host["offloaded_text_encoders"] / 2)
     assert base.host["load"] < 0.6 * fp32_everything  # the VAE alone stays float32
-    assert estimate(hy(lora_rank=0), processes=8).host["load"] > base.host["load"] + 1.9 * base.params  # fp32 master
+    assert plan_of(hy(lora_rank=0), processes=8).host["load"] > base.host["load"] + 1.9 * base.params  # fp32 master
 
 
 def test_refusal_is_one_line_naming_the_limit():
-    p = estimate(hy(), processes=8)
+    p = plan_of(hy(), processes=8)
     check_fits(p, p.gpu_peak / GB + 1, "x: ")
     with pytest.raises(UserError, match=r"x: predicted peak GPU memory .* exceeds gpu_memory_gb=10 ") as err:
         check_fits(p, 10, "x: ")
@@ -112,7 +115,7 @@ def test_gpu_check_dry_run_prints_the_plan_column(capsys):
     assert rows[3]["tokens"] == 14_040 == 9 * 30 * 52  # wan_small's 33 x 480 x 832
     assert 2 * (8.33e9 / 54) < stack["params"] < 4 * (8.33e9 / 54)  # two of HunyuanVideo 1.5's 54 blocks (+ embedders)
     assert "plan GB" in capsys.readouterr().out
-    world = estimate(RunConfig(model="world", device="cpu"))
+    world = plan_of(RunConfig(model="world", device="cpu"))
     assert world.params > 0 and world.gpu_peak == 0 and world.host_peak > 0
 
 
@@ -123,7 +126,7 @@ def test_a_local_pipeline_folder_is_planned_as_the_checkpoint_it_holds(tmp_path)
     conf = {"_class_name": "WanTransformer3DModel", **real_specs()["wan2.1-1.3b"]["transformer"]["config"]}
     (tmp_path / "transformer" / "config.json").write_text(json.dumps(conf))
     assert identify_folder(str(tmp_path)) == "wan2.1-1.3b"
-    p = estimate(hy(model=str(tmp_path), width=832, reward="videoalign_16fps"), processes=8)
+    p = plan_of(hy(model=str(tmp_path), width=832, reward="videoalign_16fps"), processes=8)
     assert p.model == "wan2.1-1.3b" and 1.2e9 < p.params < 1.5e9
     conf["num_layers"] = 7  # not a known checkpoint
     (tmp_path / "transformer" / "config.json").write_text(json.dumps(conf))
@@ -139,26 +142,26 @@ def test_durations_read_as_time():
 
 def test_cell_totals_vae_reward_and_communication_terms():
     from grpo_bench.config.recipe import UpdateShape
-    from grpo_bench.config.sections import section
     from grpo_bench.plan.costs import VAE_DECODE_MAPS, PlannedUpdate, communication_bytes
 
     cfg = hy(updates=300, step_every="micro_step", guidance=6.0)
-    p = estimate(cfg, processes=8)
+    p = plan_of(cfg, processes=8)
     assert p.seconds_per_cell == pytest.approx(300 * p.seconds_per_update)
     assert p.seconds_per_update == pytest.approx(sum(p.seconds.values()))
     assert p.seconds["vae"] > 0 and p.seconds["reward"] > 0 and p.seconds["communication"] > 0
     # one video per VAE call, tiled in space: 81 frames x one 256 x 256 tile x the top stage's channels, float32
     assert p.gpu["vae_decode"] == VAE_DECODE_MAPS * 128 * 81 * 256 * 256 * 4
     assert p.gpu["reward_activations"] > 0
-    assert estimate(hy(reward="world_oracle"), processes=8).gpu["reward_activations"] == 0
+    assert plan_of(hy(reward="world_oracle"), processes=8).gpu["reward_activations"] == 0
     # replicated LoRA, one optimizer step per (sample, trained step): a float32 ring all-reduce each
     trained = 3  # max_train_steps
     calls = 4  # 4 rollouts per process, one sample (two rows with guidance) per call at micro_batch 2
     want = 7 / 8 * 2 * p.trainable * 4 * trained * calls
     r = resolve(cfg)
     update = PlannedUpdate(section(r, UpdateShape), r.guidance, lora=True, rows=4, trained=trained, anchors=2)
-    assert communication_bytes(update, model_spec(r), p.trainable, 2, 8, "none") == pytest.approx(want)
-    assert estimate(cfg, processes=1).seconds["communication"] == 0
+    spec = model_spec(section(r, ModelSection))
+    assert communication_bytes(update, spec, p.trainable, 2, 8, "none") == pytest.approx(want)
+    assert plan_of(cfg, processes=1).seconds["communication"] == 0
 
 
 @pytest.mark.parametrize(("reward", "device", "reward_bytes"), [
@@ -179,8 +182,8 @@ def test_the_reward_is_counted_while_prompts_are_cached_in_its_load_dtype(reward
     from grpo_bench.plan.estimate import FRAGMENTATION, GPU_OVERHEAD_GB
 
     cfg = hy(reward=reward, device=device, frames=1 if reward in ("hpsv2", "imagereward") else 81)
-    spec = dataclasses.replace(model_spec(cfg), text_encoder_params=40_000_000_000)
-    p = estimate(cfg, processes=8, spec=spec)
+    spec = dataclasses.replace(model_spec(section(cfg, ModelSection)), text_encoder_params=40_000_000_000)
+    p = plan_of(cfg, processes=8, spec=spec)
     assert p.gpu["reward"] == pytest.approx(reward_bytes)
     cache_phase = spec.transformer_params * 2 + spec.vae_params * 4 + spec.text_encoder_params * 2 + reward_bytes
     if device == "cpu":  # everything on the host
@@ -216,25 +219,25 @@ def test_autocast_copy_lora_backward_and_per_step_overheads_are_counted():
     computes no base weight gradient; each optimizer step and transformer call costs fixed time."""
     from grpo_bench.plan.costs import CALL_OVERHEAD_S, STEP_OVERHEAD_S, training_pass_factor
 
-    full = estimate(hy(lora_rank=0, param_dtype="float32"), processes=8, sharding="fsdp2")
+    full = plan_of(hy(lora_rank=0, param_dtype="float32"), processes=8, sharding="fsdp2")
     assert full.gpu["autocast_copy"] == pytest.approx(2 * full.params)  # ~15.5 GiB for the 8.3B transformer
-    assert estimate(hy(lora_rank=0, param_dtype="bf16"), processes=8, sharding="fsdp2").gpu["autocast_copy"] == 0
-    lora = estimate(hy(), processes=8)
+    assert plan_of(hy(lora_rank=0, param_dtype="bf16"), processes=8, sharding="fsdp2").gpu["autocast_copy"] == 0
+    lora = plan_of(hy(), processes=8)
     assert lora.gpu["autocast_copy"] == pytest.approx(2 * lora.trainable)
     assert [training_pass_factor(lo, ck) for lo in (True, False) for ck in (True, False)] == [3, 2, 4, 3]
-    one = estimate(hy(minibatches=1, step_every="minibatch"), processes=8)
-    many = estimate(hy(step_every="micro_step"), processes=8)
+    one = plan_of(hy(minibatches=1, step_every="minibatch"), processes=8)
+    many = plan_of(hy(step_every="micro_step"), processes=8)
     assert one.seconds["per_step"] >= STEP_OVERHEAD_S + CALL_OVERHEAD_S
     assert many.seconds["per_step"] > one.seconds["per_step"] + 10 * STEP_OVERHEAD_S  # 4 x 3 steps, not 1
-    muon = estimate(hy(lora_rank=0, optimizer="muon", minibatches=1), processes=8, sharding="fsdp2")
-    adamw = estimate(hy(lora_rank=0, minibatches=1), processes=8, sharding="fsdp2")
+    muon = plan_of(hy(lora_rank=0, optimizer="muon", minibatches=1), processes=8, sharding="fsdp2")
+    adamw = plan_of(hy(lora_rank=0, minibatches=1), processes=8, sharding="fsdp2")
     assert muon.seconds["per_step"] > adamw.seconds["per_step"]  # Newton-Schulz iterations
 
 
 def test_a_cell_that_outlasts_its_time_limit_is_refused_or_requeued():
     from grpo_bench.plan.estimate import check_time
 
-    p = estimate(hy(updates=300), processes=8)
+    p = plan_of(hy(updates=300), processes=8)
     hours = p.seconds_per_cell / 3600
     limit = int(p.seconds_per_cell / 60 / 2.5)  # the cell needs three submissions of this limit
     check_time(p, None, 0, 10, "x: ")  # no limit declared: nothing to check

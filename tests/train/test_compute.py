@@ -83,13 +83,11 @@ def test_counted_equals_closed_form_world(tmp_path):
 
 def test_counted_equals_closed_form_diffusers(tmp_path):
     from dist_train_script import ToyReward
-
-    from grpo_bench import models
-    from grpo_bench.config.sections import section
+    from section_support import model_of
 
     cfg = tiny_run.tiny(model="tiny-wan", method="flow_grpo", kl="fixed", frames=5, height=16, width=16, lora_rank=2,
                         eval_samples=1, eval_every=1, diag_every=1, save_videos=False, guidance=3.0)
-    model = models.from_section(section(cfg, models.ModelSection))
+    model = model_of(cfg)
     final = train(cfg, tmp_path / "run", model=model, reward=ToyReward())
     check_against_closed_form(cfg, tmp_path / "run", final)
 

@@ -104,15 +104,14 @@ def test_lora_run_exports_peft_adapters(tmp_path):
     from dist_train_script import ToyReward
     from peft import LoraConfig
     from peft.utils import get_peft_model_state_dict
+    from section_support import model_of
 
-    from grpo_bench import models
-    from grpo_bench.config.sections import section
     from grpo_bench.train.trainer import train
 
     cfg = RunConfig(model="tiny-wan", method="flow_grpo", updates=1, steps=4, prompts_per_update=2, group_size=2,
                     frames=5, height=16, width=16, lora_rank=2, device="cpu", eval_samples=1, diag_every=0,
                     save_videos=True, lr=1e-2)
-    model = models.from_section(section(cfg, models.ModelSection))
+    model = model_of(cfg)
     train(cfg, tmp_path / "run", model=model, reward=ToyReward())
     policy = tmp_path / "run" / "policy"
     card = json.loads((policy / "card.json").read_text())
@@ -128,7 +127,7 @@ def test_lora_run_exports_peft_adapters(tmp_path):
     # Usable: peft puts the exported adapters on a fresh base transformer, which then equals the policy.
     from peft import inject_adapter_in_model, set_peft_model_state_dict
 
-    fresh = models.from_section(section(RunConfig(**{**cfg.to_dict(), "lora_rank": 0}), models.ModelSection))
+    fresh = model_of(RunConfig(**{**cfg.to_dict(), "lora_rank": 0}))
     inject_adapter_in_model(config, fresh.net.transformer)
     set_peft_model_state_dict(fresh.net.transformer, saved)
     x = torch.randn(2, *model.latent_shape, generator=torch.Generator().manual_seed(0))

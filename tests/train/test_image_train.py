@@ -9,9 +9,7 @@ import json
 import pytest
 import torch
 from image_train_support import run_config
-
-from grpo_bench import models
-from grpo_bench.config.sections import section
+from section_support import model_of
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
@@ -22,7 +20,7 @@ def test_one_update_of_a_method_trains_the_mmdit_lora(method, tmp_path):
     from grpo_bench.train.trainer import train
 
     cfg = run_config("tiny-sd3", method, guidance=4.5 if method == "flow_grpo" else 1.0)  # flow_grpo: CFG 4.5
-    model = models.from_section(section(cfg, models.ModelSection))
+    model = model_of(cfg)
     module = model.trainable_module()
     before = {n: p.detach().clone() for n, p in module.named_parameters()}
     final = train(cfg, tmp_path / method, model=model)
@@ -38,7 +36,7 @@ def test_full_fine_tuning_of_flux_and_qwen_image_updates_float32_weights(name, t
 
     cfg = run_config(name, "flow_grpo", lora_rank=0, height=32 if name == "tiny-qwen-image" else 16,
                      width=32 if name == "tiny-qwen-image" else 16)
-    model = models.from_section(section(cfg, models.ModelSection))
+    model = model_of(cfg)
     module = model.trainable_module()
     before = {n: p.detach().clone() for n, p in module.named_parameters()}
     final = train(cfg, tmp_path / "run", model=model)

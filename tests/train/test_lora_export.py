@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import torch
 from image_train_support import run_config
-
-from grpo_bench import models
-from grpo_bench.config.sections import section
+from section_support import model_of
 
 
 def test_an_exported_lora_loads_into_a_diffusers_pipeline_as_documented(tmp_path):
@@ -18,7 +16,7 @@ def test_an_exported_lora_loads_into_a_diffusers_pipeline_as_documented(tmp_path
     from grpo_bench.train.trainer import train
 
     cfg = run_config("tiny-sd3", "flow_grpo", lr=1e-2)
-    model = models.from_section(section(cfg, models.ModelSection))
+    model = model_of(cfg)
     train(cfg, tmp_path / "run", model=model)
     folder = tmp_path / "run" / "policy"
     assert (folder / "adapter_config.json").is_file() and (folder / "adapter_model.safetensors").is_file()

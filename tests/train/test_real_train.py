@@ -13,11 +13,10 @@ import sys
 import pytest
 import torch
 from dist_train_script import ToyReward  # cheap deterministic VQ/MQ/TA of decoded videos
+from section_support import model_of
 from support_paths import SUPPORT
 
-from grpo_bench import models
 from grpo_bench.config.run import RunConfig
-from grpo_bench.config.sections import section
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
@@ -38,14 +37,14 @@ def test_one_update_of_every_method_trains_only_lora(model_name, tmp_path):
     from grpo_bench.train.trainer import train
 
     base_config = run_config(model_name, "flow_grpo", lora_rank=0)
-    base = models.from_section(section(base_config, models.ModelSection))  # same seed: the base weights
+    base = model_of(base_config)  # same seed: the base weights
     x = torch.randn(2, *base.latent_shape, generator=torch.Generator().manual_seed(0))
     s = torch.tensor([0.8, 0.3])
     with torch.no_grad():
         v_base = base.velocity(x, s, base.encode_prompts(["a red circle", "a cat"]))
     for method in METHODS:
         cfg = run_config(model_name, method, guidance=3.0 if method == "sage_grpo" else 1.0)  # CFG: doubled batch
-        model = models.from_section(section(cfg, models.ModelSection))
+        model = model_of(cfg)
         module = model.trainable_module()
         before = {n: p.detach().clone() for n, p in module.named_parameters()}
         fixed = Anchors(["fixed"], model, module)  # the trainer's fixed-KL anchor: initial trainable snapshot

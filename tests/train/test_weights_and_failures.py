@@ -89,10 +89,12 @@ def test_reward_paths_are_the_file_or_folder_each_reward_declares(tmp_path):
 
 
 def test_world_judge_on_a_tiny_diffusers_model_is_refused_before_sampling():
+    from section_support import model_of
+
     from grpo_bench import models, rewards
 
     cfg = RunConfig(model="tiny-wan", frames=8, device="cpu")
-    model = models.from_section(section(cfg, models.ModelSection))  # 8 frames round to 9 (1 + 4k)
+    model = model_of(cfg)  # 8 frames round to 9 (1 + 4k)
     with pytest.raises(UserError, match="8x16x16 but model 'tiny-wan' makes 9x16x16.*reward=world_oracle"):
         check_video_shape(section(cfg, Compared), model, rewards.load("world_judge"))
     check_video_shape(section(cfg, Compared), model, rewards.load("world_oracle"))  # declares no shape: any video
