@@ -120,8 +120,8 @@ class Suite:
         method under that KL on the tiny model through the shared core (the world-independent rollout, the loss,
         the optimizer, the KL, the eval and checkpoint code), hashing its metrics and checkpoints; a change in
         shared code moves every line, and a change in one method's recipe moves that method's lines. Lines that
-        stay byte-identical across two commits say that the code those rows run did not change, whatever the
-        script printed besides (the rows it added, other methods' recipes)."""
+        stay byte-identical across two commits say that those rows compute what they computed, whatever the
+        script printed besides (the rows it added, other methods' changed recipes)."""
         mine = [c for c in cells if self.group_of(c) in groups]
         codes = sorted({self.code[c] for c in mine})
         if len(codes) <= 1:
