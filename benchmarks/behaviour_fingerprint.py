@@ -20,7 +20,17 @@ prints other hashes than an AMD EPYC for one commit), so it is recorded with the
 
 adds {commit: {cpu: sha256 of the printed lines}} for this checkout (its whole commit string, ``+dirty`` kept: a
 dirty tree's cells count in the claims ledger only where its behaviour is recorded so) and this CPU
-(grpo_bench/report/claims/provenance.py).
+(grpo_bench/report/claims/provenance.py), and the printed lines under that sha256 in
+``fingerprint_lines.json`` beside it ({sha256: [line, ...]}; grpo_bench/report/claims/fingerprint_lines.py: an
+entry whose lines do not hash to its key is refused when read).
+
+Behaviour per row: each line is one row of the ledger's tables (a method under a KL reading: ``dance_grpo
+fixed``; ``<method> own`` for the field's methods with the KL left to them). A line's run goes through the shared
+core (rollout, loss, optimizer, KL, eval, checkpoints), so a change in shared code moves every line, and a change
+in one method's recipe moves that method's lines. The ledger therefore treats two commits as one behaviour for a
+comparison where their whole hashes agree on one CPU, or where both prints are stored and every row the
+comparison reads is printed by both with the same line; a row either print lacks shows nothing. The lines of the
+main four methods print first and in a fixed order, so that a print with added rows keeps them comparable.
 """
 
 from __future__ import annotations

@@ -19,9 +19,11 @@ def claims_command(reports_dir: Path, out: Path | None, console: Console) -> int
     target = out if out is not None else reports_dir / "CLAIMS.md"
     preflight.out_file(target, "--out" if out is not None else "claims ledger")
     from grpo_bench.report.claims import write_ledger
+    from grpo_bench.report.claims.fingerprint_lines import read_fingerprint_lines
     from grpo_bench.report.claims.provenance import read_fingerprints
 
     read_fingerprints(reports_dir)  # shared by every suite: damaged, it is refused, not skipped
+    read_fingerprint_lines(reports_dir)
 
     path, verdicts = write_ledger(reports_dir, target)
     from grpo_bench.report.claims.finding import VERDICTS as kinds

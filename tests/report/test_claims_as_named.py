@@ -100,6 +100,44 @@ def test_two_commits_pair_only_on_fingerprints_taken_on_one_cpu(tmp_path):
     assert evaluate(claim, root).verdict == "undecided"
 
 
+def _lines(*rows: str, moved: str = "") -> list[str]:
+    """A print of the fingerprint script: one line per row, its hashes derived from the row's name (``moved``: that
+    row's checkpoint hash one digit off, as a change in its code would print it)."""
+    import hashlib
+
+    return [f"{row} {hashlib.sha256(row.encode()).hexdigest()[:16]} {'0' * 15}{int(row == moved)}" for row in rows]
+
+
+def test_two_commits_are_one_behaviour_for_the_rows_a_comparison_reads(tmp_path):
+    """SAGE-GRPO (dual) ran at one commit, FlowGRPO (fixed) at another; the script printed one row more at the
+    second (whole hashes differ). Both rows printed alike at both commits: decided; either of them moved: not."""
+    from grpo_bench.report.claims.provenance import record_output
+
+    other = "b" * 40
+    rows = {"sage_grpo kl=dual": _row("sage_grpo", 0.3 + NOISE, labels={"kl": "dual"}, kl="dual"),
+            "flow_grpo": _row("flow_grpo", 0.0 + NOISE, commit=other)}
+    claim = _claim({"method": "sage_grpo"}, {"method": "flow_grpo"}, as_named=None)
+    older = _lines("sage_grpo dual", "flow_grpo fixed")
+
+    def verdict(at_other: list[str], at_clean: list[str] = older) -> str:
+        root = _write(tmp_path / str(len(list(tmp_path.iterdir()))), rows)
+        record_output(root / "fingerprints.json", CLEAN, LEGACY_CPU, at_clean)
+        record_output(root / "fingerprints.json", other, LEGACY_CPU, at_other)
+        v = evaluate(claim, root)
+        return v.verdict + (" (different code)" if "different code (aaaaaaaaaa/bf16, bbbbbbbbbb/bf16)" in v.effect
+                            else "")
+
+    newer = ("sage_grpo dual", "flow_grpo fixed", "mix_grpo own")
+    assert verdict(_lines(*newer)) == SUPPORTED
+    # each commit must print both rows alike: FlowGRPO's row moved, or SAGE-GRPO's (which ran at the other commit)
+    assert verdict(_lines(*newer, moved="flow_grpo fixed")) == "undecided (different code)"
+    assert verdict(_lines(*newer, moved="sage_grpo dual")) == "undecided (different code)"
+    # a row the comparison does not read moved: still one behaviour for it
+    assert verdict(_lines(*newer, moved="mix_grpo own")) == SUPPORTED
+    # a row the older print lacks (the script printed it later) shows nothing
+    assert verdict(_lines(*newer), at_clean=_lines("sage_grpo dual", "mix_grpo own")) == "undecided (different code)"
+
+
 def test_a_row_that_borrowed_another_rows_lr_is_not_tested_as_named(tmp_path):
     """The stored main table: its dual-KL row ran at SAGE-GRPO's (fixed-KL) choice, from a record keyed by method."""
     # in suite order, as suites/main_table.yaml: the grid's rows (a record keyed by method names a method's first
@@ -165,6 +203,8 @@ def test_the_old_fingerprints_file_reads_and_recording_keeps_it(tmp_path):
 @pytest.mark.parametrize("name, text, key", [
     ("fingerprints.json", json.dumps({CLEAN: 5}), f"key '{CLEAN}'"),
     ("fingerprints.json", "[1, 2]", "a list"),
+    ("fingerprint_lines.json", json.dumps({"0" * 64: ["cps fixed 0123456789abcdef 0123456789abcdef"]}),
+     f"fingerprint_lines.json: key '{'0' * 64}': its lines hash to"),
     ("main_table/tuned.json", json.dumps({"methods": {"sage_grpo": {"chosen": 3e-5}}}), "methods.sage_grpo.chosen"),
 ])
 def test_a_malformed_record_is_one_line_before_any_claim(tmp_path, name, text, key):

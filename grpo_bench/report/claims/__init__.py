@@ -36,7 +36,9 @@ tests are the report's own (``stats.mean_ci``, ``power.paired_p``, ``power.holm`
 Modules, in reading order:
 
     finding.py      Finding, the verdicts and the labels
-    provenance.py   which code a cell ran: whole commit strings, fingerprints per (commit, CPU)
+    provenance.py   which code a cell ran: whole commit strings, fingerprints per (commit, CPU), one
+                    behaviour for the rows a comparison reads
+    fingerprint_lines.py  the printed lines behind each fingerprint (fingerprint_lines.json), self-verifying
     as_named.py     whether a row is the one a claim names: test seeds, its own tuned choice (tuned.json)
     suite.py        Suite: the view of one stored suite that the checks read
     learning.py     Beats, Moves (paired learning, Holm-adjusted t-tests)

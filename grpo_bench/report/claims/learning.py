@@ -97,7 +97,7 @@ class Beats:
     matching ``row`` exactly: where none matches, the finding is *not tested* (no other row stands in for it).
     Competitors are the groups matching any of ``versus`` (None: every other group of the family). A pair of
     groups whose cells ran on different code (commit or precision) is not decided unless their commits' behaviour
-    fingerprints are recorded identical (suite.py ``Suite.same_code``)."""
+    fingerprints are recorded identical, whole or for the two rows' printed lines (suite.py ``Suite.mixed_code``)."""
 
     row: Where
     versus: tuple[Where, ...] | None = None

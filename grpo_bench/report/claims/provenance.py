@@ -10,14 +10,22 @@ as measured on ``LEGACY_CPU`` (the machine that measured every one of them).
 
 A cell of a dirty tree (``<commit>+dirty``) ran a diff that no commit names: it counts only where the behaviour
 of that tree was fingerprinted under its whole string; otherwise its comparisons are *not verified*.
+
+One behaviour for given rows (``same_behaviour_for``): the script prints one line per method and KL reading, and
+``fingerprint_lines.json`` keeps the lines behind a hash (fingerprint_lines.py). Two commits whose whole hashes
+differ are still one behaviour for a comparison where, on each CPU both were fingerprinted on, both prints are
+stored and every row the comparison reads is printed by both with the same line (the script printed 8 rows at
+296c227 and 14 at 6914aed, the 8 identical: the main table's rows did not change between them).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from grpo_bench.errors import UserError
+from grpo_bench.report.claims.fingerprint_lines import FINGERPRINT_LINES, PrintedRows, output_digest, record_lines
 
 FINGERPRINTS = "fingerprints.json"
 LEGACY_CPU = "AMD EPYC"
@@ -68,11 +76,27 @@ def verified(prints: Fingerprints, commit: str) -> bool:
 def same_behaviour(prints: Fingerprints, a: str, b: str) -> bool:
     """Commits ``a`` and ``b`` are one behaviour: the same string, or fingerprinted on one CPU with equal hashes
     (like with like: a hash from another CPU says nothing)."""
+    return same_behaviour_for(prints, {}, a, b, ())
+
+
+def same_behaviour_for(prints: Fingerprints, lines: PrintedRows, a: str, b: str, labels: Iterable[str]) -> bool:
+    """Commits ``a`` and ``b`` are one behaviour for the rows ``labels`` ("dance_grpo fixed", ...): the same string,
+    or fingerprinted on one CPU at least, and on every CPU both were fingerprinted on, the whole hashes equal or
+    both prints stored in ``lines`` with every label printed by both as the same line. A label either print lacks
+    (a row the script did not print yet at that commit) shows nothing: not one behaviour. No labels: the whole
+    hashes only (``same_behaviour``)."""
     if a == b:
         return True
+    wanted = sorted(set(labels))
     pa, pb = prints.get(a, {}), prints.get(b, {})
     shared = set(pa) & set(pb)
-    return bool(shared) and all(pa[cpu] == pb[cpu] for cpu in shared)
+    return bool(shared) and all(pa[cpu] == pb[cpu] or _rows_agree(lines.get(pa[cpu]), lines.get(pb[cpu]), wanted)
+                                for cpu in shared)
+
+
+def _rows_agree(rows_a: dict[str, str] | None, rows_b: dict[str, str] | None, labels: Sequence[str]) -> bool:
+    return (rows_a is not None and rows_b is not None and bool(labels)
+            and all(label in rows_a and label in rows_b and rows_a[label] == rows_b[label] for label in labels))
 
 
 def record(path: Path, commit: str, cpu: str, digest: str) -> Fingerprints:
@@ -80,6 +104,14 @@ def record(path: Path, commit: str, cpu: str, digest: str) -> Fingerprints:
     it held is kept). A different digest already recorded for the pair is refused: a fingerprint is a fact."""
     from grpo_bench.atomic import atomic_write_text
 
+    prints = _recordable(path, commit, cpu, digest)
+    prints.setdefault(commit, {})[cpu] = digest
+    atomic_write_text(path, json.dumps(dict(sorted(prints.items())), indent=1, sort_keys=True) + "\n")
+    return prints
+
+
+def _recordable(path: Path, commit: str, cpu: str, digest: str) -> Fingerprints:
+    """The fingerprints held at ``path``, where (commit, cpu) -> digest may be added to them; else refused."""
     if path.name != FINGERPRINTS:
         raise UserError(f"{path}: the fingerprints file is named {FINGERPRINTS}")
     prints = read_fingerprints(path.parent)
@@ -87,21 +119,15 @@ def record(path: Path, commit: str, cpu: str, digest: str) -> Fingerprints:
     if held is not None and held != digest:
         raise UserError(f"{path}: key {commit!r} already records {held} on {cpu!r}, not {digest}; a fingerprint "
                         "that changes on one commit and CPU means the run is not deterministic: find out why")
-    prints.setdefault(commit, {})[cpu] = digest
-    atomic_write_text(path, json.dumps(dict(sorted(prints.items())), indent=1, sort_keys=True) + "\n")
     return prints
 
 
-def output_digest(lines: list[str]) -> str:
-    """The fingerprint of ``benchmarks/behaviour_fingerprint.py``'s printed lines: sha256 of the text as printed
-    (``sha256sum`` of its stdout)."""
-    import hashlib
-
-    return hashlib.sha256("".join(f"{line}\n" for line in lines).encode()).hexdigest()
-
-
 def record_output(path: Path, commit: str, cpu: str, lines: list[str]) -> str:
-    """Record the fingerprint of ``lines`` for (commit, cpu) in ``path``; the digest."""
+    """Record the fingerprint of ``lines`` for (commit, cpu) in ``path`` and the lines behind it in
+    ``fingerprint_lines.json`` beside it (each an atomic write; the lines first, so that a recorded hash has its
+    rows stored); the digest. A record that would be refused writes neither file."""
     digest = output_digest(lines)
+    _recordable(path, commit, cpu, digest)
+    record_lines(path.parent / FINGERPRINT_LINES, lines)
     record(path, commit, cpu, digest)
     return digest

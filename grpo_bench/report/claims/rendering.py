@@ -34,10 +34,12 @@ def ledger_wide(verdicts: Sequence[Verdict]) -> tuple[list[str], int]:
 def ledger(root: Path, claims: Sequence[Claim] = CLAIMS) -> tuple[str, list[Verdict]]:
     """CLAIMS.md's text and the verdicts behind it."""
     from grpo_bench.report.claims.as_named import read_tuned
+    from grpo_bench.report.claims.fingerprint_lines import read_fingerprint_lines
     from grpo_bench.report.claims.provenance import read_fingerprints
 
     # the records the ledger trusts are data from disk: a malformed one is one line (exit 2) before any claim
     read_fingerprints(root)
+    read_fingerprint_lines(root)
     for name in dict.fromkeys(c.suite for c in claims):
         read_tuned(root / name)
     cache: dict[str, Suite | Exception] = {}

@@ -3,6 +3,7 @@ and per-seed learning), and how a selection of rows by config values reads in th
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import pandas as pd
 from grpo_bench.report import data
 from grpo_bench.report.claims import as_named, provenance
 from grpo_bench.report.claims.finding import NOT_TESTED, NOT_VERIFIED, Finding
+from grpo_bench.report.claims.fingerprint_lines import read_fingerprint_lines, row_label
 from grpo_bench.report.power import min_effect_of, min_effects
 
 Where = dict[str, Any]
@@ -19,7 +21,8 @@ Where = dict[str, Any]
 
 FINGERPRINTS = provenance.FINGERPRINTS
 """``REPORTS_DIR/fingerprints.json``: {commit: {cpu: sha256 of benchmarks/behaviour_fingerprint.py's output}}
-(provenance.py). Cells of two commits pair in one comparison only where both are recorded equal on one CPU."""
+(provenance.py). Cells of two commits pair in one comparison only where both are recorded equal on one CPU, or
+their printed lines (``fingerprint_lines.json``) are equal for every row the comparison reads."""
 LABELLED_ABLATIONS = {"equalizer_proxy": "mismatched_gaussian"}
 """Config values that mark a labelled ablation row: such a row enters a check only when the check names the key."""
 
@@ -41,6 +44,7 @@ class Suite:
 
         self.name, self.path = name, root / name
         self.fingerprints = provenance.read_fingerprints(root)
+        self.fingerprint_rows = read_fingerprint_lines(root)
         self.tuned = as_named.read_tuned(self.path)
         self.df = data.with_grid_columns(sources.load_frame(self.path))
         self.info = data.suite_info(self.df)
@@ -105,14 +109,28 @@ class Suite:
                 for g in data.group_order(self.df) if g in aside]
 
     def mixed_code(self, cells: Sequence[str], *groups: str) -> str:
-        """'' when the groups' cells ran on one code version (one commit and precision, or commits whose behaviour
-        fingerprints are recorded identical on one CPU); else what differs ("197a046d74/bf16, 1a2b3c4d5e/fp32")."""
-        codes = sorted({self.code[c] for c in cells if self.group_of(c) in groups})
+        """'' when the groups' cells ran one behaviour: one commit and precision, or one precision and commits that
+        are one behaviour pairwise for every row the groups read (``provenance.same_behaviour_for``: whole
+        fingerprints equal on one CPU, or the printed lines of those rows equal); else what differs
+        ("197a046d74/bf16, 1a2b3c4d5e/fp32").
+
+        The rows read are the fingerprint rows of all the groups' cells together (``row_label``: "sage_grpo dual",
+        "dance_grpo fixed"), so each commit involved must print every compared row alike: SAGE-GRPO against
+        DanceGRPO at two commits reads both rows at both. Why a row's own line suffices: it is a short run of that
+        method under that KL on the tiny model through the shared core (the world-independent rollout, the loss,
+        the optimizer, the KL, the eval and checkpoint code), hashing its metrics and checkpoints; a change in
+        shared code moves every line, and a change in one method's recipe moves that method's lines. Lines that
+        stay byte-identical across two commits say that those rows compute what they computed, whatever the
+        script printed besides (the rows it added, other methods' changed recipes)."""
+        mine = [c for c in cells if self.group_of(c) in groups]
+        codes = sorted({self.code[c] for c in mine})
         if len(codes) <= 1:
             return ""
         commits, precisions = sorted({c for c, _ in codes}), {p for _, p in codes}
-        if len(precisions) == 1 and all(provenance.same_behaviour(self.fingerprints, commits[0], c)
-                                        for c in commits[1:]):
+        rows = {row_label(self.configs[c], self.labels[c]) for c in mine}
+        if len(precisions) == 1 and all(
+                provenance.same_behaviour_for(self.fingerprints, self.fingerprint_rows, a, b, rows)
+                for a, b in itertools.combinations(commits, 2)):
             return ""
         return ", ".join(f"{_short(c)}/{p}" for c, p in codes)
 
