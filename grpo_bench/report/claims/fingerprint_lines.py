@@ -71,15 +71,22 @@ def row_label(config: dict[str, Any], labels: dict[str, Any]) -> str:
 def read_fingerprint_lines(root: Path) -> PrintedRows:
     """``root / fingerprint_lines.json`` ({} when absent), every entry verified (module docstring)."""
     path = Path(root) / FINGERPRINT_LINES
+    raw = read_json_object(path, "{sha256: [line, ...]}")
+    return {key: _verified(path, key, lines) for key, lines in (raw or {}).items()}
+
+
+def read_json_object(path: Path, shape: str) -> dict[str, Any] | None:
+    """The JSON object stored at ``path`` (None when absent); unreadable JSON or another type is refused in one line
+    naming the file and the expected ``shape``."""
     if not path.is_file():
-        return {}
+        return None
     try:
         raw = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UserError(f"{path}: unreadable ({exc}); expected a JSON object {{sha256: [line, ...]}}") from None
+        raise UserError(f"{path}: unreadable ({exc}); expected a JSON object {shape}") from None
     if not isinstance(raw, dict):
-        raise UserError(f"{path}: a {type(raw).__name__}; expected a JSON object {{sha256: [line, ...]}}")
-    return {key: _verified(path, key, lines) for key, lines in raw.items()}
+        raise UserError(f"{path}: a {type(raw).__name__}; expected a JSON object {shape}")
+    return raw
 
 
 def _verified(path: Path, key: str, lines: Any) -> dict[str, str]:

@@ -25,7 +25,13 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from grpo_bench.errors import UserError
-from grpo_bench.report.claims.fingerprint_lines import FINGERPRINT_LINES, PrintedRows, output_digest, record_lines
+from grpo_bench.report.claims.fingerprint_lines import (
+    FINGERPRINT_LINES,
+    PrintedRows,
+    output_digest,
+    read_json_object,
+    record_lines,
+)
 
 FINGERPRINTS = "fingerprints.json"
 LEGACY_CPU = "AMD EPYC"
@@ -45,14 +51,9 @@ def read_fingerprints(root: Path) -> Fingerprints:
     """``root / fingerprints.json`` in the current schema ({} when absent). The file is data from disk: anything
     but an object of commit -> hash (first schema) or commit -> {cpu: hash} is refused in one line."""
     path = Path(root) / FINGERPRINTS
-    if not path.is_file():
+    raw = read_json_object(path, "{commit: {cpu: sha256}}")
+    if raw is None:
         return {}
-    try:
-        raw = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UserError(f"{path}: unreadable ({exc}); expected a JSON object {{commit: {{cpu: sha256}}}}") from None
-    if not isinstance(raw, dict):
-        raise UserError(f"{path}: a {type(raw).__name__}; expected a JSON object {{commit: {{cpu: sha256}}}}")
     out: Fingerprints = {}
     for commit, value in raw.items():
         per_cpu = {LEGACY_CPU: value} if isinstance(value, str) else value
