@@ -31,6 +31,7 @@ from typing import Any
 
 from grpo_bench.atomic import atomic_write_json
 from grpo_bench.errors import UserError
+from grpo_bench.suite.restore import _cell_record
 from grpo_bench.suite.results import load_results
 
 COMPARED = ("update", "grad", "final", "video")
@@ -84,8 +85,8 @@ def _record(frame: Any, cell: str) -> dict[str, Any]:
     row = frame[(frame["cell"] == cell) & (frame["kind"] == "cell")]
     if row.empty:
         raise UserError(f"cell {cell}: no cell record in the stored table")
-    info = json.loads(row["text"].iloc[0])
-    if not isinstance(info, dict) or not isinstance(info.get("config"), dict):
+    info = _cell_record(row["text"].iloc[0], cell, "")  # the restore path's check of a stored record
+    if not info.get("config"):
         raise UserError(f"cell {cell}: its record has no config")
     return info
 
