@@ -174,7 +174,6 @@ def oracle_vs_compute(ctx: Context) -> list[Section]:
         return [Section(title, "Not available: no held-out oracle evaluations with compute.", "")]
     mt = matched(ctx.df)
     groups = data.group_order(ctx.df)
-    colour = _colours(groups)
     marks = {g: {**m, "markevery": 1} for g, m in _markers(groups).items()}
     derived = " (derived from the stored configs)" if bool(ev["derived"].any()) else ""
     how = (f"One panel per row: its mean held-out oracle learning over seeds at its eval points, placed at the "
@@ -185,6 +184,7 @@ def oracle_vs_compute(ctx: Context) -> list[Section]:
     for setting in dict.fromkeys(ev["setting"]):
         part = ev[ev["setting"] == setting]
         lines = {g: at_eval_points(part[part["group"] == g]) for g in groups if g in set(part["group"])}
+        colour = _colours(list(lines))  # its own rows: ten get tab10, not tab20's pale half
         budget = mt.loc[mt["setting"] == setting, "matched_compute"]
 
         def decorate(ax, budget=budget):

@@ -23,7 +23,12 @@ from grpo_bench.report.stats import mean_ci  # noqa: E402
 
 
 def _colours(groups: list[str]) -> dict[str, tuple]:
-    cmap = plt.get_cmap("tab10" if len(groups) <= 10 else "tab20")
+    """Up to ten groups: tab10 with its grey (the eighth) made near-black, since grey is the colour of context
+    lines and bands; more: tab20."""
+    if len(groups) <= 10:
+        palette = [(0.1, 0.1, 0.1, 1.0) if i == 7 else plt.get_cmap("tab10")(i) for i in range(10)]
+        return {g: palette[i] for i, g in enumerate(groups)}
+    cmap = plt.get_cmap("tab20")
     return {g: cmap(i % cmap.N) for i, g in enumerate(groups)}
 
 

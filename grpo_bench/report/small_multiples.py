@@ -38,7 +38,7 @@ def small_multiples(lines: dict[str, pd.DataFrame], colour: dict, x: str, y: str
         _plot_band(ax, lines[label], label, colour[label], x=x, y=y, marks={**(marks or {}).get(label, {})})
         if decorate is not None:
             decorate(ax)
-        ax.set_title(textwrap.fill(label, 34), fontsize=8, color=colour[label])
+        ax.set_title(textwrap.fill(label, 34), fontsize=8)  # black: a pale row colour is no title colour
         ax.grid(alpha=0.3)
         ax.tick_params(labelsize=7)
     for ax in axes[len(labels):]:

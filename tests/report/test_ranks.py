@@ -122,6 +122,30 @@ def test_oracle_vs_compute_draws_one_panel_per_row_with_the_others_in_grey(tmp_p
         assert len(grey) == 9
 
 
+def test_two_families_of_ten_rows_each_get_ten_saturated_colours_and_black_titles(tmp_path, monkeypatch):
+    """The field's two readings are two families of ten rows in one report: each figure colours its own ten
+    rows from tab10 (grey made near-black), never tab20's pale half, so no highlighted row is lighter than
+    its grey context; titles are black."""
+    import matplotlib.colors as mcolors
+
+    import grpo_bench.report.figures as figures
+
+    drawn = []
+    monkeypatch.setattr(figures.plt, "close", lambda fig: drawn.append(fig))
+    rows = {f"{s}{k}": {**_row(0.1 * k + NOISE, setting=s), "per_update": 100 + 10 * k}
+            for s in ("A", "B") for k in range(10)}
+    FIGURES.get("oracle_vs_compute")(Context(eval_results(rows), tmp_path, {}))
+    assert len(drawn) == 2
+    for fig in drawn:
+        panels = [ax for ax in fig.axes if ax.get_visible()]
+        own = [next(x for x in ax.get_lines() if x.get_color() != "0.78") for ax in panels]
+        rgb = [mcolors.to_rgb(x.get_color()) for x in own]
+        assert len(set(rgb)) == 10
+        # relative luminance: tab10 reaches 0.70 (olive), tab20's pale half 0.84, the grey context 0.78
+        assert max(0.2126 * r + 0.7152 * g + 0.0722 * b for r, g, b in rgb) < 0.7
+        assert {mcolors.to_hex(ax.title.get_color()) for ax in panels} == {"#000000"}
+
+
 @pytest.mark.parametrize("suite", ["field.yaml", "field_image.yaml"])
 def test_the_field_suites_report_their_ranks(suite):
     from pathlib import Path
