@@ -17,6 +17,13 @@ that reproduces one cell bit for bit at a commit reproduces its other seeds ther
 value both sides measured; timings (``time_*``, ``*_seconds``, ``*wall*``) are left out, and a metric only one
 side records (an observational key added or removed between the commits) is listed, not compared. The record
 is rewritten atomically after each cell, so a killed replication keeps what it finished.
+
+A suite that re-runs a stored cell at a clean commit (a dirty-tree cell moved aside, a cell re-run for an eval
+point it lacked: an eval leaves the trajectory bit-identical) has already made the replication; ``--ran-in``
+compares the stored cells with those finished runs of a run folder instead of running them a second time:
+
+    python benchmarks/replicate_cells.py reports/field --cells 5f90b20cc6c3 --ran-in runs/field \
+        --out reports/field_blocks/replication.json
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -123,13 +131,59 @@ def replicate(frame: Any, cell: str, scratch: Path, trainer: str | None = None) 
             "group": str(stored["group"].iloc[0]), "config": info["config"]}
     out = scratch / cell
     outcome = run_cell(meta, str(out), trainer or TRAINER, emit=lambda _: None)
-    result = {"cell": cell, "group": meta["group"], "seed": info["config"].get("seed"),
-              "stored_commit": info.get("git_commit"), "stored_machine": info.get("machine"),
-              "replicated_commit": provenance().get("git_commit"), "replicated_machine": host(),
-              "threads": torch.get_num_threads(), "status": outcome.status}
+    result = _result(frame, cell, {"git_commit": provenance().get("git_commit"), "machine": host(),
+                                   "threads": torch.get_num_threads(), "status": outcome.status})
     if outcome.status != "done":
         return {**result, "identical": False, "error": outcome.error}
     return {**result, **compare(values(stored), values(cell_rows(out, meta)))}
+
+
+CELL_ID = re.compile(r"[0-9a-f]{12}")
+
+
+def already_ran(frame: Any, cell: str, folder: Path) -> dict[str, Any]:
+    """Compare ``cell``'s stored rows with a finished run of it in a suite's run folder (``folder/<cell>``: DONE
+    and the runner's rows.parquet), without running it again."""
+    if not CELL_ID.fullmatch(cell):  # a stored id never names a path outside the folder
+        raise UserError(f"cell {cell!r}: not a cell id (12 hex digits)")
+    ran = folder / cell
+    if not (ran / "DONE").is_file() or not (ran / "rows.parquet").is_file():
+        raise UserError(f"{ran}: not a finished cell (its DONE and rows.parquet)")
+    fresh = load_results(ran / "rows.parquet")
+    if set(fresh["cell"].dropna().astype(str)) != {cell}:
+        raise UserError(f"{ran / 'rows.parquet'}: holds rows of other cells than {cell}")
+    new = _record(fresh, cell)
+    if _identity(new) != cell or _identity(_record(frame, cell)) != cell:
+        raise UserError(f"{ran}: its config or the stored one does not key to {cell}")
+    result = _result(frame, cell, {k: new.get(k) for k in ("git_commit", "machine", "threads", "status")})
+    before, after = values(frame[frame["cell"] == cell]), values(fresh)
+    schedule = [{k: info["config"].get(k) for k in EVAL_SCHEDULE} for info in (_record(frame, cell), new)]
+    if schedule[0] != schedule[1]:  # more or fewer evals: their pass counter differs by design, nothing else may
+        before, after = ({k: v for k, v in d.items() if k[2] != "compute_eval"} for d in (before, after))
+        result["not_compared"] = {"compute_eval": f"eval schedule {schedule[0]} vs {schedule[1]}"}
+    return {**result, **compare(before, after)}
+
+
+EVAL_SCHEDULE = ("eval_at", "eval_every", "eval_samples")
+"""Execution fields (blind to the cell id) that set how often and how much a run evaluates."""
+
+
+def _identity(info: dict[str, Any]) -> str:
+    """The id a cell record's config keys to (execution fields such as eval_at are blind to it)."""
+    from grpo_bench.config.identity import cell_id
+    from grpo_bench.config.run import from_dict
+
+    return cell_id(from_dict(info["config"]))
+
+
+def _result(frame: Any, cell: str, replicated: dict[str, Any]) -> dict[str, Any]:
+    """The record's provenance: the stored cell's commit and machine beside the replicating run's."""
+    info = _record(frame, cell)
+    group = str(frame.loc[frame["cell"] == cell, "group"].iloc[0])
+    return {"cell": cell, "group": group, "seed": info["config"].get("seed"),
+            "stored_commit": info.get("git_commit"), "stored_machine": info.get("machine"),
+            "replicated_commit": replicated.get("git_commit"), "replicated_machine": replicated.get("machine"),
+            "threads": replicated.get("threads"), "status": replicated.get("status")}
 
 
 def main(argv: list[str]) -> int:
@@ -140,6 +194,8 @@ def main(argv: list[str]) -> int:
                     help="replicate the lowest-seed cell of every (row, commit) pair")
     ap.add_argument("--seeds", type=int, nargs="*", default=None, help="only cells of these seeds")
     ap.add_argument("--out", type=Path, required=True, help="the JSON record (kept and extended when it exists)")
+    ap.add_argument("--ran-in", type=Path, default=None,
+                    help="a suite's run folder where these cells already re-ran: compare those runs, run nothing")
     args = ap.parse_args(argv)
     try:
         frame = load_results(args.stored)
@@ -158,7 +214,11 @@ def main(argv: list[str]) -> int:
         for cell in cells:
             if cell in have:
                 continue
-            rec = replicate(frame, cell, Path(tmp))
+            try:
+                rec = already_ran(frame, cell, args.ran_in) if args.ran_in else replicate(frame, cell, Path(tmp))
+            except UserError as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return 2
             done.append(rec)
             atomic_write_json(args.out, done)
             print(f"{cell} {rec['group']} seed {rec['seed']} ({str(rec['stored_commit'])[:12]}): "

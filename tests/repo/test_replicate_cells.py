@@ -87,3 +87,73 @@ def test_unknown_cells_and_a_damaged_record_are_one_line(tmp_path, capsys):
     cell = replicate_cells.choose(load_results(STORED), [1000])[0]
     assert replicate_cells.main([str(STORED), "--cells", cell, "--out", str(out)]) == 2
     assert "not a list of replication records" in capsys.readouterr().err
+
+
+def _ran_in(tmp_path, frame, cell, **changes) -> Path:
+    """A suite's run folder in which ``cell`` already re-ran (its config changed by ``changes``: execution fields
+    keep its id), as the runner leaves it: DONE and rows.parquet."""
+    from grpo_bench.suite.rows import write_cell_rows
+    from grpo_bench.suite.run_folder import mark_done
+
+    info = replicate_cells._record(frame, cell)
+    meta = {"id": cell, "suite": "s", "labels": {"seed": 7}, "group": "flow_grpo",
+            "config": {**info["config"], **changes}}
+    out = tmp_path / "runs" / cell
+    assert run_cell(meta, str(out), FAKE, emit=lambda _: None).status == "done"
+    write_cell_rows(out, meta)
+    mark_done(out)
+    return tmp_path / "runs"
+
+
+def test_a_cell_that_already_re_ran_in_a_run_folder_is_compared_without_running(tmp_path, stored):
+    frame, cell = stored
+    folder = _ran_in(tmp_path, frame, cell)
+    rec = replicate_cells.already_ran(frame, cell, folder)
+    assert rec["identical"] and rec["values_compared"] > 0 and "not_compared" not in rec
+    tampered = frame.copy()
+    at = tampered.index[(tampered["kind"] == "update") & (tampered["metric"] == "kl")][2]
+    tampered.loc[at, "value"] *= 2
+    rec = replicate_cells.already_ran(tampered, cell, folder)
+    assert not rec["identical"] and list(rec["differing_metrics"]) == ["kl"]
+
+
+def _as_eval_counter(frame, scale: float = 1.0):
+    """``frame`` with its ``kl`` values standing in for an eval pass counter (the fake trainer counts none)."""
+    out = frame.copy()
+    at = out["metric"] == "kl"
+    out.loc[at, "metric"] = "compute_eval"
+    out.loc[at, "value"] *= scale
+    return out
+
+
+def test_another_eval_schedule_leaves_only_the_eval_counter_uncompared(tmp_path, stored):
+    from grpo_bench.suite.results import write_table
+
+    frame, cell = stored
+    stored_counter = _as_eval_counter(frame)
+    for name, changes in (("other", {"eval_at": [2]}), ("same", {})):
+        folder = _ran_in(tmp_path / name, frame, cell, **changes)
+        rows = folder / cell / "rows.parquet"
+        write_table(rows, _as_eval_counter(load_results(rows), scale=2.0))  # more evals: a larger counter
+        rec = replicate_cells.already_ran(stored_counter, cell, folder)
+        if changes:
+            (why,) = rec["not_compared"].values()
+            assert list(rec["not_compared"]) == ["compute_eval"] and why.count("'eval_at': [") == 2 and "[2]" in why
+            assert rec["identical"]
+        else:  # the same schedule: the counter is compared like any value
+            assert "not_compared" not in rec and list(rec["differing_metrics"]) == ["compute_eval"]
+
+
+def test_a_run_folder_is_read_only_at_finished_cells_inside_it(tmp_path, stored, capsys):
+    frame, cell = stored
+    with pytest.raises(replicate_cells.UserError, match="not a cell id"):
+        replicate_cells.already_ran(frame, "../" + cell[:9], tmp_path)
+    with pytest.raises(replicate_cells.UserError, match="not a finished cell"):
+        replicate_cells.already_ran(frame, cell, tmp_path)
+    folder = _ran_in(tmp_path, frame, cell)
+    (folder / cell / "DONE").unlink()
+    out = tmp_path / "rec.json"
+    frame.to_parquet(tmp_path / "stored.parquet")
+    assert replicate_cells.main([str(tmp_path / "stored.parquet"), "--cells", cell, "--ran-in", str(folder),
+                                 "--out", str(out)]) == 2
+    assert "not a finished cell" in capsys.readouterr().err and not out.exists()
