@@ -156,3 +156,25 @@ def test_a_speed_claim_states_the_part_of_its_saving_that_is_a_dropped_kl_refere
     # at a quarter (500: mix's update 5) the saving is 1,500, the reference part 500 still: a third
     assert "saving 1,500 passes, of which a dropped KL reference 500 (33%)" in evaluate(_claim(0.25),
                                                                                        tmp_path).effect
+
+
+def test_a_speed_claim_pairing_two_behaviours_is_undecided_unless_fingerprints_join_them(tmp_path):
+    """As a t-test's pair: the faster row's cells at one commit and the rival's at another are one comparison only
+    where the two commits' behaviour fingerprints are recorded equal."""
+    import json
+
+    rows = {**ROWS, "cheap": {**ROWS["cheap"], "learning": {5: 0.2 + NOISE, 10: 0.3 + NOISE}}}
+    df = _results(rows)
+    for group, commit in (("cheap", "1111111111aa"), ("dear", "2222222222bb")):
+        at = (df["kind"] == "cell") & (df["group"] == group)
+        df.loc[at, "text"] = [json.dumps({**json.loads(t), "git_commit": commit, "precision": "bf16"})
+                              for t in df.loc[at, "text"]]
+    (tmp_path / "field").mkdir()
+    df.to_parquet(tmp_path / "field" / RESULTS, index=False)
+    v = evaluate(_claim(0.5), tmp_path)
+    assert v.verdict == "undecided" and "different code (1111111111/bf16, 2222222222/bf16)" in v.effect
+    assert "(0.50×)" in v.effect and "re-run of `field` on one commit" in v.needed
+    (tmp_path / "fingerprints.json").write_text(json.dumps({"1111111111aa": "h", "2222222222bb": "h"}))
+    assert evaluate(_claim(0.5), tmp_path).verdict == SUPPORTED  # recorded identical: one behaviour
+    (tmp_path / "fingerprints.json").write_text(json.dumps({"1111111111aa": "h", "2222222222bb": "other"}))
+    assert evaluate(_claim(0.5), tmp_path).verdict == "undecided"

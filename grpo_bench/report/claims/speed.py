@@ -11,7 +11,9 @@ worse by more), undecided otherwise, with the seeds for 80% power. The finding a
 finish, so the ratio the paper quotes is read off beside the test, and the saving's part that is a dropped KL
 reference: the KL-reference passes B runs and A does not (compute counters by pass kind add up, so the split is
 exact). Rows that are absent leave the check *not tested*, naming the suite that would make them
-(``tested_by``): never another row in their place.
+(``tested_by``): never another row in their place; rows whose cells ran different code (commit or precision) are
+shown but not decided unless their behaviour fingerprints join them for those rows (``Suite.mixed_code``), as a
+t-test's pair is.
 """
 
 from __future__ import annotations
@@ -112,10 +114,13 @@ class Faster:
                                                      COMPUTE].iloc[0]) for c, u in reads.items()]))
             at = f"update {_span(reads.values())} (compute {read:,.0f}, within the named {budget:,.0f})"
             found = self._decide(label, d, suite.min_effect(self.metric), f"{ratio}; {saving}", at)
-            standing = suite.standing(cells, rows[0], rivals[0])
+            standing, mixed = suite.standing(cells, rows[0], rivals[0]), suite.mixed_code(cells, rows[0], rivals[0])
             if standing:  # measured and shown, not decided
                 verdict, why, needed = standing
                 found = Finding(label, verdict, f"{found.effect}; {verdict}: {why}", needed=needed)
+            elif mixed:  # as a t-test's pair (learning.py): two behaviours are not one comparison
+                found = Finding(label, UNDECIDED, f"{found.effect}; pairs cells of different code ({mixed})",
+                                needed=f"a re-run of `{suite.name}` on one commit")
             out.append(found)
         return out or [self.not_tested(f"no rows in `{suite.name}`")]
 
