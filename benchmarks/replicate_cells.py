@@ -5,8 +5,8 @@ A table that restores cells run at an earlier commit (a row whose recipe did not
 one behaviour only if this checkout would have produced the same numbers. A fingerprint (behaviour_fingerprint.py)
 says so for the tiny test model; a replication says it for the cell itself, on the world it ran on:
 
-    python benchmarks/replicate_cells.py reports/field_blocks/unchanged_rows_looks1_2.parquet \
-        --one-per-row-and-commit --seeds 1000 1001 1002 --out reports/field_blocks/replication.json
+    python benchmarks/replicate_cells.py reports/field --one-per-row-and-commit --seeds 1000 1001 1002 \
+        --out reports/field_blocks/replication.json
 
 replicates, for every (row, commit) pair of the table (restricted to those seeds), its lowest-seed cell (the
 first id among equals) and writes one record a cell: the stored and the replicating commit, the CPU, how many

@@ -206,7 +206,7 @@ def test_the_stored_fields_diffusion_nft_speed_finding_equals_a_recomputation_fr
     (_, _, findings), = verdict.checks
     for reward in ("world_oracle", "world_judge"):
         d = np.array([learning("diffusion_nft", reward, s, 24) - learning("flow_grpo", reward, s, 90)
-                      for s in (1000, 1001, 1002)])
+                      for s in sorted({k["seed"] for k in configs.values()})])
         bound = d.mean() - stats.t.ppf(0.95, len(d) - 1) * d.std(ddof=1) / math.sqrt(len(d))
         (finding,) = [x for x in findings if f"reward={reward})" in x.label]
         assert f"{d.mean():+.3f} (one-sided 95% bound {bound:+.3f}; margin −0.05) at update 24" in finding.effect
