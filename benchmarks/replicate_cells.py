@@ -152,12 +152,12 @@ def already_ran(frame: Any, cell: str, folder: Path) -> dict[str, Any]:
     fresh = load_results(ran / "rows.parquet")
     if set(fresh["cell"].dropna().astype(str)) != {cell}:
         raise UserError(f"{ran / 'rows.parquet'}: holds rows of other cells than {cell}")
-    new = _record(fresh, cell)
-    if _identity(new) != cell or _identity(_record(frame, cell)) != cell:
+    old, new = _record(frame, cell), _record(fresh, cell)
+    if _identity(new) != cell or _identity(old) != cell:
         raise UserError(f"{ran}: its config or the stored one does not key to {cell}")
     result = _result(frame, cell, {k: new.get(k) for k in ("git_commit", "machine", "threads", "status")})
     before, after = values(frame[frame["cell"] == cell]), values(fresh)
-    schedule = [{k: info["config"].get(k) for k in EVAL_SCHEDULE} for info in (_record(frame, cell), new)]
+    schedule = [{k: info["config"].get(k) for k in EVAL_SCHEDULE} for info in (old, new)]
     if schedule[0] != schedule[1]:  # more or fewer evals: their pass counter differs by design, nothing else may
         before, after = ({k: v for k, v in d.items() if k[2] != "compute_eval"} for d in (before, after))
         result["not_compared"] = {"compute_eval": f"eval schedule {schedule[0]} vs {schedule[1]}"}
