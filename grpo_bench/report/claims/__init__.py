@@ -10,7 +10,8 @@ Nothing is trained or sampled again. A check yields one *finding* per comparison
               when the Holm-adjusted paired t-test (over the check's comparisons) is below 5% in the
               claimed direction; contradicted when it is below 5% the other way, or when the two are
               equivalent (TOST at 5%, ± the suite's min effect: the row does not beat it by the minimum
-              effect); undecided otherwise, with the seeds for 80% power at the min effect (at level
+              effect); a suite run under a sequential plan is read at its look's level instead of 5%
+              (look.py); undecided otherwise, with the seeds for 80% power at the min effect (at level
               5% / comparisons, so that all of them could be decided)
     Moves     one row's own learning, tested against 0 the same way (e.g. "the oracle falls")
     Spread    per seed, the max / min over sampler steps of the mean per-step gradient norm; its
@@ -40,6 +41,7 @@ Modules, in reading order:
                     behaviour for the rows a comparison reads
     fingerprint_lines.py  the printed lines behind each fingerprint (fingerprint_lines.json), self-verifying
     as_named.py     whether a row is the one a claim names: test seeds, its own tuned choice (tuned.json)
+    look.py         the level a suite is decided at: 5%, or its sequential plan's at the look its seeds reached
     suite.py        Suite: the view of one stored suite that the checks read
     learning.py     Beats, Moves (paired learning, Holm-adjusted t-tests)
     spread.py       Spread (per-step gradient norms)

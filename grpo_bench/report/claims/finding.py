@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from grpo_bench.report.power import ALPHA
+
 SUPPORTED, CONTRADICTED, UNDECIDED = "supported", "contradicted", "undecided"
 NOT_TESTED = "not tested"
 """The configuration the claim names is not among the stored results: no other row stands in for it."""
@@ -42,6 +44,9 @@ class Finding:
     """+1: the mean points the claimed way, -1: the other way (t-test findings)."""
     p_equivalent: float = math.nan
     """The TOST p-value of equivalence within ± the minimum effect (t-test findings)."""
+    level: float = ALPHA
+    """The level its tests are decided at: 5%, or the look's of a suite run under a sequential plan
+    (claims/look.py); the ledger-wide reading keeps it."""
 
     def need_text(self) -> str:
         return self.needed if isinstance(self.needed, str) else f"{self.needed} {self.unit}"

@@ -44,19 +44,26 @@ def tost_p(d: np.ndarray, margin: float) -> float:
     return max(lower, upper)
 
 
-def decide(p: float, toward: int, p_equivalent: float) -> str:
-    """A t-test finding's verdict from its (adjusted) p-values: below 5% decides the side; else equivalence
-    within ± the minimum effect (its TOST p adjusted over the same family) contradicts; else undecided."""
-    if math.isfinite(p) and p < ALPHA:
+def decide(p: float, toward: int, p_equivalent: float, level: float = ALPHA) -> str:
+    """A t-test finding's verdict from its (adjusted) p-values: below ``level`` (5%, or a sequential suite's look
+    level) decides the side; else equivalence within ± the minimum effect (its TOST p adjusted over the same
+    family) contradicts; else undecided."""
+    if math.isfinite(p) and p < level:
         return SUPPORTED if toward > 0 else CONTRADICTED
-    if math.isfinite(p_equivalent) and p_equivalent < ALPHA:
+    if math.isfinite(p_equivalent) and p_equivalent < level:
         return CONTRADICTED
     return UNDECIDED
 
 
-def t_decisions(comparisons: list[Comparison]) -> list[Finding]:
+def at_level(level: float) -> str:
+    """'' at 5%; '; level 0.0055' where a sequential suite's look decides at another level."""
+    return "" if level == ALPHA else f"; level {level:.2g}"
+
+
+def t_decisions(comparisons: list[Comparison], level: float = ALPHA) -> list[Finding]:
     """One finding per comparison; the t-tests and the equivalence tests each Holm-adjusted over the list (the
-    check's family: an "every" claim is contradicted by equivalence only under that correction)."""
+    check's family: an "every" claim is contradicted by equivalence only under that correction), decided at
+    ``level`` (claims/look.py: a suite run under a sequential plan is read at its look's level)."""
     raw = [paired_p(d) for _, d, _, _, _ in comparisons]
     raw_eq = [tost_p(d, margin) for _, d, _, margin, _ in comparisons]
     adjusted, adjusted_eq = holm(raw), holm(raw_eq)
@@ -64,11 +71,11 @@ def t_decisions(comparisons: list[Comparison]) -> list[Finding]:
     for (label, d, sign, margin, what), p, p_eq, p0, q0 in zip(comparisons, adjusted, adjusted_eq, raw, raw_eq):
         mean, half, n = mean_ci(d)
         strength, sd = t_strength(d, sign * mean, n)
-        effect = f"{_signed(mean, half)} {what} ({n} seed{'s' if n != 1 else ''})"
+        effect = f"{_signed(mean, half)} {what} ({n} seed{'s' if n != 1 else ''}{at_level(level)})"
         toward = 1 if sign * mean > 0 else -1
-        tested = {"p": p0, "toward": toward, "p_equivalent": q0}
-        verdict = decide(p, toward, p_eq) if n >= 2 else UNDECIDED
-        if verdict == CONTRADICTED and not (math.isfinite(p) and p < ALPHA):
+        tested = {"p": p0, "toward": toward, "p_equivalent": q0, "level": level}
+        verdict = decide(p, toward, p_eq, level) if n >= 2 else UNDECIDED
+        if verdict == CONTRADICTED and not (math.isfinite(p) and p < level):
             effect += f", equivalent to 0 within ±{margin:g}"
         needed = None
         if verdict == UNDECIDED and n >= 2 and sd > 0:
@@ -146,7 +153,7 @@ class Beats:
                                          needed=f"a re-run of `{suite.name}` on one commit"))
                 else:
                     tests.append((label, d, sign, suite.min_effect(self.metric), self.metric))
-        return t_decisions(tests) + notes if tests else notes or [_no_rows(self.row)]
+        return t_decisions(tests, suite.level) + notes if tests else notes or [_no_rows(self.row)]
 
 
 @dataclass(frozen=True)
@@ -174,4 +181,4 @@ class Moves:
                     notes.append(labelled(group, d, self.metric, *standing))
                 else:
                     tests.append((group, d, self.direction, suite.min_effect(self.metric), self.metric))
-        return t_decisions(tests) + notes if tests else notes or [_no_rows(self.row)]
+        return t_decisions(tests, suite.level) + notes if tests else notes or [_no_rows(self.row)]

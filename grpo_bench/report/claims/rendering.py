@@ -17,13 +17,16 @@ from grpo_bench.report.claims.verdicts import Verdict, combine, evaluate
 
 def ledger_wide(verdicts: Sequence[Verdict]) -> tuple[list[str], int]:
     """Each claim's verdict with the Holm family the whole ledger (every paired t-test and every equivalence test
-    of every claim corrected together), instead of each check's own comparisons; and the number of tests."""
+    of every claim corrected together), instead of each check's own comparisons; and the number of tests. Each
+    test keeps its own level (5%, or its sequential suite's look level: claims/look.py): an adjusted p is held
+    against it, so a test's chance of a false decision is at most its level over the number of true nulls, as in
+    Holm's proof."""
     from grpo_bench.report.claims.learning import decide
     from grpo_bench.report.power import holm
 
     tested = [f for v in verdicts for _, _, fs in v.checks for f in fs if math.isfinite(f.p)]
     adjusted, adjusted_eq = holm([f.p for f in tested]), holm([f.p_equivalent for f in tested])
-    redecided = {id(f): decide(p, f.toward, q) for f, p, q in zip(tested, adjusted, adjusted_eq)}
+    redecided = {id(f): decide(p, f.toward, q, f.level) for f, p, q in zip(tested, adjusted, adjusted_eq)}
     out = []
     for v in verdicts:
         checks = [combine([redecided.get(id(f), f.verdict) for f in fs], check.quantifier) for check, _, fs in v.checks]
@@ -59,7 +62,10 @@ def ledger(root: Path, claims: Sequence[Claim] = CLAIMS) -> tuple[str, list[Verd
         f"{counted} of {len(verdicts)}.", "",
         f"Multiplicity: the declared Holm family is each check's own comparisons (the *Verdict* column); the "
         f"*Ledger-wide* column corrects all {n_tests} paired tests of the ledger together (t-tests and equivalence "
-        "tests alike); a verdict that differs between the two readings is in bold there.", "",
+        "tests alike); a verdict that differs between the two readings is in bold there. A suite run under a "
+        "sequential plan (`run --until-decided`) is read as a look of that plan: its tests are decided at the level "
+        "the plan's spending function spends at the seeds stored (Sources; `grpo_bench/report/claims/look.py`), "
+        "not at 5%, in both readings.", "",
         markdown(["#", "Claim", "Suite", "Test", "Measured (95% interval over seeds)", "Verdict", "Ledger-wide",
                   "Would need"], rows, "llllllll"),
         "How to read: learning = held-out eval after the last update minus at update 0 (Table 2); a paired "
@@ -103,7 +109,8 @@ def _sources(root: Path, claims: Sequence[Claim], cache: dict[str, Suite | Excep
         if isinstance(suite, Suite):
             cells = data.cells(suite.df)
             seeds = sorted(int(s) for s in cells["seed"].dropna().unique())
-            sources.append(f"- `{name}/results.parquet`: {len(cells)} cells, seeds {', '.join(map(str, seeds))}")
+            at = f"; {suite.look.text}" if suite.look is not None else ""
+            sources.append(f"- `{name}/results.parquet`: {len(cells)} cells, seeds {', '.join(map(str, seeds))}{at}")
         else:
             sources.append(f"- `{name}`: {suite}")
     for name in dict.fromkeys(c.suite for c in claims if any(isinstance(k, Samplers) for k in c.checks)):

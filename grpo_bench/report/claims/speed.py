@@ -36,6 +36,7 @@ from grpo_bench.report.claims.finding import (
     Finding,
     t_strength,
 )
+from grpo_bench.report.claims.look import confidence
 from grpo_bench.report.claims.suite import Suite, Where, short_label, where_text
 from grpo_bench.report.power import ALPHA, seeds_needed
 
@@ -113,7 +114,7 @@ class Faster:
             read = float(np.median([float(curves.loc[(curves["cell"] == c) & (curves["update"] == u),
                                                      COMPUTE].iloc[0]) for c, u in reads.items()]))
             at = f"update {_span(reads.values())} (compute {read:,.0f}, within the named {budget:,.0f})"
-            found = self._decide(label, d, suite.min_effect(self.metric), f"{ratio}; {saving}", at)
+            found = self._decide(label, d, suite.min_effect(self.metric), f"{ratio}; {saving}", at, suite.level)
             standing, mixed = suite.standing(cells, rows[0], rivals[0]), suite.mixed_code(cells, rows[0], rivals[0])
             if standing:  # measured and shown, not decided
                 verdict, why, needed = standing
@@ -127,12 +128,15 @@ class Faster:
     def not_tested(self, why: str) -> Finding:
         return Finding(why, NOT_TESTED, f"not tested: {why}", math.nan, f"a run of `{self.tested_by}`")
 
-    def _decide(self, label: str, d: np.ndarray, margin: float, ratio: str, at: str) -> Finding:
+    def _decide(self, label: str, d: np.ndarray, margin: float, ratio: str, at: str,
+                level: float = ALPHA) -> Finding:
+        """Non-inferiority at ``level`` one-sided (5%, or a sequential suite's look level: claims/look.py)."""
         n = len(d)
         mean = float(d.mean()) if n else math.nan
         strength, sd = t_strength(d, mean + margin, n) if n else (math.nan, math.nan)
-        half = float(stats.t.ppf(1 - ALPHA, n - 1) * sd / math.sqrt(n)) if n >= 2 and sd > 0 else 0.0
-        effect = (f"{mean:+.3f} (one-sided 95% bound {mean - half:+.3f}; margin −{margin:g}) at {at}; {ratio} "
+        half = float(stats.t.ppf(1 - level, n - 1) * sd / math.sqrt(n)) if n >= 2 and sd > 0 else 0.0
+        effect = (f"{mean:+.3f} (one-sided {confidence(level)} bound {mean - half:+.3f}; margin −{margin:g}) at {at}; "
+                  f"{ratio} "
                   f"({n} seed{'s' if n != 1 else ''})") if n else f"no paired seeds; {ratio}"
         if n < 2:
             return Finding(label, UNDECIDED, effect, math.nan, None)
@@ -140,7 +144,7 @@ class Faster:
         # ledger-wide Holm family can re-decide it as it does a t-test (claims/rendering.py ``ledger_wide``).
         toward = 1 if mean > -margin else -1
         p = float(stats.t.sf(toward * (mean + margin) / (sd / math.sqrt(n)), n - 1)) if sd > 0 else 0.0
-        tested = {"p": p, "toward": toward}
+        tested = {"p": p, "toward": toward, "level": level}
         if mean - half > -margin:
             return Finding(label, SUPPORTED, effect, strength, **tested)
         if mean + half < -margin:

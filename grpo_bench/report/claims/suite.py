@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from grpo_bench.report import data
-from grpo_bench.report.claims import as_named, provenance
+from grpo_bench.report.claims import as_named, look, provenance
 from grpo_bench.report.claims.finding import NOT_TESTED, NOT_VERIFIED, Finding
 from grpo_bench.report.claims.fingerprint_lines import read_fingerprint_lines, row_label
 from grpo_bench.report.power import min_effect_of, min_effects
@@ -53,6 +53,11 @@ class Suite:
         # the whole commit string: ten characters of it let a ``+dirty`` tree pass as its clean commit
         self.code = {c: (str(i.get("git_commit") or "?"), str(i.get("precision") or "?")) for c, i in infos.items()}
         self.labels = {c: dict(i.get("labels") or {}) for c, i in infos.items()}
+        seeds = [int(c["seed"]) for c in self.configs.values() if isinstance(c.get("seed"), int)]
+        self.look = look.suite_look(self.info, seeds, str(self.path / "results.parquet"))
+        """Where a suite run under a sequential plan stands in it (claims/look.py); None: no plan."""
+        self.level = look.level_of(self.look)
+        """The level its comparisons are decided at: 5%, or its look's."""
         rows = self.df[self.df["kind"] == "cell"].drop_duplicates("cell")
         self._groups = dict(zip(rows["cell"], rows["group"].astype(str)))
         self._learning: pd.DataFrame | None = None
