@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from grpo_bench.errors import UserError
@@ -77,9 +78,10 @@ def _print_chosen(chosen: dict, console: Console) -> None:
     table = Table(title=f"{chosen['suite']}: chosen points ({chosen['rule']})")
     for col in ("row", "chosen", "learning", "grid (mean over tuning seeds)"):
         table.add_column(col)
-    for method, entry in chosen["methods"].items():
+    for row, entry in chosen["methods"].items():
         grid = ", ".join(f"{_point(g['point'])}: {g['mean']:+.3f}" for g in entry["grid"])
-        table.add_row(method, _point(entry["chosen"]), f"{entry['score']:+.3f}", grid)
+        # a reading's row is "sage_grpo [kl=dual]": as markup, rich would swallow its bracket as a style tag
+        table.add_row(escape(row), _point(entry["chosen"]), f"{entry['score']:+.3f}", grid)
     console.print(table)
 
 

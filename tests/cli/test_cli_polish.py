@@ -262,3 +262,19 @@ def test_a_warning_on_the_command_line_is_one_line_without_python_source(monkeyp
             entry.main()
     err = capsys.readouterr().err
     assert err.strip() == "warning: frames x height x width 9x33x33 rounded to 9x32x32"
+
+
+def test_the_chosen_points_table_shows_a_readings_row_name_whole():
+    """A reading's row ("sage_grpo [kl=dual]", suite/tune.py) printed as rich markup lost its bracket, so two rows
+    read "sage_grpo" in the table; escaped, the row is named whole."""
+    import io
+
+    from rich.console import Console
+
+    from grpo_bench.cli.tuning import _print_chosen
+
+    entry = {"chosen": {"lr": 3e-5}, "score": 0.2, "grid": [{"point": {"lr": 3e-5}, "mean": 0.2}]}
+    out = io.StringIO()
+    _print_chosen({"suite": "s", "rule": "r", "methods": {"sage_grpo": entry, "sage_grpo [kl=dual]": entry}},
+                  Console(file=out, width=200))
+    assert "sage_grpo [kl=dual]" in out.getvalue()
