@@ -128,7 +128,8 @@ class WeightProbe:
             counts = self.acc.reduce(counts, "sum")
         share = float(counts[0] / counts[1]) if float(counts[1]) else float("nan")
         if share != share or share == 0.0:  # a no-op update: said every time (the liveness report counts them)
-            why = ("no gradient reached any trainable element (a detached loss, or frozen parameters?)"
+            why = ("no gradient reached any trainable element (every advantage zero, as when each group's "
+                   "samples all scored alike, with no KL pull yet; else a detached loss or frozen parameters)"
                    if share != share else "its optimizer steps changed none of the elements its gradients reached")
             warnings.warn(f"weights_changed {share}: this update was a no-op: {why}", stacklevel=2)
         elif share < WEIGHTS_CHANGED_WARN and not self.warned:
