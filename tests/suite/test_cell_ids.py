@@ -25,7 +25,7 @@ SUITES = sorted(p.stem for p in (ROOT / "suites").glob("*.yaml"))
 # fields only). Regenerated for a suite only when its content, a default it uses or the shipped world weights
 # it loads changed on purpose. "<suite>@0.1" / "@0.2" / "@0.3" keep the ids of stored reports measured then.
 GOLDEN = json.loads((ROOT / "tests" / "golden" / "suite_cell_ids.json").read_text())
-STORED_WITH: dict[str, str] = {"main_table_tune": "main_table",
+STORED_WITH: dict[str, str] = {"main_table_tune": "main_table", "field_image_tune": "field_image",
                                "ablate_equalizer": "ablate_equalizer@2ae01f4", "ablate_kl": "ablate_kl@2ae01f4",
                                "kl_weight": "kl_weight@2ae01f4"}
 """Stored reports whose cells carry another suite's or an older release's ids ({report: "<suite>@<release>"}):
