@@ -37,10 +37,11 @@ LEVEL = 0.95
 
 
 def world_scores(df: pd.DataFrame) -> pd.DataFrame:
-    """[world, method, seed, score] of every finished cell with a held-out oracle score (one reading a method)."""
+    """[world, method, seed, score, cell] of every finished cell with a held-out oracle score (one reading a
+    method)."""
     fin = data.finals(df)
     if fin.empty or METRIC not in fin:
-        return pd.DataFrame(columns=["world", "method", "seed", "score"])
+        return pd.DataFrame(columns=["world", "method", "seed", "score", "cell"])
     info = data.cells(df).drop_duplicates("cell").set_index("cell")
     info["world"] = [f"{c.get('model', 'world')} / {c.get('reward', '?')}" for c in info["config"]]
     fin = fin.assign(world=fin["cell"].map(info["world"]))
@@ -50,8 +51,29 @@ def world_scores(df: pd.DataFrame) -> pd.DataFrame:
     fin = fin.assign(order=fin["group"].map(order))
     first = fin.groupby(["world", "method"])["order"].transform("min")
     fin = fin[fin["order"] == first]
-    out = fin[["world", "method", "seed", METRIC]].rename(columns={METRIC: "score"}).dropna()
+    out = fin[["world", "method", "seed", METRIC, "cell"]].rename(columns={METRIC: "score"}).dropna()
     return out.astype({"seed": int, "score": float}).reset_index(drop=True)
+
+
+def learners(df: pd.DataFrame, scores: pd.DataFrame) -> dict[str, tuple[int, int]]:
+    """world -> (methods whose held-out oracle learning, last eval minus update 0 over the world's seeds, has its 95%
+    t-interval above 0; methods ranked), over the cells ``scores`` ranks: a world where no method learns ranks
+    noise, and its τ's measure nothing."""
+    from grpo_bench.report.stats import mean_ci
+
+    learned = data.learning(df)
+    if learned.empty or METRIC not in learned:
+        return {}
+    gain = dict(zip(learned["cell"], learned[METRIC].astype(float)))
+    out = {}
+    for world, part in scores.groupby("world", sort=False):
+        above = 0
+        for _, rows in part.groupby("method"):
+            values = np.array([gain.get(c, np.nan) for c in rows["cell"]], dtype=float)
+            mean, half, n = mean_ci(values[np.isfinite(values)])
+            above += bool(n >= 2 and mean - half > 0)
+        out[world] = (above, part["method"].nunique())
+    return out
 
 
 def seed_ranks(scores: pd.DataFrame) -> dict[str, pd.DataFrame]:
@@ -133,7 +155,9 @@ def transfer(scores: pd.DataFrame, seed: int = 0) -> tuple[pd.DataFrame, pd.Data
 def transfer_table(ctx: Context) -> list[Section]:
     from grpo_bench.report.tables import write_table
 
-    ranks, taus = transfer(world_scores(all_results(ctx)))
+    frame = all_results(ctx)
+    scores = world_scores(frame)
+    ranks, taus = transfer(scores)
     if ranks.empty or ranks["world"].nunique() < 2:
         return [Section("Transfer between worlds", "Needs finished cells of two worlds (model / reward tracks).",
                         "_Fewer than two worlds with finished cells._")]
@@ -145,6 +169,10 @@ def transfer_table(ctx: Context) -> list[Section]:
     lines = [f"- {t.world_a} vs {t.world_b}: τ = {t.tau:.2f} [{t.low:.2f}, {t.high:.2f}] over {t.methods} methods"
              for t in taus.itertuples()]
     taus.to_csv(ctx.out / "tables" / "transfer_tau.csv", index=False)
+    learn = learners(frame, scores)
+    lines += [f"- {w}: {k} of {n} methods learn (held-out oracle learning, 95% interval above 0)"
+              + ("; no method's learning is distinguishable from 0, so this world's ranks order noise and its τ's "
+                 "say nothing about transfer" if k == 0 else "") for w, (k, n) in learn.items()]
     seeds = ", ".join(f"{w}: {int(ranks.loc[ranks['world'] == w, 'seeds'].iloc[0])}" for w in worlds)
     return [Section(
         "Transfer between worlds — each method's rank on each world",

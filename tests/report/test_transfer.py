@@ -98,3 +98,24 @@ def test_one_world_says_it_needs_two() -> None:
     sections = TABLES.get("transfer")(Context(_results({("world", "world_oracle"): SAME}), __import__("pathlib").Path(
         "/nonexistent/report")))
     assert "Fewer than two worlds" in sections[0].body
+
+
+def test_a_world_where_no_method_learns_is_said_to_rank_noise() -> None:
+    """learners counts the ranked methods whose held-out oracle learning (last eval minus update 0) has its 95%
+    t-interval above 0, per world: every method gains 0.2 ± 0.01 on one world, 0 ± 0.05 on the other."""
+    from grpo_bench.report.transfer import learners
+
+    frame = _results({("world", "world_oracle"): SAME, ("image_world", "image_world_oracle"): SAME})
+    rng = np.random.default_rng(0)
+    rows = []
+    for cell in frame.loc[frame["kind"] == "cell", "cell"]:
+        base = frame[(frame["cell"] == cell) & (frame["kind"] == "cell")].iloc[0].to_dict()
+        gain = 0.2 + rng.normal(0, 0.01) if cell.startswith("world-") else rng.normal(0, 0.05)
+        for update, value in ((0, 0.3), (10, 0.3 + gain)):
+            for dim, v in (("vq", value), ("mq", 0.0), ("ta", 0.0)):
+                rows.append({**base, "kind": "update", "update": update, "metric": f"eval_oracle_{dim}", "value": v,
+                             "text": None})
+    frame = pd.concat([frame, pd.DataFrame(rows, columns=list(COLUMNS))], ignore_index=True).astype(
+        {k: v for k, v in COLUMNS.items() if v != "object"})
+    found = learners(frame, world_scores(frame))
+    assert found == {"world / world_oracle": (4, 4), "image_world / image_world_oracle": (0, 4)}
