@@ -50,12 +50,18 @@ def test_stored_reports_are_discovered():
 @pytest.mark.parametrize("folder", STORED, ids=[p.relative_to(REPORTS).as_posix() for p in STORED])
 def test_a_stored_report_re_renders_byte_for_byte_from_its_results(folder, tmp_path, monkeypatch):
     from grpo_bench.report import render
+    from grpo_bench.report.transfer import SIBLINGS
 
     monkeypatch.setattr(render, "FIGURES", _NoFigures())
-    (tmp_path / "report").mkdir()
+    target = tmp_path / folder.name  # rendered under its own name, beside the sibling field reports it reads
+    target.mkdir()
     if (folder / "chosen.json").is_file():  # a tuning grid's choice is read beside the report it renders
-        (tmp_path / "report" / "chosen.json").write_bytes((folder / "chosen.json").read_bytes())
-    out = render.render_report(folder / "results.parquet", out=tmp_path / "report")
+        (target / "chosen.json").write_bytes((folder / "chosen.json").read_bytes())
+    for name in SIBLINGS:  # the transfer table reads the other worlds' stored field reports beside this one
+        if name != folder.name and (REPORTS / name / "results.parquet").is_file():
+            (tmp_path / name).mkdir()
+            (tmp_path / name / "results.parquet").symlink_to(REPORTS / name / "results.parquet")
+    out = render.render_report(folder / "results.parquet", out=target)
     fresh, stored = _tables(out.parent), _tables(folder)
     assert sorted(fresh) == sorted(stored), f"{folder}: tables differ in name; re-render it"
     stale = [name for name in stored if fresh[name] != stored[name]]
