@@ -169,3 +169,15 @@ def test_words_yaml_reads_as_bools_are_words_for_word_fields(tmp_path):
     path.write_text("name: s\nbase: {updates: 1, mixed_precision: no}\ngrid: {method: [cps]}\nseeds: [0]\n")
     (cell,) = expand(load_suite(path))
     assert cell.config.mixed_precision == "no"
+
+
+def test_prompts_per_update_beyond_the_training_prompts_is_one_line(tmp_path):
+    """Each update draws prompts_per_update distinct training prompts; a set with fewer used to reach the rollout
+    and fail there with an index error. Now validate names the key, the set's size and the allowed range."""
+    prompts = tmp_path / "one.yaml"
+    prompts.write_text("train: ['a red circle moving left']\neval: ['a red circle moving left']\n")
+    line = r"'prompts_per_update' \(2\) exceeds the 1 training prompt\(s\).*allowed 1\.\.1"
+    with pytest.raises(UserError, match=line):
+        validate(RunConfig(prompts=str(prompts), prompts_per_update=2, eval_oracle=False, device="cpu"), "x.yaml: ")
+    validate(RunConfig(prompts=str(prompts), prompts_per_update=1, minibatches=1, eval_oracle=False, device="cpu"),
+             "x.yaml: ")  # at the set's size it runs
