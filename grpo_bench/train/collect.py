@@ -89,14 +89,20 @@ class RolloutBatch:
                 m.ADV_ABS_MEAN: self.adv_abs_mean, **{m.reward_part(k): v for k, v in self.reward_parts.items()}}
 
 
+def drawn_prompts(prompts: list[str], seed: int, u: int, count: int) -> list[str]:
+    """The ``count`` distinct training prompts update ``u`` of a run with ``seed`` draws (its 'prompts' stream), so
+    an analysis can recover which prompts each logged update scored."""
+    order = torch.randperm(len(prompts), generator=generator(seed, "prompts", u))
+    return [prompts[int(k)] for k in order[:count]]
+
+
 def collect(policy: RolloutPolicy, reward: Any, method: Method, prompts: list[str], seed: int, u: int,
             spec: GroupSpec, shard: Shard, compute: Compute | None = None) -> RolloutBatch:
     """Sample, score and rank update u's P × G trajectories (this process's contiguous share of rows);
     ``compute`` counts the rollout's and the stored anchors' forwards (compute.py)."""
     P, G, dev = spec.prompts_per_update, spec.group_size, policy.device
     t0 = time.perf_counter()
-    order = torch.randperm(len(prompts), generator=generator(seed, "prompts", u))
-    rows = [prompts[int(k)] for k in order[:P] for _ in range(G)]  # [P*G] group-major
+    rows = [p for p in drawn_prompts(prompts, seed, u, P) for _ in range(G)]  # [P*G] group-major
     x0 = initial_noise(tuple(policy.latent_shape), P, G, method.config.shared_noise, generator(seed, "noise", u, dev))
     # A window schedule (method.update_steps) makes this update's SDE and trained steps a subset of the
     # static ones: the rollout samples the ODE outside it and stores only the steps inside it.
