@@ -218,16 +218,16 @@ def validate(cfg: RunConfig, where: str = "") -> None:
     from grpo_bench.config.prompts import load_prompt_set
 
     prompt_set = load_prompt_set(cfg.prompts, where)
-    if cfg.prompts_per_update > len(prompt_set.train):  # each update draws distinct prompts, without replacement
-        raise UserError(f"{where}config key 'prompts_per_update' ({cfg.prompts_per_update}) exceeds the "
-                        f"{len(prompt_set.train)} training prompt(s) of prompts {cfg.prompts!r}: each update draws "
-                        f"that many distinct prompts; allowed 1..{len(prompt_set.train)}")
     from grpo_bench.rewards import declares_ground_truth
 
     if cfg.eval_oracle and not declares_ground_truth(cfg.prompts):  # a prompt file: the video world's oracle
         prompt_set.require_world_eval(where)
     if cfg.model == "world" and cfg.prompts != "world":
         prompt_set.require_world_train(where, cfg.prompts)
+    if cfg.prompts_per_update > len(prompt_set.train):  # each update draws distinct prompts, without replacement
+        raise UserError(f"{where}config key 'prompts_per_update' ({cfg.prompts_per_update}) exceeds the "
+                        f"{len(prompt_set.train)} training prompt(s) of prompts {cfg.prompts!r}: each update draws "
+                        f"that many distinct prompts; allowed 1..{len(prompt_set.train)}")
     # The method accepts its overrides (ranges of noise level, clip, window …), the plug-ins their parameters.
     choice = section(cfg, MethodChoice)
     try:

@@ -50,6 +50,8 @@ def _cases(tmp: Path) -> list[tuple[list[str], str]]:
     latin.write_bytes("a red circle moving left\ncaf\xe9\n".encode("latin-1"))
     foreign = tmp / "foreign.yaml"
     foreign.write_text("train: [a cat on a sofa]\neval: [a dog]\n")
+    single = tmp / "single.yaml"
+    single.write_text("train: [a red circle moving left]\neval: [a red circle moving left]\n")
     out = str(tmp / "out")
     train = ["train", "--out", out]
     deep = "x: " + "[" * 10_000 + "]" * 10_000 + "\n"
@@ -75,6 +77,7 @@ def _cases(tmp: Path) -> list[tuple[list[str], str]]:
         ([*train, f"prompts={binary}"], "a binary file"),
         ([*train, f"prompts={latin}"], "latin.txt:2: not UTF-8"),
         ([*train, f"prompts={foreign}", "eval_oracle=false"], "knows only the world's vocabulary"),
+        ([*train, f"prompts={single}"], "'prompts_per_update' (2) exceeds the 1 training prompt(s)"),
         ([*train, "weight_decay=-0.1", "optimizer=muon"], "config key 'weight_decay' must be >= 0, got -0.1"),
         ([*train, "model=tiny-sd3", "reward=jpeg_compressibility", "height=0"],
          "config key 'height' must be >= 1, got 0"),

@@ -53,7 +53,11 @@ def test_config_validation_of_prompts_and_oracle(tmp_path):
     # the world model conditions on the world's vocabulary only: refused up front, not at the first rollout
     with pytest.raises(UserError, match="model 'world' knows only the world's vocabulary"):
         from_dict({"prompts": str(f), "eval_oracle": False})
-    assert from_dict({"prompts": str(f), "eval_oracle": False, "model": "tiny-wan"}).prompts == str(f)
+    # one training prompt: an update can draw one prompt, not the default two
+    with pytest.raises(UserError, match="'prompts_per_update' \\(2\\) exceeds the 1 training prompt"):
+        from_dict({"prompts": str(f), "eval_oracle": False, "model": "tiny-wan"})
+    one = {"prompts": str(f), "eval_oracle": False, "model": "tiny-wan", "prompts_per_update": 1, "minibatches": 1}
+    assert from_dict(one).prompts == str(f)
 
 
 class PromptFreeReward(Reward):
