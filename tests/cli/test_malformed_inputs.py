@@ -226,7 +226,7 @@ def _reports(tmp: Path, name: str, file: str, text: str) -> Path:
     return tmp / name
 
 
-N_CASES = 71
+N_CASES = 72
 
 
 def test_every_malformed_input_ends_in_one_clean_line(tmp_path, monkeypatch, capsys):
