@@ -67,15 +67,16 @@ def trend(updates: np.ndarray, rewards: np.ndarray, labels: list[list[str]]) -> 
 
 
 def cell_trend(cell: Path, strata: str) -> dict:
-    """One finished cell's trend (its config from cell.json, its updates from rows.parquet)."""
+    """One finished cell's trend (its config from cell.json, its updates from its rows)."""
     import pandas as pd
 
     from grpo_bench.config.prompts import load_prompt_set
     from grpo_bench.config.run import RunConfig
+    from grpo_bench.suite.run_folder import CELL, ROWS
     from grpo_bench.train.collect import drawn_prompts
 
-    cfg = RunConfig(**json.loads((cell / "cell.json").read_text())["config"])
-    rows = pd.read_parquet(cell / "rows.parquet")
+    cfg = RunConfig(**json.loads((cell / CELL).read_text())["config"])
+    rows = pd.read_parquet(cell / ROWS)  # the cell's own wide rows: one value column per metric
     rows = rows[(rows["kind"] == "update") & rows["value:reward"].notna()].sort_values("update")
     train = load_prompt_set(cfg.prompts).train
     ups = rows["update"].to_numpy()
@@ -93,7 +94,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args.run_dir.is_dir():
         print(f"error: {args.run_dir}: not a folder", file=sys.stderr)
         return 2
-    cells = [c for c in sorted(args.run_dir.iterdir()) if (c / "DONE").exists() and (c / "rows.parquet").exists()]
+    from grpo_bench.report.stats import mean_ci
+    from grpo_bench.suite.run_folder import ROWS, is_done
+
+    cells = [c for c in sorted(args.run_dir.iterdir()) if is_done(c) and (c / ROWS).exists()]
     if not cells:
         print(f"error: {args.run_dir}: no finished cell", file=sys.stderr)
         return 2
@@ -101,15 +105,13 @@ def main(argv: list[str] | None = None) -> int:
     for r in out:
         print(f"{r['cell']} {r['method']:14s} lr {r['lr']:<7g} seed {r['seed']:<4} batch {r['batch']:5s} "
               f"trend {r['trend']:+.3f} ± {r['half']:.3f} (resid sd {r['resid_sd']:.3f})")
-    from scipy import stats
-
     rows: dict[tuple, list[float]] = {}
     for r in out:
         rows.setdefault((r["method"], r["lr"], r["batch"], r["prompts"]), []).append(r["trend"])
     print("row (method, lr, batch, prompts): mean trend over seeds ± 95% t")
     for key, v in sorted(rows.items(), key=str):
-        half = stats.t.ppf(0.975, len(v) - 1) * float(np.std(v, ddof=1)) / math.sqrt(len(v)) if len(v) > 1 else math.nan
-        print(f"  {key}: {np.mean(v):+.3f} ± {half:.3f} ({len(v)} seeds)")
+        mean, half, n = mean_ci(v)
+        print(f"  {key}: {mean:+.3f} ± {half:.3f} ({n} seeds)")
     return 0
 
 
