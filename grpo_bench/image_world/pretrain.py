@@ -90,11 +90,13 @@ def fit(net: torch.nn.Module, batch: Callable[[], tuple], minutes: float | None,
     return ema, step, time.perf_counter() - t0, running, bf16
 
 
-def train(out: Path, minutes: float | None, steps: int | None, seed: int = 0) -> dict:
-    """Train until ``steps`` or ``minutes`` run out; write the EMA weights to ``out``; return the card."""
+def train(out: Path, minutes: float | None, steps: int | None, seed: int = 0,
+          config: ImageUNetConfig = CONFIG) -> dict:
+    """Train a net of ``config`` until ``steps`` or ``minutes`` run out; write the EMA weights to ``out``; return
+    the card."""
     torch.set_num_threads(1)
     torch.manual_seed(seed)
-    net = ImageUNet(CONFIG)
+    net = ImageUNet(config)
     g = torch.Generator().manual_seed(seed)
     train_prompts = prompts("train")
     counts = [p for p in train_prompts if not parse(p).is_relation]
@@ -104,13 +106,14 @@ def train(out: Path, minutes: float | None, steps: int | None, seed: int = 0) ->
     return {
         "model": "image world base model (2D-conv U-Net, rectified flow, 32x32 RGB stills)",
         "weights": out.name,
-        "command": f"python -m grpo_bench.image_world.pretrain --steps {step} --seed {seed} --out {out.name}",
+        "command": (f"python -m grpo_bench.image_world.pretrain --steps {step} --seed {seed} --channels "
+                    f"{','.join(map(str, config.channels))} --patch {config.patch} --out {out.name}"),
         "data": f"renderer scenes of prompts('train') ({len(train_prompts)} prompts: {len(counts)} count, "
                 f"{len(relations)} relation, drawn half and half); the 8 held-out prompts and their mirrors never",
         "seed": seed, "steps": step, "batch": BATCH, "lr": LR, "warmup": WARMUP, "ema": EMA, "cond_drop": COND_DROP,
         "bf16": bf16, "threads": torch.get_num_threads(), "wall_time_s": round(wall, 1),
         "final_loss_ema": round(running, 5) if running is not None else None, "torch": torch.__version__,
-        "params": sum(p.numel() for p in ema.parameters()), "architecture": CONFIG.to_dict(),
+        "params": sum(p.numel() for p in ema.parameters()), "architecture": config.to_dict(),
         "sha256": hashlib.sha256(out.read_bytes()).hexdigest(),
     }
 
@@ -148,9 +151,10 @@ def accuracy(model: ImageWorldModel, split: str, per_prompt: int, steps: int = 2
 
 
 def command_line(description: str, default_out: Path, argv: list[str] | None,
-                 per_prompt: int | None = None) -> argparse.Namespace:
+                 per_prompt: int | None = None, architecture: bool = False) -> argparse.Namespace:
     """The image world's pretraining commands' arguments: ``--minutes`` or ``--steps`` (one is needed), ``--seed``,
-    ``--out`` and, for a base model's card, ``--per-prompt`` (samples per held-out prompt)."""
+    ``--out``, for a base model's card ``--per-prompt`` (samples per held-out prompt) and, with ``architecture``,
+    the net's ``--channels`` (three, comma-separated) and ``--patch``."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--minutes", type=float, default=None)
     parser.add_argument("--steps", type=int, default=None)
@@ -159,10 +163,27 @@ def command_line(description: str, default_out: Path, argv: list[str] | None,
     if per_prompt is not None:
         parser.add_argument("--per-prompt", type=int, default=per_prompt,
                             help="samples per held-out prompt on the card")
+    if architecture:
+        parser.add_argument("--channels", type=_channels, default=CONFIG.channels,
+                            help="the three levels' widths, e.g. 16,32,64")
+        parser.add_argument("--patch", type=int, choices=(1, 2, 4), default=CONFIG.patch,
+                            help="pixels folded into channels per side (net.py)")
     args = parser.parse_args(argv)
     if args.minutes is None and args.steps is None:
         parser.error("give --minutes or --steps")
     return args
+
+
+def _channels(text: str) -> tuple[int, int, int]:
+    """Three positive widths, each divisible by the GroupNorm's 8 groups, from "a,b,c"."""
+    try:
+        widths = tuple(int(w) for w in text.split(","))
+    except ValueError:
+        widths = ()
+    if len(widths) != 3 or any(w <= 0 or w % ImageUNetConfig.groups for w in widths):
+        raise argparse.ArgumentTypeError(f"--channels takes three widths divisible by {ImageUNetConfig.groups}, "
+                                         f"e.g. 16,32,64; got {text!r}")
+    return widths  # type: ignore[return-value]
 
 
 def write_card(weights: Path, card: dict) -> None:
@@ -171,8 +192,9 @@ def write_card(weights: Path, card: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = command_line(__doc__.splitlines()[0], DEFAULT_WEIGHTS, argv, per_prompt=32)
-    card = train(args.out, args.minutes, args.steps, args.seed)
+    args = command_line(__doc__.splitlines()[0], DEFAULT_WEIGHTS, argv, per_prompt=32, architecture=True)
+    config = ImageUNetConfig(channels=args.channels, patch=args.patch)
+    card = train(args.out, args.minutes, args.steps, args.seed, config)
     from grpo_bench.image_world.model import image_world_model
 
     model = image_world_model(path=args.out)

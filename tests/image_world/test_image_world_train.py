@@ -90,3 +90,36 @@ def test_shipped_base_model_samples_images_the_checker_reads() -> None:
         images = sample(model, texts, noise, sigmas(10, 3.0), make_kernel("ode"), decode=True)
     assert images.shape == (4, 3, 1, 32, 32)
     assert check(images, texts)["vq"].mean() > 0.5  # not noise: a clean background around its objects
+
+
+def test_a_patched_net_folds_pixels_and_round_trips(tmp_path) -> None:
+    """``patch`` 2 runs the U-Net on 2x2-folded pixels (16x16 with 12 channels) and unfolds its velocity; the file
+    records it, so loading rebuilds the same function; a net without it (every file before it) is patch 1."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from grpo_bench.image_world.net import ImageUNet
+
+    torch.manual_seed(0)
+    plain, patched = ImageUNet(TINY_NET), ImageUNet(ImageUNetConfig(**{**TINY_NET.to_dict(), "patch": 2}))
+    assert plain.stem.in_channels == 3 and patched.stem.in_channels == 12 and patched.head[-1].out_channels == 12
+    torch.nn.init.normal_(patched.head[-1].weight)  # the head starts at zero; make its output depend on the input
+    x, sigma, cond = torch.randn(2, 3, 32, 32), torch.rand(2), torch.zeros(2, 6, dtype=torch.long)
+    counts = []
+    for net in (plain, patched):
+        with FlopCounterMode(display=False) as flops:
+            v = net(x, sigma, cond)
+        assert v.shape == x.shape
+        counts.append(flops.get_total_flops())
+    assert counts[1] < 0.35 * counts[0]  # every level at half the side: about a quarter of the work
+    # the same layers on the folded image, unfolded: pixel (2h+i, 2w+j) of colour c is channel 4c+2i+j of (h, w)
+    v = patched(x, sigma, cond)
+    patched.config.patch = 1
+    folded = patched(torch.nn.functional.pixel_unshuffle(x, 2), sigma, cond)
+    patched.config.patch = 2
+    assert folded.shape == (2, 12, 16, 16)
+    assert torch.equal(v[:, 1, 2 * 3 + 1, 2 * 5], folded[:, 1 * 4 + 1 * 2 + 0, 3, 5])
+    path = tmp_path / "p.safetensors"
+    save_weights(patched, path)
+    again = load_weights(path)
+    assert again.config.patch == 2 and torch.equal(again(x, sigma, cond), patched(x, sigma, cond))
+    assert ImageUNetConfig.from_dict({k: v for k, v in TINY_NET.to_dict().items() if k != "patch"}).patch == 1
