@@ -2,6 +2,7 @@
 
     python benchmarks/training_trend.py runs/pilot_image                # every finished cell, then per row
     python benchmarks/training_trend.py runs/pilot_image --strata prompt
+    python benchmarks/training_trend.py runs/pilot_image --until 60   # what the first 60 updates showed
 
 A development reading (training reward only; it never reads the held-out eval). On a prompt set whose prompts differ
 widely in difficulty (the image world: a single object scores about 2.6 of 3, a relation about 1.9), which prompts an
@@ -66,8 +67,10 @@ def trend(updates: np.ndarray, rewards: np.ndarray, labels: list[list[str]]) -> 
     return float(beta[1]) * span, float(stats.t.ppf(0.975, dof) * math.sqrt(cov[1, 1])) * span, math.sqrt(s2)
 
 
-def cell_trend(cell: Path, strata: str) -> dict:
-    """One finished cell's trend (its config from cell.json, its updates from its rows)."""
+def cell_trend(cell: Path, strata: str, until: int | None = None) -> dict:
+    """One finished cell's trend (its config from cell.json, its updates from its rows); with ``until``, of its
+    first ``until`` updates only (what a run of that length would have logged: the draw and the lr schedule do not
+    read the run's length)."""
     import pandas as pd
 
     from grpo_bench.config.prompts import load_prompt_set
@@ -78,6 +81,8 @@ def cell_trend(cell: Path, strata: str) -> dict:
     cfg = RunConfig(**json.loads((cell / CELL).read_text())["config"])
     rows = pd.read_parquet(cell / ROWS)  # the cell's own wide rows: one value column per metric
     rows = rows[(rows["kind"] == "update") & rows["value:reward"].notna()].sort_values("update")
+    if until is not None:
+        rows = rows[rows["update"] < until]
     train = load_prompt_set(cfg.prompts).train
     ups = rows["update"].to_numpy()
     labels = [[stratum(p, strata) for p in drawn_prompts(train, cfg.seed, int(u), cfg.prompts_per_update)] for u in ups]
@@ -90,7 +95,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("run_dir", type=Path, help="a suite's run folder (runs/<suite>)")
     ap.add_argument("--strata", choices=("kind", "prompt", "none"), default="kind")
+    ap.add_argument("--until", type=int, default=None, metavar="U",
+                    help="read each cell's first U updates only (a shorter run's reading)")
     args = ap.parse_args(argv)
+    if args.until is not None and args.until < 3:
+        print(f"error: --until {args.until}: a trend needs at least 3 updates", file=sys.stderr)
+        return 2
     if not args.run_dir.is_dir():
         print(f"error: {args.run_dir}: not a folder", file=sys.stderr)
         return 2
@@ -101,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     if not cells:
         print(f"error: {args.run_dir}: no finished cell", file=sys.stderr)
         return 2
-    out = [cell_trend(c, args.strata) for c in cells]
+    out = [cell_trend(c, args.strata, args.until) for c in cells]
     for r in out:
         print(f"{r['cell']} {r['method']:14s} lr {r['lr']:<7g} seed {r['seed']:<4} batch {r['batch']:5s} "
               f"trend {r['trend']:+.3f} ± {r['half']:.3f} (resid sd {r['resid_sd']:.3f})")

@@ -46,10 +46,11 @@ PHASES = ("time_rollout", "time_reward", "time_train", "time_eval", "time_diag")
 
 def fair_cell(suite_path: str, reward: str, method: str) -> dict | None:
     from grpo_bench.suite.expand import expand
-    from grpo_bench.suite.parse import load_suite
+    from grpo_bench.suite.parse import BUDGET_CONFIG_KEYS, load_suite
 
+    row_keys = {"reward", "method", "seed", "kl", "model", *BUDGET_CONFIG_KEYS}  # a task's own budget is its row's
     for cell in expand(load_suite(ROOT / suite_path)):
-        if set(cell.labels) <= {"reward", "method", "seed", "kl", "model"} and cell.labels.get("reward") == reward \
+        if set(cell.labels) <= row_keys and cell.labels.get("reward") == reward \
                 and cell.labels.get("method") == method:
             return cell.config.to_dict()
     return None

@@ -25,10 +25,11 @@ PER_UPDATE_RULES = ("steps", "shift", "max_train_steps", "minibatches", "kl", "a
 
 def _fair_cell(suite: str, reward: str, method: str = "flow_grpo"):
     from grpo_bench.suite.expand import expand
+    from grpo_bench.suite.parse import BUDGET_CONFIG_KEYS
 
     return next(c.config for c in expand(load_suite(ROOT / "suites" / suite))
                 if c.labels.get("reward") == reward and c.labels.get("method") == method
-                and set(c.labels) <= {"reward", "method", "seed", "kl", "model"})
+                and set(c.labels) <= {"reward", "method", "seed", "kl", "model", *BUDGET_CONFIG_KEYS})
 
 
 @pytest.fixture(scope="module")
@@ -42,12 +43,40 @@ def _trajectories(cfg) -> int:
     return cfg.updates * cfg.prompts_per_update * cfg.group_size
 
 
+def _forward_flops(cfg) -> int:
+    """FLOPs of one velocity forward of a cell's base model on one sample (torch's FLOP counter)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from grpo_bench import models
+    from grpo_bench.config.prompts import load_prompt_set
+
+    model = models.load(cfg.model)
+    cond = model.encode_prompts(load_prompt_set(cfg.prompts).train[:1])
+    with FlopCounterMode(display=False) as flops, torch.no_grad():
+        model.velocity(torch.zeros(1, *model.latent_shape), torch.tensor([0.5]), cond)
+    return flops.get_total_flops()
+
+
 @pytest.mark.parametrize("task", ["image", "text"])
-def test_an_image_cell_is_a_quarter_of_a_video_cells_trajectories_with_its_rules(cells, task):
+def test_an_image_cell_keeps_the_video_cells_rules(cells, task):
     video, image = cells["video"], cells[task]
-    assert _trajectories(image) * 4 <= _trajectories(video)  # 320 against 1,440
     assert {k: getattr(image, k) for k in PER_UPDATE_RULES} == {k: getattr(video, k) for k in PER_UPDATE_RULES}
     assert image.updates % image.eval_every == 0  # held-out learning is read at the cell's last update
+
+
+def test_the_text_cell_is_a_quarter_of_a_video_cells_trajectories(cells):
+    assert _trajectories(cells["text"]) * 4 <= _trajectories(cells["video"])  # 320 against 1,440
+
+
+def test_the_compositional_cell_does_a_quarter_of_a_video_cells_network_work(cells):
+    """Its budget is 5.3x the video cell's trajectories (8 x 8 x 120 against 2 x 8 x 90: the batch RL needs here),
+    and its folded net (patch 2) does 0.045 of a video forward's FLOPs, so the cell's network work is under a
+    quarter of the video cell's. Measured seconds are higher (0.55-0.60: small convolutions run below the CPU's
+    peak; docs/image_world.md "Cost"); this pins the work, the benchmark measures the time."""
+    video, image = cells["video"], cells["image"]
+    assert _trajectories(image) > 5 * _trajectories(video)
+    work = _trajectories(image) * _forward_flops(image) / (_trajectories(video) * _forward_flops(video))
+    assert work < 0.25
 
 
 @pytest.mark.parametrize(("weights", "held_out"), [(DEFAULT_WEIGHTS, lambda c: c["checker"]["held_out"]),

@@ -53,6 +53,17 @@ def test_the_kind_adjusted_trend_recovers_the_slope_the_draw_hides(tmp_path, slo
     assert plain["resid_sd"] > 10 * got["resid_sd"]
 
 
+def test_until_reads_the_first_updates_only(tmp_path):
+    """A reward flat for 60 updates and rising after: the first 60 show no trend, the whole run its rise."""
+    cell = _cell(tmp_path, 0.0)
+    rows = pd.read_parquet(cell / "rows.parquet")
+    rows["value:reward"] += 0.004 * (rows["update"] - 60).clip(lower=0)
+    rows.to_parquet(cell / "rows.parquet")
+    assert abs(training_trend.cell_trend(cell, "kind", until=60)["trend"]) < 0.01
+    assert training_trend.cell_trend(cell, "kind")["trend"] > 0.1
+    assert training_trend.main([str(tmp_path), "--until", "2"]) == 2
+
+
 def test_strata_of_image_world_prompts_and_others():
     assert [training_trend.stratum(p, "kind") for p in
             ("a red circle", "three green squares", "a blue square left of a red circle")] == \

@@ -25,7 +25,8 @@ SUITES = sorted(p.stem for p in (ROOT / "suites").glob("*.yaml"))
 # fields only). Regenerated for a suite only when its content, a default it uses or the shipped world weights
 # it loads changed on purpose. "<suite>@0.1" / "@0.2" / "@0.3" keep the ids of stored reports measured then.
 GOLDEN = json.loads((ROOT / "tests" / "golden" / "suite_cell_ids.json").read_text())
-STORED_WITH: dict[str, str] = {"main_table_tune": "main_table", "field_image_tune": "field_image",
+STORED_WITH: dict[str, str] = {"main_table_tune": "main_table", "field_image_tune": "field_image@7ce08f0",
+                               "field_image": "field_image@7ce08f0",
                                "ablate_equalizer": "ablate_equalizer@2ae01f4", "ablate_kl": "ablate_kl@2ae01f4",
                                "kl_weight": "kl_weight@2ae01f4"}
 """Stored reports whose cells carry another suite's or an older release's ids ({report: "<suite>@<release>"}):
@@ -33,7 +34,9 @@ the 0.4 equalizer ablation (CPS ran the mismatched Gaussian proxy, now a labelle
 table's tuning grid carries the ids its golden entry lists (a tuned suite's golden ids are its tuning cells). A
 stored tuned table (its ``tuned.json`` beside the results) is checked against the suite expanded at that choice.
 ablate_equalizer's stored cells ran FlowGRPO's KL default of then (``fixed``; now its code's ``flow_grpo``); it,
-ablate_kl and kl_weight are tuned suites on test seeds since 0.5 (their stored cells: development seeds 0-2)."""
+ablate_kl and kl_weight are tuned suites on test seeds since 0.5 (their stored cells: development seeds 0-2). The
+image world's first look (its tuning grid and table, 7ce08f0) ran the unfolded base net, its judge of then and a
+budget of one prompt's group for 40 updates; its ids are ``field_image@7ce08f0`` (tuning cells, then table cells)."""
 
 
 def shipped_cells(path: Path) -> list:
