@@ -30,7 +30,7 @@ from grpo_bench.image_world.model import DEFAULT_WEIGHTS, ImageWorldModel, save_
 from grpo_bench.image_world.net import NULL_INDEX, ImageUNet, ImageUNetConfig
 from grpo_bench.image_world.render import render
 
-CONFIG = ImageUNetConfig(channels=(24, 48, 96))
+CONFIG = ImageUNetConfig(channels=(16, 32, 64), patch=2)  # the shipped net (docs/image_world.md "The base model")
 BATCH, LR, WARMUP, EMA, COND_DROP, UNIFORM_SIGMA = 64, 1e-3, 200, 0.999, 0.1, 0.5
 
 

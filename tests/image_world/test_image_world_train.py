@@ -123,3 +123,15 @@ def test_a_patched_net_folds_pixels_and_round_trips(tmp_path) -> None:
     again = load_weights(path)
     assert again.config.patch == 2 and torch.equal(again(x, sigma, cond), patched(x, sigma, cond))
     assert ImageUNetConfig.from_dict({k: v for k, v in TINY_NET.to_dict().items() if k != "patch"}).patch == 1
+
+
+def test_pretrain_defaults_rebuild_the_shipped_architecture() -> None:
+    """`python -m grpo_bench.image_world.pretrain --steps N` (no architecture flags) builds the shipped net, and the
+    card's command names the same architecture."""
+    from grpo_bench.image_world.pretrain import CONFIG, command_line
+
+    shipped = models.load("image_world").net.config
+    card = json.loads(DEFAULT_WEIGHTS.with_suffix(".json").read_text())
+    assert CONFIG == shipped and card["architecture"] == shipped.to_dict()
+    args = command_line("x", DEFAULT_WEIGHTS, card["command"].split()[3:], architecture=True)
+    assert (args.channels, args.patch, args.steps) == (shipped.channels, shipped.patch, card["steps"])
