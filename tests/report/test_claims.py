@@ -209,7 +209,9 @@ def test_claims_command_end_to_end_on_copies_of_stored_reports(tmp_path):
     # the stored ablate_kl is read (its verdict rests on its comparisons, whatever a re-run made them), and
     # the rendered table says what the ledger computed, row by row
     dual = by_key["dual_kl"]
-    assert "kl=" in dual.effect and {f.label.split(" − ")[1] for f in dual.checks[0][2]} >= {"sage_grpo kl=none"}
+    assert "kl=" in dual.effect
+    assert {f.label.split(" − ")[1].split(" lr=")[0] for f in dual.checks[0][2]} >= {"sage_grpo kl=none"}
+    assert "no tuned.json beside the results" in dual.effect  # copied without it: not read as tuned
     assert [f"**{v.verdict}**" in row for v, row in zip(verdicts, table)] == [True] * 10
     assert by_key["mixgrpo_speed"].verdict == NOT_TESTED  # the field suite's cells are not there
     # exact Table 1 blocks at matched noise: less excess noise than flow over the ODE, not closer to the data at T = 50

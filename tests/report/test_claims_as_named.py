@@ -228,8 +228,8 @@ def test_every_claim_on_a_suite_names_its_rows_tuned_on_test_seeds():
 def test_the_stored_reports_read_as_named_where_they_were_re_run():
     """Claim 1's dual-KL row, which borrowed SAGE-GRPO's lr, has its own tuned choice now (reports/main_table's
     tuned.json) and is read as named, at the level the main table's report prints for the seeds it stores (the
-    look its sequential plan reached); claim 4 reads release 0.3's ablate_kl (lr 1e-4 untuned, seeds 0-2); claim
-    5's kl_weight ran from a dirty tree that no fingerprint records."""
+    look its sequential plan reached); claim 4 reads ablate_kl re-run tuned on test seeds (each reading at its own
+    choice); claim 5's kl_weight ran from a dirty tree that no fingerprint records."""
     import re
 
     import pandas as pd
@@ -247,7 +247,11 @@ def test_the_stored_reports_read_as_named_where_they_were_re_run():
     v = evaluate(by_key["table2_B"], root)
     assert v.verdict not in (NOT_AS_NAMED, NOT_VERIFIED)
     assert f"({seeds} seeds; level {printed.group(1)})" in v.effect and float(printed.group(1)) < 0.05
-    v = evaluate(by_key["dual_kl"], root)
-    assert v.verdict == NOT_AS_NAMED and "development seeds 0–2, untuned (lr 0.0001" in v.effect
+    v = evaluate(by_key["dual_kl"], root)  # ablate_kl re-ran tuned on test seeds: each reading at its own choice
+    chosen = json.loads((root / "ablate_kl" / "tuned.json").read_text())["methods"]
+    assert chosen["sage_grpo [kl=fixed]"]["chosen"] == {"lr": 1e-4}
+    assert chosen["sage_grpo [kl=dual]"]["chosen"] == {"lr": 3e-5}
+    assert v.verdict not in (NOT_AS_NAMED, NOT_VERIFIED) and "not tested as named" not in v.effect
+    assert "sage_grpo kl=dual lr=3e-05 − sage_grpo kl=fixed lr=0.0001" in v.effect
     v = evaluate(by_key["kl_weight"], root)
     assert v.verdict == NOT_VERIFIED and "d0bae5ee343ed41ac55c0e558a49cf39143064d5+dirty" in v.effect
