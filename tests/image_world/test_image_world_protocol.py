@@ -14,7 +14,6 @@ import torch
 from grpo_bench.image_world.model import DEFAULT_WEIGHTS
 from grpo_bench.image_world.net import ResBlock2d
 from grpo_bench.image_world.text_model import DEFAULT_WEIGHTS as TEXT_WEIGHTS
-from grpo_bench.suite.parse import load_suite
 from grpo_bench.world.model import ResBlock
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,12 +23,15 @@ PER_UPDATE_RULES = ("steps", "shift", "max_train_steps", "minibatches", "kl", "a
 
 
 def _fair_cell(suite: str, reward: str, method: str = "flow_grpo"):
-    from grpo_bench.suite.expand import expand
-    from grpo_bench.suite.parse import BUDGET_CONFIG_KEYS
+    """The suite's fair cell of one method and reward, as benchmarks/world_cell_cost.py measures it."""
+    import sys
 
-    return next(c.config for c in expand(load_suite(ROOT / "suites" / suite))
-                if c.labels.get("reward") == reward and c.labels.get("method") == method
-                and set(c.labels) <= {"reward", "method", "seed", "kl", "model", *BUDGET_CONFIG_KEYS})
+    from grpo_bench.config.run import RunConfig
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from world_cell_cost import fair_cell
+
+    return RunConfig(**fair_cell(f"suites/{suite}", reward, method))
 
 
 @pytest.fixture(scope="module")
