@@ -87,6 +87,20 @@ def test_the_ocr_reward_reads_rendered_words_and_not_a_blank_page() -> None:
         reward(torch.zeros(1, 3, 1, 32, 32), texts[:1])
 
 
+def test_the_exact_ocr_reward_scores_one_only_for_the_whole_word() -> None:
+    """image_world_ocr_exact reads as image_world_ocr does and gives 1 for the word, 0 for any other reading: a
+    rendered word 1, a blank page 0, a word three letters apart from the prompt's 0 (its word score: 0.6)."""
+    exact = rewards.load("image_world_ocr_exact")
+    assert exact.dimensions == ("ocr_exact",) and not rewards.is_ground_truth("image_world_ocr_exact")
+    texts = [prompt_of(w) for w in ["cat", "garden", "queen"]]
+    images = render(texts, seed=1).expand(-1, 3, -1, -1, -1)
+    assert exact(images, texts)["ocr_exact"].tolist() == [1.0] * 3
+    assert exact(torch.ones(1, 3, 1, 32, 128), texts[:1])["ocr_exact"].tolist() == [0.0]
+    swapped = torch.from_numpy(1 - 2 * ink("bread"))[None, None, None].expand(1, 3, -1, -1, -1)
+    assert exact(swapped, [prompt_of("dream")])["ocr_exact"].item() == 0.0
+    assert from_dict({**RUN, "method": "flow_grpo", "reward": "image_world_ocr_exact"}).reward == "image_world_ocr_exact"
+
+
 def test_the_reading_keeps_only_the_tasks_alphabet() -> None:
     assert letters_only("äcaｒ") == "car" and letters_only("äjam²") == "jam" and letters_only("B o X") == "box"
 
