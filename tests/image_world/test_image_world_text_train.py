@@ -98,7 +98,8 @@ def test_the_exact_ocr_reward_scores_one_only_for_the_whole_word() -> None:
     assert exact(torch.ones(1, 3, 1, 32, 128), texts[:1])["ocr_exact"].tolist() == [0.0]
     swapped = torch.from_numpy(1 - 2 * ink("bread"))[None, None, None].expand(1, 3, -1, -1, -1)
     assert exact(swapped, [prompt_of("dream")])["ocr_exact"].item() == 0.0
-    assert from_dict({**RUN, "method": "flow_grpo", "reward": "image_world_ocr_exact"}).reward == "image_world_ocr_exact"
+    cfg = from_dict({**RUN, "method": "flow_grpo", "reward": "image_world_ocr_exact"})
+    assert cfg.reward == "image_world_ocr_exact"
 
 
 def test_the_reading_keeps_only_the_tasks_alphabet() -> None:
