@@ -229,7 +229,7 @@ def test_the_stored_reports_read_as_named_where_they_were_re_run():
     """Claim 1's dual-KL row, which borrowed SAGE-GRPO's lr, has its own tuned choice now (reports/main_table's
     tuned.json) and is read as named, at the level the main table's report prints for the seeds it stores (the
     look its sequential plan reached); claim 4 reads ablate_kl re-run tuned on test seeds (each reading at its own
-    choice); claim 5's kl_weight ran from a dirty tree that no fingerprint records."""
+    choice), and so does claim 5's kl_weight (the paper's two-stage schedule at its own choice, 1e-4)."""
     import re
 
     import pandas as pd
@@ -253,5 +253,10 @@ def test_the_stored_reports_read_as_named_where_they_were_re_run():
     assert chosen["sage_grpo [kl=dual]"]["chosen"] == {"lr": 3e-5}
     assert v.verdict not in (NOT_AS_NAMED, NOT_VERIFIED) and "not tested as named" not in v.effect
     assert "sage_grpo kl=dual lr=3e-05 − sage_grpo kl=fixed lr=0.0001" in v.effect
-    v = evaluate(by_key["kl_weight"], root)
-    assert v.verdict == NOT_VERIFIED and "d0bae5ee343ed41ac55c0e558a49cf39143064d5+dirty" in v.effect
+    v = evaluate(by_key["kl_weight"], root)  # kl_weight re-ran tuned on test seeds too
+    chosen = json.loads((root / "kl_weight" / "tuned.json").read_text())["methods"]
+    two_stage = next(name for name in chosen if "kl_feedback=ziegler" in name)
+    assert chosen[two_stage]["chosen"] == {"lr": 1e-4} and chosen["sage_grpo"]["chosen"] == {"lr": 3e-5}
+    assert v.verdict not in (NOT_AS_NAMED, NOT_VERIFIED) and "not tested as named" not in v.effect
+    assert "kl_feedback=ziegler kl_warmup=100 kl_schedule_unit=optimizer_step − sage_grpo kl=dual kl_adaptive=off " \
+           "kl_weight=0.001 lr=3e-05" in v.effect

@@ -28,14 +28,14 @@ GOLDEN = json.loads((ROOT / "tests" / "golden" / "suite_cell_ids.json").read_tex
 STORED_WITH: dict[str, str] = {"main_table_tune": "main_table", "field_image_tune": "field_image@7ce08f0",
                                "field_image": "field_image@7ce08f0",
                                "ablate_equalizer": "ablate_equalizer@2ae01f4", "ablate_kl_tune": "ablate_kl",
-                               "kl_weight": "kl_weight@2ae01f4"}
+                               "kl_weight_tune": "kl_weight"}
 """Stored reports whose cells carry another suite's or an older release's ids ({report: "<suite>@<release>"}):
 the 0.4 equalizer ablation (CPS ran the mismatched Gaussian proxy, now a labelled ablation value); the tuned main
 table's tuning grid carries the ids its golden entry lists (a tuned suite's golden ids are its tuning cells). A
 stored tuned table (its ``tuned.json`` beside the results) is checked against the suite expanded at that choice.
 ablate_equalizer's stored cells ran FlowGRPO's KL default of then (``fixed``; now its code's ``flow_grpo``); it,
-ablate_kl and kl_weight are tuned suites on test seeds since 0.5 (ablate_kl is stored so: its tuning grid carries
-the ids its golden entry lists; the other two's stored cells are still development seeds 0-2). The
+ablate_kl and kl_weight are tuned suites on test seeds since 0.5 (both are stored so: each tuning grid carries
+the ids its golden entry lists; ablate_equalizer's stored cells are still development seeds 0-2). The
 image world's first look (its tuning grid and table, 7ce08f0) ran the unfolded base net, its judge of then and a
 budget of one prompt's group for 40 updates; its ids are ``field_image@7ce08f0`` (tuning cells, then table cells)."""
 
