@@ -40,20 +40,31 @@ def base_samples(per_word: int, steps: int, seed: int, batch: int = 64):
                                              guidance=1.0, generator=g))
 
 
+def count_readings(chunk: list[str], readings: list[str],
+                   counts: dict[int, collections.Counter] | None = None) -> dict[int, collections.Counter]:
+    """Add each (prompt, reading) to {word length: Counter(samples, exact, right_length, unreadable, wrong_letter,
+    too_long)}: unreadable and wrong letters are counted only in readings of the word's length."""
+    counts = counts if counts is not None else collections.defaultdict(collections.Counter)
+    for prompt, reading in zip(chunk, readings):
+        word = word_of(prompt)
+        c = counts[len(word)]
+        for key in ("samples", "exact", "right_length", "unreadable", "wrong_letter", "too_long"):
+            c[key] += 0
+        c["samples"] += 1
+        c["exact"] += reading == word
+        if len(reading) == len(word):
+            c["right_length"] += 1
+            c["unreadable"] += reading.count("?")
+            c["wrong_letter"] += sum(a != b and a != "?" for a, b in zip(reading, word))
+        c["too_long"] += len(reading) > len(word)
+    return counts
+
+
 def error_counts(per_word: int, steps: int, seed: int) -> dict[int, collections.Counter]:
-    """{word length: Counter(samples, exact, right_length, unreadable, wrong_letter, too_long)}."""
+    """``count_readings`` over the exact reader's readings of ``base_samples``."""
     counts: dict[int, collections.Counter] = collections.defaultdict(collections.Counter)
     for chunk, images in base_samples(per_word, steps, seed):
-        for prompt, reading in zip(chunk, read(images)[0]):
-            word = word_of(prompt)
-            c = counts[len(word)]
-            c["samples"] += 1
-            c["exact"] += reading == word
-            if len(reading) == len(word):
-                c["right_length"] += 1
-                c["unreadable"] += reading.count("?")
-                c["wrong_letter"] += sum(a != b and a != "?" for a, b in zip(reading, word))
-            c["too_long"] += len(reading) > len(word)
+        count_readings(chunk, read(images)[0], counts)
     return counts
 
 
