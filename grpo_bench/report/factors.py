@@ -1,5 +1,6 @@
 """Factor effects of a factorial suite (suite/design.py): main effects and the two-factor interactions the design
-estimates, each with a 95% interval over seeds; table ``factor_effects`` and figure ``factor_effects``.
+estimates, each with a 95% interval over seeds; table ``factor_effects`` and figure ``factor_effects``; and the
+model's prediction for every point of the full factorial, table ``factor_predictions``.
 
 The model is the suite's own: the intercept plus every effect its ``design.estimates`` claims, in effect
 (sum-to-zero) coding, fitted by least squares to every finished cell's learning (the held-out oracle gain, Table
@@ -38,12 +39,9 @@ def _code(levels: list[str], level: str) -> np.ndarray:
     return effect_columns(levels, [level])[0]
 
 
-def fit_effects(frame: pd.DataFrame, factors: dict[str, list[str]], effects: list[str],
-                response: str = "y", level: float = LEVEL) -> pd.DataFrame:
-    """One row per main-effect level and per interaction cell: estimate and interval (seed-clustered OLS).
-
-    ``frame`` holds one row per cell: a column per factor (its level), ``seed`` and ``response``."""
-    frame = frame.dropna(subset=[response])
+def _fit(frame: pd.DataFrame, factors: dict[str, list[str]], effects: list[str], response: str,
+         level: float) -> tuple[np.ndarray, np.ndarray, float, int]:
+    """(coefficients, their seed-clustered covariance, the t quantile on G - 1 df, G seeds) of the design's model."""
     rows = frame[list(factors)].astype(str).to_dict("records")
     x, y = model_matrix(factors, rows, effects), frame[response].to_numpy(float)
     bread = np.linalg.pinv(x.T @ x)
@@ -54,13 +52,23 @@ def fit_effects(frame: pd.DataFrame, factors: dict[str, list[str]], effects: lis
     meat = sum(np.outer(x[seeds == s].T @ resid[seeds == s], x[seeds == s].T @ resid[seeds == s]) for s in groups)
     g = len(groups)
     cov = bread @ meat @ bread * (g / (g - 1)) if g > 1 else np.full_like(bread, np.nan)
-    t = stats.t.ppf((1 + level) / 2, g - 1) if g > 1 else np.nan
+    t = float(stats.t.ppf((1 + level) / 2, g - 1)) if g > 1 else float("nan")
+    return beta, cov, t, g
+
+
+def fit_effects(frame: pd.DataFrame, factors: dict[str, list[str]], effects: list[str],
+                response: str = "y", level: float = LEVEL) -> pd.DataFrame:
+    """One row per main-effect level and per interaction cell: estimate and interval (seed-clustered OLS).
+
+    ``frame`` holds one row per cell: a column per factor (its level), ``seed`` and ``response``."""
+    frame = frame.dropna(subset=[response])
+    beta, cov, t, g = _fit(frame, factors, effects, response, level)
     out, start = [], 1
     for effect in effects:
         names = effect.split(":")
         width = int(np.prod([len(factors[f]) - 1 for f in names]))
         for combo in _combos([factors[f] for f in names]):
-            c = np.zeros(x.shape[1])
+            c = np.zeros(len(beta))
             code = _code(factors[names[0]], combo[0])
             for f, lv in zip(names[1:], combo[1:]):
                 code = np.kron(code, _code(factors[f], lv))
@@ -70,6 +78,23 @@ def fit_effects(frame: pd.DataFrame, factors: dict[str, list[str]], effects: lis
                         "high": est + half, "seeds": g})
         start += width
     return pd.DataFrame(out, columns=COLUMNS)
+
+
+def predict_points(frame: pd.DataFrame, factors: dict[str, list[str]], effects: list[str],
+                   response: str = "y", level: float = LEVEL) -> pd.DataFrame:
+    """Every point of the full factorial, best first: the model's predicted learning with its seed-clustered
+    interval, and whether the design ran it. The model holds the claimed effects only, so a point the design did
+    not run is predicted as if every unestimated interaction were zero (issue #46 item 4 picks its best here)."""
+    frame = frame.dropna(subset=[response])
+    beta, cov, t, g = _fit(frame, factors, effects, response, level)
+    points = _combos(list(factors.values()))
+    x = model_matrix(factors, [dict(zip(factors, p)) for p in points], effects)
+    ran = set(map(tuple, frame[list(factors)].astype(str).to_numpy().tolist()))
+    est = x @ beta
+    half = t * np.sqrt(np.clip(np.einsum("np,pq,nq->n", x, cov, x), 0.0, None))
+    out = pd.DataFrame([dict(zip(factors, p)) for p in points])
+    out = out.assign(estimate=est, low=est - half, high=est + half, ran=[p in ran for p in points], seeds=g)
+    return out.sort_values("estimate", ascending=False, kind="stable").reset_index(drop=True)
 
 
 def _combos(levels: list[list[str]]) -> list[tuple[str, ...]]:
@@ -124,6 +149,28 @@ def factor_effects_table(ctx: Context) -> list[Section]:
     how = (f"Least squares over the design's cells (effect coding; oracle gain, final − update 0) with the seed as "
            f"the cluster, t interval over {int(effects['seeds'].iloc[0])} seeds; a level's deviation from the grand "
            f"mean. Not estimated by this design: {aliased}.")
+    return [Section(title, how, md)]
+
+
+@TABLES.register("factor_predictions")
+def factor_predictions_table(ctx: Context, top: int = 8) -> list[Section]:
+    design = ctx.spec.get("design") or {}
+    title = "Predicted best combinations"
+    frame = design_frame(ctx.df, design) if design else pd.DataFrame()
+    if frame.empty or frame["seed"].nunique() < 2:
+        return [Section(title, "Needs a suite with a design block and finished cells on two seeds or more.",
+                        "_No factorial results yet._")]
+    factors = {f: list(levels) for f, levels in design["factors"].items()}
+    pred = predict_points(frame, factors, design["estimates"], "y")
+    shown = pred.head(top)
+    rows = [[*(getattr(r, f) for f in factors), f"{r.estimate:+.4f}", f"[{r.low:+.4f}, {r.high:+.4f}]",
+             "yes" if r.ran else "no"] for r in shown.itertuples()]
+    md = write_table(ctx.out, "factor_predictions", [*factors, "Predicted", "95% CI", "Run"], rows, pred)
+    aliased = ", ".join(design.get("not_estimated", [])) or "none"
+    how = (f"The factor model's prediction for every point of the full {len(pred)}-point factorial (the {top} best "
+           f"shown; all in tables/factor_predictions.csv), seed-clustered t interval over "
+           f"{int(pred['seeds'].iloc[0])} seeds. A point the design did not run is predicted with {aliased} taken "
+           "as zero. The best is a candidate, not a finding: test it on fresh seeds, declared before it runs.")
     return [Section(title, how, md)]
 
 

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from grpo_bench.cli import entry
-from grpo_bench.report.factors import fit_effects
+from grpo_bench.report.factors import fit_effects, predict_points
 from grpo_bench.report.stats import mean_ci
 from grpo_bench.suite.parse import load_suite
 
@@ -116,3 +116,48 @@ def test_the_seed_clustered_interval_is_the_t_interval_over_seeds_of_each_seeds_
         assert n == 4 and abs(row.estimate - mean) < 1e-9 and abs((row.high - row.low) / 2 - half) < 1e-9
     kernel = got[got["effect"] == "kernel"]
     assert ((kernel["low"] <= mains["kernel"] + 1.0) & (kernel["high"] >= mains["kernel"] - 1.0)).all()
+
+
+def test_predictions_cover_the_full_factorial_and_find_the_true_best_without_noise():
+    """With no noise and no unestimated interaction in the truth, the model predicts all 48 points exactly (up to
+    the level every point shares), the 16 the fraction did not run included, so its best is the true best."""
+    frame, mains, inter = _synthetic(noise=0.0)
+    pred = predict_points(frame, LEVELS, DESIGN["estimates"])
+    assert len(pred) == 48 and int(pred["ran"].sum()) == 32
+    a, b, c = mains["step_rule"], mains["kernel"], mains["objective"]
+    for r in pred.itertuples():
+        i, j, k = LEVELS["step_rule"].index(r.step_rule), LEVELS["kernel"].index(r.kernel), \
+            LEVELS["objective"].index(r.objective)
+        truth = a[i] + b[j] + c[k] + inter["ab"][i, j] + inter["ac"][i, k]
+        assert r.estimate - float(pred["estimate"].mean()) == pytest.approx(truth, abs=1e-9)
+    assert list(pred["estimate"]) == sorted(pred["estimate"], reverse=True)
+    width = pred["high"] - pred["low"]  # only the seed's shift of the whole level varies: one width for every point
+    assert width.min() > 0.1 and width.max() - width.min() < 1e-6
+
+
+def test_a_predictions_interval_is_the_t_interval_over_seeds_of_each_seeds_prediction():
+    frame, _, _ = _synthetic(noise=0.3)
+    key = ["step_rule", "kernel", "objective"]
+    pred = predict_points(frame, LEVELS, DESIGN["estimates"]).set_index(key)
+    per_seed = [predict_points(part, LEVELS, DESIGN["estimates"]).set_index(key)["estimate"]
+                for _, part in frame.groupby("seed")]
+    for point in [("branch", "dance", "clipped"), ("all", "flow", "kl_mask")]:  # one not run, one run
+        mean, half, n = mean_ci([float(p.loc[point]) for p in per_seed])
+        row = pred.loc[point]
+        assert n == 4 and abs(row.estimate - mean) < 1e-9 and abs((row.high - row.low) / 2 - half) < 1e-9
+    assert not pred.loc[("all", "flow", "clipped")].ran and pred.loc[("all", "flow", "kl_mask")].ran
+
+
+def test_the_predictions_table_shows_the_best_first_and_stores_every_point(tmp_path, monkeypatch):
+    from grpo_bench.report import factors
+    from grpo_bench.report.parts import Context
+
+    frame, _, _ = _synthetic(noise=0.0)
+    monkeypatch.setattr(factors, "design_frame", lambda df, design: frame)
+    (section,) = factors.factor_predictions_table(Context(df=pd.DataFrame(), out=tmp_path, spec={"design": DESIGN}))
+    best = predict_points(frame, LEVELS, DESIGN["estimates"]).iloc[0]
+    body = section.body.splitlines()
+    rows = [line for line in body if line.startswith("| ") and "Predicted" not in line and "---" not in line]
+    assert len(rows) == 8 and rows[0].startswith(f"| {best.step_rule} | {best.kernel} | {best.objective} |")
+    assert len(pd.read_csv(tmp_path / "tables" / "factor_predictions.csv")) == 48
+    assert "kernel:objective" in section.how  # says which interactions a prediction takes as zero
