@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from rich.console import Console
 from suite_support import write_suite
@@ -153,7 +154,10 @@ def test_report_header_counts_seeds_per_row_and_names_them(tmp_path):
                                    "--out", str(tmp_path / "r")])
     assert res.exit_code == 0, res.output
     header = (tmp_path / "r" / "report.md").read_text()
-    assert "seeds per row: 3 (seed values 0, 1, 2)" in header
+    cells = pd.read_parquet(ROOT / "reports" / "kl_weight" / "results.parquet", columns=["kind", "seed"])
+    seeds = sorted(int(s) for s in cells.loc[cells["kind"] == "cell", "seed"].unique())
+    assert len(seeds) == 3  # the stored table: one look of 3 test seeds a row
+    assert f"seeds per row: 3 (seed values {', '.join(map(str, seeds))})" in header
 
 
 def _cell_flags(c) -> dict:
