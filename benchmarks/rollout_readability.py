@@ -1,7 +1,7 @@
 """How readable each kernel's rollouts are in the image world: the exact checker's scores of base-model samples
 drawn with each method's SDE at its own noise level, beside the ODE's (training prompts only).
 
-    python benchmarks/rollout_readability.py [--task text|compositional] [--per-prompt 2] [--seed 0]
+    python benchmarks/rollout_readability.py [--task text|compositional] [--per-prompt 2] [--seed 0] [--steps 10]
 
 RL scores rollouts, and the held-out evaluation scores ODE samples. Where a kernel's rollouts score far below the
 ODE's, the training reward grades noise the evaluation never sees: on the text task, 10 steps at shift 3 leave the
@@ -58,10 +58,11 @@ def main() -> None:
     parser.add_argument("--task", choices=["text", "compositional"], default="text")
     parser.add_argument("--per-prompt", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--steps", type=int, default=10, help="sampling steps (the field's 10 by default)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     print(f"{args.task}: kernel level      ta  correct      mq      vq")
-    for (name, level), row in readability(args.task, args.per_prompt, args.seed).items():
+    for (name, level), row in readability(args.task, args.per_prompt, args.seed, args.steps).items():
         print(f"{name:>{len(args.task) + 7}} {level:5.1f}  " + "  ".join(f"{row[k]:6.3f}" for k in
                                                                        ("ta", "correct", "mq", "vq")))
 
