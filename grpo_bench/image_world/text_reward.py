@@ -83,27 +83,28 @@ class TextOcrExactReward(TextOcrReward):
     label = "ocr exact"
 
 
+def _built(reward: type[TextOcrReward], threads: int, device: str | None) -> TextOcrReward:
+    """``reward`` on a built PP-OCRv4 engine; the package is checked every time (the engine is cached across
+    builds), before any image."""
+    from grpo_bench.rewards import rapid_ocr
+
+    rapid_ocr.check_installed()
+    rapid_ocr.engine(threads)
+    return reward(threads, device or "cpu")
+
+
 # PP-OCRv4 recognition on the CPU: at most 0.06 s of one thread per 128 x 32 line, measured (docs/rewards.md); the
 # models ship in the wheel: no reward_path
 @register(TRAINING_REWARD, compute=HostSeconds(per_image=0.06))
 def image_world_ocr(threads: int = 1, device: str | None = None, **kw: object) -> TextOcrReward:
     """PP-OCRv4 recognition on the CPU (``threads`` ONNX threads); checks the package before any image."""
-    from grpo_bench.rewards import rapid_ocr
-
-    rapid_ocr.check_installed()  # every time: the engine below is cached across builds
-    rapid_ocr.engine(threads)
-    return TextOcrReward(threads, device or "cpu")
+    return _built(TextOcrReward, threads, device)
 
 
 @register(TRAINING_REWARD + "_exact", compute=HostSeconds(per_image=0.06))
-def image_world_ocr_exact(threads: int = 1, device: str | None = None, **kw: object) -> TextOcrExactReward:
+def image_world_ocr_exact(threads: int = 1, device: str | None = None, **kw: object) -> TextOcrReward:
     """PP-OCRv4's exact reading as a 0/1 reward (``TextOcrExactReward``); checks the package like image_world_ocr."""
-    from grpo_bench.rewards import rapid_ocr
-
-    rapid_ocr.check_installed()
-    rapid_ocr.engine(threads)
-    return TextOcrExactReward(threads, device or "cpu")
-
+    return _built(TextOcrExactReward, threads, device)
 
 
 @register(ORACLE, ground_truth_for=PROMPT_SET, compute=NoNetwork("the exact glyph reader's closed-form checks"))
