@@ -1,7 +1,7 @@
 """Re-encode a reports folder compactly (grpo_bench/report/compact.py): every results table in the results
 writer's layout and encoding (grpo_bench/suite/results_codec.py; checked to read back as the same frame before it
 is replaced) and every PNG figure as a 256-colour palette image; prints the bytes before and after, and the
-tracked tree's size against its 40 MB limit.
+tracked tree's size against its limit (grpo_bench/report/compact.py TREE_LIMIT_BYTES).
 
     python benchmarks/compact_reports.py reports          # after adding a result block under reports/
 """

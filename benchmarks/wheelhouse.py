@@ -25,9 +25,9 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 
+from grpo_bench.report.compact import COPY_LIMIT_BYTES as COPY_LIMIT  # the device copy: tree and wheelhouse
+
 ROOT = Path(__file__).resolve().parents[1]
-COPY_LIMIT = 64 * 1024**2
-"""The device copy: repository and wheelhouse together."""
 DEVICE_HAS = ("torch", "transformers", "accelerate", "peft", "pandas", "pyarrow", "scipy", "matplotlib")
 SKIPPED = ("imageio-ffmpeg",)
 BUILD = ("setuptools", "wheel")

@@ -79,6 +79,12 @@ def execute(suite: Suite, out: Path, jobs: int | None, backend: str, dry_run: bo
 
         require("submitit", "--backend submitit")
     preflight(suite, cells, console)  # real models: weight folders exist and every cell fits gpu_memory_gb
+    from grpo_bench.suite.tune import TUNE_SUFFIX
+
+    if backend == "local" and not suite.name.endswith(TUNE_SUFFIX):  # a tuning grid only selects: it may mix
+        from grpo_bench.suite.machine import hardware, machine, refuse_other_hardware
+
+        refuse_other_hardware(out / suite.name, [c.id for c in cells], hardware(machine()))
     settings = {c.id: c.config.setting for c in cells}
     display = phases[0].display(settings, phases[1]) if phases else SuiteDisplay(suite.name, console, settings)
     write_index(suite, cells, out)

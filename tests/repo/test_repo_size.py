@@ -1,4 +1,4 @@
-"""The tracked tree stays under 40 MB (a bare GPU machine receives it by copy, 64 MiB with its wheelhouse), and
+"""The tracked tree stays under its ceiling (a bare GPU machine receives it by copy, 64 MiB with its wheelhouse), and
 the compact encodings keep what a reader sees (grpo_bench/report/compact.py, benchmarks/compact_reports.py)."""
 
 from __future__ import annotations

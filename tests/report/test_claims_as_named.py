@@ -100,6 +100,21 @@ def test_two_commits_pair_only_on_fingerprints_taken_on_one_cpu(tmp_path):
     assert evaluate(claim, root).verdict == "undecided"
 
 
+def test_one_commit_on_two_cpus_is_two_behaviours(tmp_path):
+    """Float kernels differ between CPUs (measured: an Intel Xeon without bf16 units, bf16 forced, left the AMD
+    EPYC's update-0 advantage 0.71296108 at 0.71296126, and its fp32 at 0.70860), so a comparison whose rows ran
+    one commit at one precision on two CPUs is not decided; on one CPU it is."""
+    rows = {"sage_grpo": _row("sage_grpo", 0.3 + NOISE), "flow_grpo": _row("flow_grpo", 0.0 + NOISE, machine=INTEL)}
+    claim = _claim({"method": "sage_grpo"}, {"method": "flow_grpo"})
+    v = evaluate(claim, _write(tmp_path / "two", rows, TUNED))
+    assert v.verdict == "undecided"
+    two = f"aaaaaaaaaa/bf16 on {LEGACY_CPU}, aaaaaaaaaa/bf16 on Intel(R) Xeon(R) Processor"
+    assert f"different code ({two})" in v.effect
+    rows["flow_grpo"] = _row("flow_grpo", 0.0 + NOISE, machine=INTEL)
+    rows["sage_grpo"] = _row("sage_grpo", 0.3 + NOISE, machine=INTEL)
+    assert evaluate(claim, _write(tmp_path / "one", rows, TUNED)).verdict == SUPPORTED
+
+
 def _lines(*rows: str, moved: str = "") -> list[str]:
     """A print of the fingerprint script: one line per row, its hashes derived from the row's name (``moved``: that
     row's checkpoint hash one digit off, as a change in its code would print it)."""

@@ -51,7 +51,10 @@ class Suite:
         infos = data._cell_infos(self.df)
         self.configs = {c: normalised(i.get("config", {})) for c, i in infos.items()}
         # the whole commit string: ten characters of it let a ``+dirty`` tree pass as its clean commit
-        self.code = {c: (str(i.get("git_commit") or "?"), str(i.get("precision") or "?")) for c, i in infos.items()}
+        # with the precision and the CPU it ran at: float kernels differ between CPUs (a fingerprint is a fact about
+        # a (commit, CPU) pair), so one commit at one precision on two CPUs is two behaviours
+        self.code = {c: (str(i.get("git_commit") or "?"), str(i.get("precision") or "?"),
+                         provenance.cpu_of(str(i.get("machine") or ""))) for c, i in infos.items()}
         self.labels = {c: dict(i.get("labels") or {}) for c, i in infos.items()}
         seeds = [int(c["seed"]) for c in self.configs.values() if isinstance(c.get("seed"), int)]
         self.look = look.suite_look(self.info, seeds, str(self.path / "results.parquet"))
@@ -114,10 +117,10 @@ class Suite:
                 for g in data.group_order(self.df) if g in aside]
 
     def mixed_code(self, cells: Sequence[str], *groups: str) -> str:
-        """'' when the groups' cells ran one behaviour: one commit and precision, or one precision and commits that
-        are one behaviour pairwise for every row the groups read (``provenance.same_behaviour_for``: whole
-        fingerprints equal on one CPU, or the printed lines of those rows equal); else what differs
-        ("197a046d74/bf16, 1a2b3c4d5e/fp32").
+        """'' when the groups' cells ran one behaviour: one commit, precision and CPU, or one precision and CPU and
+        commits that are one behaviour pairwise for every row the groups read (``provenance.same_behaviour_for``:
+        whole fingerprints equal on one CPU, or the printed lines of those rows equal); else what differs
+        ("197a046d74/bf16, 1a2b3c4d5e/fp32"; the CPU named where it differs: "197a046d74/bf16 on AMD EPYC").
 
         The rows read are the fingerprint rows of all the groups' cells together (``row_label``: "sage_grpo dual",
         "dance_grpo fixed"), so each commit involved must print every compared row alike: SAGE-GRPO against
@@ -131,13 +134,14 @@ class Suite:
         codes = sorted({self.code[c] for c in mine})
         if len(codes) <= 1:
             return ""
-        commits, precisions = sorted({c for c, _ in codes}), {p for _, p in codes}
+        commits, hosts = sorted({c for c, _, _ in codes}), {(p, cpu) for _, p, cpu in codes}
         rows = {row_label(self.configs[c], self.labels[c]) for c in mine}
-        if len(precisions) == 1 and all(
+        if len(hosts) == 1 and all(
                 provenance.same_behaviour_for(self.fingerprints, self.fingerprint_rows, a, b, rows)
                 for a, b in itertools.combinations(commits, 2)):
             return ""
-        return ", ".join(f"{_short(c)}/{p}" for c, p in codes)
+        several_cpus = len({cpu for _, _, cpu in codes}) > 1
+        return ", ".join(f"{_short(c)}/{p}" + (f" on {cpu}" if several_cpus else "") for c, p, cpu in codes)
 
     def unverified(self, cells: Sequence[str], *groups: str) -> list[str]:
         """The dirty trees among the groups' cells whose behaviour no fingerprint records (whole strings)."""

@@ -1,0 +1,83 @@
+"""A table's cells run on one kind of machine (suite/machine.py ``refuse_other_hardware``, called by `run` before
+any cell starts): one commit computes other numbers on another CPU, so a look added elsewhere would be another
+behaviour. A tuning grid only selects and may mix."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from rich.console import Console
+from suite_support import SMALL_SUITE, TRAINER
+
+from grpo_bench.errors import UserError
+from grpo_bench.suite import machine as machine_mod
+from grpo_bench.suite.expand import expand
+from grpo_bench.suite.machine import finished_hardware, hardware
+from grpo_bench.suite.parse import parse_suite
+from grpo_bench.suite.results import read_table, write_table
+from grpo_bench.suite.run_folder import DONE, ROWS
+
+AMD = "AMD EPYC, 2 CPUs, no GPU, torch 2.13.0+cpu, Linux 6.1"
+INTEL = "Intel(R) Xeon(R) Processor, 2 CPUs, no GPU, torch 2.13.0+cpu, Linux 6.1"
+
+
+def test_hardware_is_the_gpu_where_there_is_one_else_the_cpu_model():
+    assert hardware(AMD) == "AMD EPYC"
+    assert hardware("Intel(R) Xeon(R) Platinum, 16 CPUs, NVIDIA H100 80GB HBM3, torch 2.13.0, Linux") == \
+        "NVIDIA H100 80GB HBM3"
+    assert hardware("") == "?"
+
+
+def _ran_on(cell_dir, line: str) -> None:
+    """Rewrite a finished cell's rows as if it had run on ``line``'s machine."""
+    frame = read_table(cell_dir / ROWS)
+    at = frame.index[frame["kind"] == "cell"]
+    frame.loc[at, "text"] = [json.dumps({**json.loads(t), "machine": line}) for t in frame.loc[at, "text"]]
+    write_table(cell_dir / ROWS, frame)
+
+
+def test_a_table_resumed_on_other_hardware_is_refused_before_any_cell_runs(tmp_path, monkeypatch):
+    from grpo_bench.cli.suite import execute
+
+    suite = parse_suite(SMALL_SUITE, "tiny.yaml")
+    cells = expand(suite)
+    console = Console(file=open(tmp_path / "out.txt", "w"), width=200)
+    monkeypatch.setattr(machine_mod, "machine", lambda: AMD)
+    execute(suite, tmp_path, 2, "local", False, True, console, trainer=TRAINER, render=False)
+    folder = tmp_path / suite.name
+    for c in cells:
+        _ran_on(folder / c.id, AMD if c is not cells[0] else INTEL)
+    assert finished_hardware(folder, [c.id for c in cells]) == {
+        "AMD EPYC": [c.id for c in cells[1:]], "Intel(R) Xeon(R) Processor": [cells[0].id]}
+    # every cell finished: nothing would run, nothing to refuse
+    execute(suite, tmp_path, 2, "local", False, True, console, trainer=TRAINER, render=False)
+    (folder / cells[-1].id / DONE).unlink()
+    started = (folder / cells[-1].id / "final.json").stat().st_mtime_ns
+    with pytest.raises(UserError, match=re.escape(f"({len(cells) - 2} on AMD EPYC, 1 on Intel(R) Xeon(R) Processor)"
+                                                  "; this machine is NVIDIA H100")):
+        monkeypatch.setattr(machine_mod, "machine", lambda: "x, 8 CPUs, NVIDIA H100, torch, Linux")
+        execute(suite, tmp_path, 2, "local", False, True, console, trainer=TRAINER, render=False)
+    assert (folder / cells[-1].id / "final.json").stat().st_mtime_ns == started  # refused before it ran
+    # the folder's cells all on the AMD EPYC and this machine one too: the unfinished cell runs
+    _ran_on(folder / cells[0].id, AMD)
+    monkeypatch.setattr(machine_mod, "machine", lambda: AMD)
+    execute(suite, tmp_path, 2, "local", False, True, console, trainer=TRAINER, render=False)
+    assert (folder / cells[-1].id / DONE).is_file()
+
+
+def test_a_tuning_grid_may_mix_hardware(tmp_path, monkeypatch):
+    from grpo_bench.cli.suite import execute
+    from grpo_bench.suite.tune import TUNE_SUFFIX
+
+    suite = parse_suite({**SMALL_SUITE, "name": "tiny" + TUNE_SUFFIX}, "tiny.yaml")
+    cells = expand(suite)
+    console = Console(file=open(tmp_path / "out.txt", "w"), width=200)
+    execute(suite, tmp_path, 2, "local", False, True, console, trainer=TRAINER, render=False)
+    folder = tmp_path / suite.name
+    _ran_on(folder / cells[0].id, INTEL)
+    (folder / cells[-1].id / DONE).unlink()
+    monkeypatch.setattr(machine_mod, "machine", lambda: AMD)
+    execute(suite, tmp_path, 2, "local", False, True, console, trainer=TRAINER, render=False)
+    assert (folder / cells[-1].id / DONE).is_file()
