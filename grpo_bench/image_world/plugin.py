@@ -1,14 +1,15 @@
 """What the image world registers, imported by the core's plug-in loader (pyproject's ``grpo_bench.plugins``
 entry point ``image_world``): the compositional task's model, oracle reward and prompt set, and the text task's
-model, OCR reward, exact reader and prompt set; and each task's roles (grpo_bench/world/roles.py), so that no
-module outside this package names them."""
+models (plain and ink-decoded), OCR reward, exact reader and prompt set; and each task's roles
+(grpo_bench/world/roles.py), so that no module outside this package names them."""
 
 from grpo_bench.image_world import judge, model, reward, text_model, text_reward
 from grpo_bench.world.roles import WORLDS, WorldRoles
 
 WORLDS.register(model.NAME)(WorldRoles(model=model.NAME, judge=judge.NAME, oracle=model.ORACLE,
                                        prompts=model.PROMPT_SET))
-WORLDS.register(text_model.NAME)(WorldRoles(model=text_model.NAME, judge=text_model.TRAINING_REWARD,
-                                            oracle=text_model.ORACLE, prompts=text_model.PROMPT_SET))
+for _text in (text_model.NAME, text_model.INK_NAME):  # the same task, decoded plainly or through the ink decoder
+    WORLDS.register(_text)(WorldRoles(model=_text, judge=text_model.TRAINING_REWARD, oracle=text_model.ORACLE,
+                                      prompts=text_model.PROMPT_SET))
 
 __all__ = ["judge", "model", "reward", "text_model", "text_reward"]

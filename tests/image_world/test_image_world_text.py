@@ -126,3 +126,26 @@ def test_an_image_of_the_wrong_size_is_one_line() -> None:
                                         r"got shape \(2, 3, 1, 32, 32\)"):
         check(torch.zeros(2, 3, 1, 32, 32), [prompt_of("cat")] * 2)
     assert text_checker.COLUMNS == tuple(check(render([prompt_of("cat")], 0), [prompt_of("cat")]))
+
+
+def test_the_ink_decoder_keeps_paper_and_ink_and_presses_last_step_noise_back() -> None:
+    """image_world_text_ink decodes through tanh(3x)/tanh(3): odd, increasing, -1 and 1 fixed. A rendered word with
+    per-pixel noise of std 0.2 (what FlowGRPO's kernel leaves at the last step) reads as nothing through the plain
+    clamp and as the word through the ink decoder; a clean word reads the same through both."""
+    from grpo_bench import models
+    from grpo_bench.image_world.text_model import ink as ink_decoder
+
+    x = torch.linspace(-1.5, 1.5, 61)
+    y = ink_decoder(x)
+    assert torch.allclose(ink_decoder(-x), -y) and bool((y.diff() >= 0).all())
+    assert ink_decoder(torch.tensor([-1.0, 1.0])).tolist() == [-1.0, 1.0] and float(y.abs().max()) == 1.0
+    plain, inked = models.load("image_world_text", frames=1), models.load("image_world_text_ink", frames=1)
+    prompts = [prompt_of(w) for w in ("cat", "stone", "moon", "river")]
+    clean = render(prompts, seed=0)
+    noisy = clean + 0.2 * torch.randn(clean.shape, generator=torch.Generator().manual_seed(0))
+    assert check(plain.decode(clean), prompts)["correct"].tolist() == [1.0] * 4
+    assert check(inked.decode(clean), prompts)["correct"].tolist() == [1.0] * 4
+    assert check(plain.decode(noisy), prompts)["correct"].tolist() == [0.0] * 4
+    assert check(inked.decode(noisy), prompts)["correct"].tolist() == [1.0] * 4
+    weights = plain.net.state_dict()
+    assert all(torch.equal(t, weights[k]) for k, t in inked.net.state_dict().items())  # one base net, two decoders
