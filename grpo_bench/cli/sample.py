@@ -30,8 +30,9 @@ CHECKPOINT_HELP = ("give a run folder (runs/train/...), its policy/ folder, a ch
 MAX_SAMPLER_STEPS = 1000
 """The most sampler steps `sample` takes (the run config's own bound on ``steps``)."""
 
-def load_policy(path: Path) -> tuple[Any, str]:
-    """(world model, what was loaded) from a weights file, a run folder, its policy/ or a checkpoint folder.
+def load_policy(path: Path, model: str | None = None) -> tuple[Any, str]:
+    """(embedded model, what was loaded) from a weights file, a run folder, its policy/ or a checkpoint folder;
+    ``model``: which embedded generator (default: the video world's; an image world's model by name).
 
     A run folder gives its exported policy (a finished run) or else its latest checkpoint. Checkpoint
     folders hold the trainable parameters as their first custom object; they are read without
@@ -39,19 +40,22 @@ def load_policy(path: Path) -> tuple[Any, str]:
     from grpo_bench.models.world import POLICY_WEIGHTS
     from grpo_bench.train import checkpoint as ckpt
     from grpo_bench.train.export import CARD, POLICY
+    from grpo_bench.world.roles import video_world
 
+    model = model or video_world().model
     path = Path(path)
     if not path.exists():
         raise UserError(f"--checkpoint {path}: not found; {CHECKPOINT_HELP}")
     if path.is_file():
-        return _load_world(path, path), str(path)
+        return _load_world(path, path, model), str(path)
     for policy in (path, path / POLICY):
         if (policy / CARD).is_file():
             weights = policy / POLICY_WEIGHTS
             if not weights.is_file():
                 raise UserError(f"--checkpoint {path}: the policy in {policy} is not a world model "
                                 f"(see {policy / 'README.md'}); `sample` draws from the embedded world only")
-            return _load_world(weights, path), str(weights)
+            _same_model(_card_config(policy / CARD).get("model", video_world().model), model, path)
+            return _load_world(weights, path, model), str(weights)
     if (path / ckpt.CHECKPOINTS).is_dir() or (path / "config.yaml").is_file():
         found = ckpt.latest(path)
         if found is None:
@@ -60,7 +64,7 @@ def load_policy(path: Path) -> tuple[Any, str]:
     run_dir = path.parent.parent
     if path.parent.name != ckpt.CHECKPOINTS or not (run_dir / "config.yaml").is_file():
         raise UserError(f"--checkpoint {path}: not a run, policy or checkpoint folder; {CHECKPOINT_HELP}")
-    return _from_checkpoint(path, run_dir), str(path)
+    return _from_checkpoint(path, run_dir, model), str(path)
 
 
 DEFAULT_STEPS, DEFAULT_SHIFT = 20, 3.0
@@ -124,29 +128,32 @@ def _sampler_checked(cfg: dict[str, Any], source: Path) -> dict[str, Any]:
     return cfg
 
 
-def _load_world(weights: Path, given: Path) -> Any:
-    """World weights the user named; a bad file is reported as theirs (the loader's own advice,
+def _load_world(weights: Path, given: Path, model: str) -> Any:
+    """Weights of the embedded ``model`` the user named; a bad file is reported as theirs (the loader's own advice,
     rebuilding the shipped model over that path, is not for user files)."""
     from grpo_bench.models import load
-    from grpo_bench.world.roles import video_world
 
     try:
-        return load(video_world().model, path=weights)
+        return load(model, path=weights)
     except UserError:
         raise UserError(f"--checkpoint {given}: {weights} cannot be read as world-model weights (corrupt, or not "
                         f"a world model); {CHECKPOINT_HELP}") from None
 
 
-def _from_checkpoint(folder: Path, run_dir: Path) -> Any:
+def _same_model(trained: Any, name: str, given: Path) -> None:
+    if trained != name:
+        raise UserError(f"--checkpoint {given}: a run of model {trained!r}, not {name!r}; give --model {trained} "
+                        "(`sample` draws from the embedded models only)")
+
+
+def _from_checkpoint(folder: Path, run_dir: Path, name: str) -> Any:
     from grpo_bench.models import load
     from grpo_bench.world.roles import video_world
 
     cfg = run_config(run_dir / "config.yaml")
-    world = video_world().model  # also the run config's default model
-    if cfg.get("model", world) != world:
-        raise UserError(f"--checkpoint {folder}: a run of model {cfg.get('model')!r}; `sample` draws from the "
-                        "embedded world only")
-    model = load(world, size=cfg.get("video_size"))
+    world = video_world().model  # the run config's default model
+    _same_model(cfg.get("model", world), name, folder)
+    model = load(name, size=cfg.get("video_size")) if name == world else load(name)
     params = dict(model.net.named_parameters())
     state = _trainable_state(folder, set(params))
     if state is None:

@@ -39,15 +39,16 @@ def check_model_out(model: str, reward: str | None, out: Path) -> str:
 
 def run_model_sample(model_name: str, prompt: str, n: int, steps: int, shift: float, kernel: Any, guidance: float,
                      seed: int, out: Path, reward: str | None = None, json_path: Path | None = None,
-                     console: Console | None = None) -> dict[str, Any]:
-    """Sample ``n`` stills (or clips) of ``prompt`` from a registered diffusers model; write them and a strip."""
+                     console: Console | None = None, loaded: tuple[Any, str] | None = None) -> dict[str, Any]:
+    """Sample ``n`` stills (or clips) of ``prompt`` from a registered model; write them and a strip. ``loaded``:
+    (model, what was loaded) of a trained policy (``sample.load_policy``) instead of the base."""
     from grpo_bench import media, models, rewards
     from grpo_bench.core.sampling import sample
     from grpo_bench.core.schedule import sigmas
 
     console = console or Console()
     kind = check_model_out(model_name, reward, out)
-    model = models.load(model_name, **({"frames": 1} if kind == "image" else {}))
+    model, source = loaded or (models.load(model_name, **({"frames": 1} if kind == "image" else {})), model_name)
     g = torch.Generator().manual_seed(seed)
     noise = torch.randn(n, *model.latent_shape, generator=g)
     texts = [prompt] * n
@@ -59,7 +60,7 @@ def run_model_sample(model_name: str, prompt: str, n: int, steps: int, shift: fl
         scores = {k: v.float().cpu() for k, v in rewards.load(reward, device="cpu")(videos, texts).items()}
     labels = [f"#{i}" + "".join(f"  {k} {float(v[i]):+.3f}" for k, v in scores.items()) for i in range(n)]
     strip = out.with_name(out.stem + "_strip.png") if kind == "image" else out.with_suffix(".png")
-    media.labelled_strip(videos, labels, strip, title=f"{prompt!r} ({model_name})")
+    media.labelled_strip(videos, labels, strip, title=f"{prompt!r} ({source})")
     table = Table(title=f"{prompt!r}: {n} {kind}s of {model_name}, {steps} steps, shift {shift:g}, guidance {guidance}")
     table.add_column("#", justify="right")
     for k in scores:
@@ -69,7 +70,7 @@ def run_model_sample(model_name: str, prompt: str, n: int, steps: int, shift: fl
     console.print(table)
     console.print(f"wrote {out} and {strip}", highlight=False)
     result = {"prompt": prompt, "model": model_name, "n": n, "steps": steps, "shift": shift, "guidance": guidance,
-              "seed": seed, "out": str(out), "strip": str(strip), "reward": reward,
+              "seed": seed, "out": str(out), "strip": str(strip), "reward": reward, "checkpoint": source,
               "scores": {k: [round(float(x), 6) for x in v] for k, v in scores.items()}}
     if json_path is not None:
         atomic_write_text(json_path, strict_json(result, indent=2) + "\n")

@@ -71,7 +71,8 @@ def sample(
     guidance: float = typer.Option(1.0, "--guidance", help="Classifier-free guidance scale (1 = off)."),
     checkpoint: Path | None = typer.Option(
         None, "--checkpoint", help="A run folder (runs/train/...), its policy/, a checkpoints/update_N folder or "
-        "world-model weights (.safetensors); default: the shipped base model."),
+        "world-model weights (.safetensors), of the world or of the embedded --model it trained (image_world, "
+        "image_world_text...); default: the shipped base model."),
     seed: int = typer.Option(0, "--seed", help="Seed of the initial noise and the kernel noise."),
     out: Path = typer.Option(Path("sample.gif"), "--out", help="Animated GIF to write; a PNG strip goes next to it."),
     json_path: Path | None = typer.Option(None, "--json", help="Also write the per-video scores as JSON."),
@@ -100,19 +101,29 @@ def sample(
     from grpo_bench.world.roles import video_world
 
     if model != video_world().model:
+        from grpo_bench import models
         from grpo_bench.cli.sample_generator import check_model_out, run_model_sample
         from grpo_bench.core.sde import make_kernel
 
-        if checkpoint is not None:
-            raise UserError("--checkpoint samples a trained world policy; with --model give the base model only")
+        embedded = model in models.names() and getattr(models.MODELS.get(model), "embedded", False)
+        if checkpoint is not None and not embedded:
+            raise UserError(f"--checkpoint samples a trained policy of an embedded model; --model {model} is not "
+                            "one: give its base model only")
         out = Path("sample.png") if out == Path("sample.gif") else out
         check_model_out(model, reward, out)
         try:
             k = make_kernel(kernel, noise_level, params=kernel_overrides(kernel_params or []))
         except UserError as exc:
             raise UserError(f"command line: {exc}") from None
-        run_model_sample(model, prompt, n, steps or 20, 3.0 if shift is None else shift, k, guidance, seed, out,
-                         reward=reward, json_path=json_path, console=console)
+        trained, loaded = {}, None
+        if checkpoint is not None:  # an image world's policy, sampled as it was trained
+            from grpo_bench.cli.sample import load_policy, trained_config
+
+            loaded, trained = load_policy(checkpoint, model), trained_config(checkpoint)
+        steps = int(trained.get("steps", 20)) if steps is None else steps
+        shift = float(trained.get("shift", 3.0)) if shift is None else shift
+        run_model_sample(model, prompt, n, steps, shift, k, guidance, seed, out, reward=reward, json_path=json_path,
+                         console=console, loaded=loaded)
         return
     if reward is not None:
         raise UserError("--reward scores a --model's samples; the world is scored by its oracle and judge")

@@ -135,3 +135,38 @@ def test_pretrain_defaults_rebuild_the_shipped_architecture() -> None:
     assert CONFIG == shipped and card["architecture"] == shipped.to_dict()
     args = command_line("x", DEFAULT_WEIGHTS, card["command"].split()[3:], architecture=True)
     assert (args.channels, args.patch, args.steps) == (shipped.channels, shipped.patch, card["steps"])
+
+
+@pytest.mark.parametrize("where", ["run", "checkpoint"])
+def test_sample_draws_a_trained_image_world_policy_as_it_was_trained(where: str, tmp_path) -> None:
+    """`grpo-bench sample --model image_world --checkpoint` loads the run's exported policy (or a checkpoint's
+    trainable state) into the image world's net, samples at the run's own steps, and writes the PNG grid and strip,
+    scored by the oracle; the images are the trained policy's, not the base's. A run of another model is one line."""
+    from safetensors.torch import load_file
+    from typer.testing import CliRunner
+
+    from grpo_bench.cli import app
+    from grpo_bench.cli.sample import load_policy
+
+    run = tmp_path / "run"
+    cfg = from_dict({**RUN, "method": "flow_grpo", "lr": 1e-2, "checkpoint_every": 1})
+    train(cfg, run, model=models.load("image_world"), reward=rewards.load(cfg.reward))
+    path = run if where == "run" else sorted((run / "checkpoints").iterdir())[-1]
+    model, _ = load_policy(path, "image_world")
+    trained = load_file(str(run / "policy" / "model.safetensors"))
+    base = dict(models.load("image_world").net.named_parameters())
+    assert any(not torch.equal(p.detach(), base[n].detach()) for n, p in model.net.named_parameters())
+    for name, p in model.net.named_parameters():
+        torch.testing.assert_close(p.detach(), trained[name])
+    out = tmp_path / "s.png"
+    res = CliRunner().invoke(app, ["sample", "--model", "image_world", "--prompt", "a red circle", "--n", "2",
+                                   "--checkpoint", str(path), "--reward", "image_world_oracle", "--out", str(out),
+                                   "--json", str(tmp_path / "s.json")], terminal_width=200)
+    assert res.exit_code == 0, res.output
+    assert out.is_file() and (tmp_path / "s_strip.png").is_file()
+    written = json.loads((tmp_path / "s.json").read_text())
+    assert (written["steps"], written["shift"]) == (4, 3.0)  # the run's, not the base's default 20
+    assert written["checkpoint"].startswith(str(path)) and len(written["scores"]["ta"]) == 2
+    res = CliRunner().invoke(app, ["sample", "--model", "image_world_text", "--prompt", 'the word "cat"',
+                                   "--checkpoint", str(path), "--out", str(tmp_path / "t.png")])
+    assert isinstance(res.exception, UserError) and "not 'image_world_text'" in str(res.exception)
