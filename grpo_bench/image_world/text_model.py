@@ -80,7 +80,7 @@ class InkTextWorldModel(TextWorldModel):
     its last latent onto images of its data. Paper and ink (-1 and 1, what the base draws) stay where they are;
     the noise an SDE leaves at the last step (std 0.10-0.20 here) is pressed back toward them instead of speckling
     1-2 pixel strokes: with the plain clamp the FlowGRPO, DanceGRPO and SAGE-GRPO kernels' rollouts read 0.00,
-    with this decoder 0.44-0.50 against the ODE's 0.44 (docs/image_world.md)."""
+    with this decoder 0.42-0.54 against the ODE's 0.45 (CPS 0.68; docs/image_world.md)."""
 
     def decode(self, x: Tensor) -> Tensor:
         return ink(x).expand(-1, 3, -1, -1, -1)
