@@ -1,4 +1,5 @@
-"""``grpo-bench pretrain base|judge``: the typer sub-app that rebuilds the embedded world's shipped networks.
+"""``grpo-bench pretrain base|judge|net``: the typer sub-app that rebuilds the embedded worlds' shipped networks
+(``net NAME``: a plug-in world's, grpo_bench/world/pretrainers.py).
 
 Only arguments are declared here (the app adds this sub-app in ``grpo_bench.cli.entry``); the work lives
 in ``grpo_bench.pretrain``.
@@ -15,7 +16,8 @@ from typer.models import OptionInfo
 from grpo_bench.cli.terminal import console
 
 pretrain_app = typer.Typer(
-    help="Rebuild the embedded world's shipped networks (base video model, judge).", no_args_is_help=True
+    help="Rebuild the embedded worlds' shipped networks (base video model, judge; a plug-in world's: net NAME).",
+    no_args_is_help=True
 )
 
 
@@ -102,3 +104,15 @@ def pretrain_judge(
                            ode_videos=ode_videos, check_per_prompt=check_per_prompt, init=str(init or ""),
                            lr=lr, ode_share=ode_share)
     train_judge(cfg, out, console=console)
+
+
+@pretrain_app.command("net", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def pretrain_net(
+    ctx: typer.Context,
+    name: str = typer.Argument(..., help="A plug-in world's network (e.g. image_world, image_world_text, "
+                               "image_world_judge)."),
+) -> None:
+    """Rebuild a plug-in world's shipped network; the arguments after NAME are its own (NAME -- --help)."""
+    from grpo_bench.world.pretrainers import PRETRAINERS
+
+    PRETRAINERS.get(name, where="grpo-bench pretrain net: ").run(list(ctx.args))

@@ -149,3 +149,30 @@ def test_the_ink_decoder_keeps_paper_and_ink_and_presses_last_step_noise_back() 
     assert check(inked.decode(noisy), prompts)["correct"].tolist() == [1.0] * 4
     weights = plain.net.state_dict()
     assert all(torch.equal(t, weights[k]) for k, t in inked.net.state_dict().items())  # one base net, two decoders
+
+
+def test_pretrain_net_rebuilds_a_plug_in_worlds_network_and_refuses_an_unknown_name(tmp_path) -> None:
+    """`grpo-bench pretrain net NAME ARGS...` reaches the image world's own pretraining modules through the
+    registry they fill (the core names no world): the weights it writes load as that model, with the card beside
+    them recording the arguments given after NAME."""
+    import json as _json
+
+    from typer.testing import CliRunner
+
+    from grpo_bench import models
+    from grpo_bench.cli import app
+    from grpo_bench.world.pretrainers import PRETRAINERS
+
+    assert {"image_world", "image_world_text", "image_world_judge"} <= set(PRETRAINERS.names())
+    out = tmp_path / "text.safetensors"
+    res = CliRunner().invoke(app, ["pretrain", "net", "image_world_text", "--steps", "1", "--seed", "3",
+                                   "--per-prompt", "1", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    card = _json.loads(out.with_suffix(".json").read_text())
+    assert (card["steps"], card["seed"]) == (1, 3) and card["held_out"]["images"] == 7
+    net = models.load("image_world_text", path=out, frames=1).net
+    shipped = models.load("image_world_text", frames=1).net
+    assert all(torch.isfinite(p).all() for p in net.parameters())
+    assert any(not torch.equal(a, b) for a, b in zip(net.parameters(), shipped.parameters()))
+    res = CliRunner().invoke(app, ["pretrain", "net", "image_world_video"])
+    assert isinstance(res.exception, UserError) and "allowed: image_world" in str(res.exception)
