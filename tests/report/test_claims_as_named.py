@@ -244,7 +244,8 @@ def test_the_stored_reports_read_as_named_where_they_were_re_run():
     """Claim 1's dual-KL row, which borrowed SAGE-GRPO's lr, has its own tuned choice now (reports/main_table's
     tuned.json) and is read as named, at the level the main table's report prints for the seeds it stores (the
     look its sequential plan reached); claim 4 reads ablate_kl re-run tuned on test seeds (each reading at its own
-    choice), and so does claim 5's kl_weight (the paper's two-stage schedule at its own choice, 1e-4)."""
+    choice), and so do claim 5's kl_weight (the paper's two-stage schedule at its own choice, 1e-4) and claim 3's
+    ablate_equalizer (FlowGRPO without the equalizer at its own choice, 1e-4)."""
     import re
 
     import pandas as pd
@@ -275,3 +276,9 @@ def test_the_stored_reports_read_as_named_where_they_were_re_run():
     assert v.verdict not in (NOT_AS_NAMED, NOT_VERIFIED) and "not tested as named" not in v.effect
     assert "kl_feedback=ziegler kl_warmup=100 kl_schedule_unit=optimizer_step − sage_grpo kl=dual kl_adaptive=off " \
            "kl_weight=0.001 lr=3e-05" in v.effect
+    v = evaluate(by_key["equalizer"], root)  # ablate_equalizer re-ran tuned on test seeds: each row at its own lr
+    chosen = json.loads((root / "ablate_equalizer" / "tuned.json").read_text())["methods"]
+    assert chosen["flow_grpo [equalizer=off]"]["chosen"] == {"lr": 1e-4} and chosen["flow_grpo"]["chosen"] == {
+        "lr": 3e-5}
+    assert v.verdict not in (NOT_AS_NAMED, NOT_VERIFIED) and "not tested as named" not in v.effect
+    assert "flow_grpo kl=flow_grpo equalizer=on lr=3e-05 − flow_grpo kl=flow_grpo equalizer=off lr=0.0001" in str(v)

@@ -27,15 +27,14 @@ SUITES = sorted(p.stem for p in (ROOT / "suites").glob("*.yaml"))
 GOLDEN = json.loads((ROOT / "tests" / "golden" / "suite_cell_ids.json").read_text())
 STORED_WITH: dict[str, str] = {"main_table_tune": "main_table", "field_image_tune": "field_image@7ce08f0",
                                "field_image": "field_image@7ce08f0",
-                               "ablate_equalizer": "ablate_equalizer@2ae01f4", "ablate_kl_tune": "ablate_kl",
-                               "kl_weight_tune": "kl_weight"}
+                               "ablate_kl_tune": "ablate_kl", "kl_weight_tune": "kl_weight",
+                               "ablate_equalizer_tune": "ablate_equalizer"}
 """Stored reports whose cells carry another suite's or an older release's ids ({report: "<suite>@<release>"}):
-the 0.4 equalizer ablation (CPS ran the mismatched Gaussian proxy, now a labelled ablation value); the tuned main
-table's tuning grid carries the ids its golden entry lists (a tuned suite's golden ids are its tuning cells). A
-stored tuned table (its ``tuned.json`` beside the results) is checked against the suite expanded at that choice.
-ablate_equalizer's stored cells ran FlowGRPO's KL default of then (``fixed``; now its code's ``flow_grpo``); it,
-ablate_kl and kl_weight are tuned suites on test seeds since 0.5 (both are stored so: each tuning grid carries
-the ids its golden entry lists; ablate_equalizer's stored cells are still development seeds 0-2). The
+the tuned main table's tuning grid carries the ids its golden entry lists (a tuned suite's golden ids are its
+tuning cells). A stored tuned table (its ``tuned.json`` beside the results) is checked against the suite expanded at
+that choice. ablate_equalizer, ablate_kl and kl_weight are tuned suites on test seeds since 0.5 and are stored so
+(each tuning grid carries the ids its golden entry lists; release 0.4's untuned equalizer table, whose CPS rows ran
+the mismatched Gaussian proxy, keeps its ids under ``ablate_equalizer@2ae01f4`` in git history). The
 image world's first look (its tuning grid and table, 7ce08f0) ran the unfolded base net, its judge of then and a
 budget of one prompt's group for 40 updates; its ids are ``field_image@7ce08f0`` (tuning cells, then table cells)."""
 
