@@ -32,7 +32,8 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under xdist a test module runs on one worker, so its module-scoped fixtures (a trained run, a launch)
     are built once; a test that names its own ``xdist_group`` keeps it ("launches": the tests that launch
-    several processes share accelerate's one default port and run one at a time)."""
+    several processes run one at a time, so two cores hold one launch; each launch has a port of its own,
+    tests/_support/launch_support.py)."""
     if not config.pluginmanager.hasplugin("xdist"):
         return
     for item in items:

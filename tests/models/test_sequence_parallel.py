@@ -16,6 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from launch_support import accelerate_launch, torch_run
 from support_paths import ROOT, SUPPORT
 
 from grpo_bench.config import accelerate_configs
@@ -209,12 +210,12 @@ def _run(cmd: list[str]) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("launches")  # several processes on accelerate's one default port (tests/conftest.py)
+@pytest.mark.xdist_group("launches")  # several processes each, one launch at a time (tests/conftest.py)
 @pytest.mark.parametrize("model", ["tiny-wan", "tiny-hunyuan15"])
 def test_two_process_ulysses_forward_and_backward_match_the_unsplit_model(tmp_path, model):
     """Velocity and the group's summed gradients against the unsplit model (full fine-tuning: every weight);
     tiny-hunyuan15 with 27 text rows, so one masked row is added."""
-    _run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+    _run([*torch_run(), "--nproc_per_node", "2",
           str(SUPPORT / "sp_model_script.py"), model, str(tmp_path)])
     rec = json.loads((tmp_path / f"{model}.json").read_text())
     assert rec["missing"] == [] and rec["n_grads"] > 50
@@ -228,9 +229,9 @@ def _train(tmp_path: Path, tag: str, processes: int, sp: int, config: Path | Non
     if processes == 1:
         _run([sys.executable, *script])
     elif config is not None:
-        _run([sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(config), *script])
+        _run([*accelerate_launch(), "--config_file", str(config), *script])
     else:
-        _run([sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(processes),
+        _run([*accelerate_launch(), "--multi_gpu", "--num_processes", str(processes),
               "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", *script])
     ranks = [json.loads((tmp_path / f"{tag}-rank{r}.json").read_text()) for r in range(processes)]
     return json.loads((tmp_path / f"{tag}.json").read_text()), torch.load(tmp_path / f"{tag}-params.pt"), ranks
@@ -254,7 +255,7 @@ def _same_run(a: tuple[dict, dict, list[dict]], b: tuple[dict, dict, list[dict]]
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("launches")  # several processes on accelerate's one default port (tests/conftest.py)
+@pytest.mark.xdist_group("launches")  # several processes each, one launch at a time (tests/conftest.py)
 def test_two_updates_at_sp_2_match_one_process(tmp_path):
     one, split = _train(tmp_path, "one", 1, 1), _train(tmp_path, "sp2", 2, 2)
     _same_run(one, split)
@@ -264,7 +265,7 @@ def test_two_updates_at_sp_2_match_one_process(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("launches")  # several processes on accelerate's one default port (tests/conftest.py)
+@pytest.mark.xdist_group("launches")  # several processes each, one launch at a time (tests/conftest.py)
 def test_dp_2_x_sp_2_on_4_processes_matches_2_plain_data_parallel_processes(tmp_path):
     dp, both = _train(tmp_path, "dp2", 2, 1), _train(tmp_path, "dp2sp2", 4, 2)
     _same_run(dp, both)
@@ -275,7 +276,7 @@ def test_dp_2_x_sp_2_on_4_processes_matches_2_plain_data_parallel_processes(tmp_
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("launches")  # several processes on accelerate's one default port (tests/conftest.py)
+@pytest.mark.xdist_group("launches")  # several processes each, one launch at a time (tests/conftest.py)
 def test_sp_2_under_fsdp2_matches_one_process(tmp_path):
     """FSDP2 shards over both processes of the group and averages over them; the stepper rescales to the
     group's sum (steppers.py): the same run as one process."""

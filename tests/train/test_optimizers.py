@@ -86,7 +86,7 @@ def test_the_builder_checks_its_own_section_before_building(bad, match):
 
 
 @pytest.mark.slow  # two 2-process launches (~1 min on 2 cores)
-@pytest.mark.xdist_group("launches")  # several processes on accelerate's one default port (tests/conftest.py)
+@pytest.mark.xdist_group("launches")  # several processes each, one launch at a time (tests/conftest.py)
 def test_muon_under_fsdp2_orthogonalises_whole_matrices(tmp_path):
     """torch.optim.Muon on FSDP2's DTensor shards computes the Newton-Schulz iteration on the whole matrix
     (DTensor matmuls and norms are global): the sharded update equals the data-parallel one up to bf16
@@ -94,7 +94,6 @@ def test_muon_under_fsdp2_orthogonalises_whole_matrices(tmp_path):
     orthogonalised entries by ~10%), far below what orthogonalising each shard alone would change."""
     import os
     import subprocess
-    import sys
 
     import yaml
 
@@ -102,7 +101,7 @@ def test_muon_under_fsdp2_orthogonalises_whole_matrices(tmp_path):
 
     script = SUPPORT / "muon_fsdp_script.py"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
-    launch = [sys.executable, "-m", "accelerate.commands.launch"]
+    from launch_support import accelerate_launch
     fsdp = yaml.safe_load(accelerate_configs.config_path("fsdp2").read_text())
     fsdp.update(num_processes=2)
     fsdp.pop("gpu_ids", None)
@@ -110,8 +109,8 @@ def test_muon_under_fsdp2_orthogonalises_whole_matrices(tmp_path):
     for mode, args in (("fsdp", ["--config_file", str(tmp_path / "fsdp2_cpu.yaml")]),
                        ("dp", ["--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
                                "--dynamo_backend", "no"])):
-        res = subprocess.run([*launch, *args, str(script), str(tmp_path), mode], capture_output=True, text=True,
-                             env=env, timeout=600)
+        res = subprocess.run([*accelerate_launch(), *args, str(script), str(tmp_path), mode], capture_output=True,
+                             text=True, env=env, timeout=600)
         assert res.returncode == 0, res.stderr[-3000:]
     sharded, plain = torch.load(tmp_path / "fsdp.pt"), torch.load(tmp_path / "dp.pt")
     assert sharded["sharded"] and not plain["sharded"]

@@ -73,13 +73,15 @@ def test_train_command_runs_tiny_wan(tmp_path):
     assert len(lines) == 2 and (out / "DONE").is_file()
 
 
-@pytest.mark.xdist_group("launches")  # several processes on accelerate's one default port (tests/conftest.py)
+@pytest.mark.xdist_group("launches")  # several processes each, one launch at a time (tests/conftest.py)
 def test_two_processes_end_identical(tmp_path):
     """``accelerate launch --num_processes 2`` on CPU (gloo): two updates; both ranks end with the same
     parameters; the data-parallel helpers shard, gather in rank order and average gradients; the compute counts
     are those of one process (grpo_bench/train/compute.py)."""
     script = SUPPORT / "dist_train_script.py"
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+    from launch_support import accelerate_launch
+
+    cmd = [*accelerate_launch(), "--multi_gpu", "--num_processes", "2",
            "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", str(script), str(tmp_path)]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
     res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
@@ -96,7 +98,7 @@ def test_two_processes_end_identical(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("launches")  # several processes on accelerate's one default port (tests/conftest.py)
+@pytest.mark.xdist_group("launches")  # several processes each, one launch at a time (tests/conftest.py)
 def test_accelerate_config_relaunch(tmp_path):
     """`grpo-bench train --accelerate-config FILE` re-launches itself through accelerate (2 CPU processes)."""
     cfg = tmp_path / "two_procs.yaml"

@@ -13,13 +13,13 @@ import inspect
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
 import yaml
+from launch_support import accelerate_launch
 from support_paths import SUPPORT
 
 from grpo_bench import rewards
@@ -29,12 +29,11 @@ from grpo_bench.train import distributed, sharding, steppers
 
 SCRIPT = SUPPORT / "sharded_train_script.py"
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
-LAUNCH = [sys.executable, "-m", "accelerate.commands.launch"]
 
 
 def _launch(args: list[str], out: Path, mode: str) -> list[dict]:
-    res = subprocess.run([*LAUNCH, *args, str(SCRIPT), str(out), mode], capture_output=True, text=True, env=ENV,
-                         timeout=600)
+    res = subprocess.run([*accelerate_launch(), *args, str(SCRIPT), str(out), mode], capture_output=True, text=True,
+                         env=ENV, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
     return [json.loads((out / f"{mode}-rank{r}.json").read_text()) for r in (0, 1)]
 
@@ -78,7 +77,7 @@ def _resumed_like_data_parallel(runs: list[dict], dp: list[dict]) -> None:
     assert all(v is None or v > 0 for line in runs[0]["diag"] for v in line)  # per-step norms measured
 
 
-@pytest.mark.xdist_group("launches")  # several processes on accelerate's one default port (tests/conftest.py)
+@pytest.mark.xdist_group("launches")  # several processes each, one launch at a time (tests/conftest.py)
 def test_fsdp2_shards_matches_data_parallel_and_resumes(tmp_path, data_parallel):
     dp, dp_params = data_parallel
     fs = _launch(["--config_file", str(_cpu_sized("fsdp2", tmp_path))], tmp_path, "fsdp")
@@ -94,7 +93,7 @@ def test_fsdp2_shards_matches_data_parallel_and_resumes(tmp_path, data_parallel)
 # test_fsdp2_... keeps a sharded launch against data parallel in the default run, and
 # test_deepspeed_launch_is_checked the DeepSpeed glue.
 @pytest.mark.slow
-@pytest.mark.xdist_group("launches")  # several processes on accelerate's one default port (tests/conftest.py)
+@pytest.mark.xdist_group("launches")  # several processes each, one launch at a time (tests/conftest.py)
 def test_deepspeed_zero2_partitions_matches_data_parallel_and_resumes(tmp_path, data_parallel):
     pytest.importorskip("deepspeed", reason="the deepspeed extra: pip install -e '.[deepspeed]'")
     dp, dp_params = data_parallel
