@@ -29,12 +29,17 @@ def machine() -> str:
     return f"{host()}, {gpu}, torch {torch.__version__}, {platform.system()} {platform.release()}"
 
 
+def cpu_of(machine_line: str) -> str:
+    """The CPU model of a machine line ("AMD EPYC, 2 CPUs, no GPU, torch ..." -> "AMD EPYC")."""
+    return str(machine_line or "").split(",", 1)[0].strip() or "?"
+
+
 def hardware(machine_line: str) -> str:
     """What a cell's numbers depend on, from its machine line: the GPU where it ran on one, else the CPU model
-    ("AMD EPYC, 2 CPUs, no GPU, torch ..." -> "AMD EPYC"); float kernels differ between them."""
+    (``cpu_of``); float kernels differ between them."""
     parts = [p.strip() for p in str(machine_line or "").split(",")]
     gpu = parts[2] if len(parts) > 2 else "no GPU"
-    return gpu if gpu != "no GPU" else (parts[0] or "?")
+    return gpu if gpu != "no GPU" else cpu_of(machine_line)
 
 
 def finished_hardware(suite_dir: Path, cell_ids: list[str]) -> dict[str, list[str]]:

@@ -13,7 +13,6 @@ import os
 import random
 import re
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -23,17 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+from launch_support import free_port  # noqa: F401  (tests import it from here)
 
 REPO = Path(__file__).resolve().parents[2]
 DIMENSIONS = ("vq", "mq", "ta")
 CHOICES = ("left", "right", "tie")
 HIDDEN = re.compile(r'<input type="hidden" name="(\w+)" value="([^"]*)"')
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class ServerProcess:

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import sqlite3
 import threading
 import time
 from pathlib import Path
 
 import pytest
+from launch_support import free_port
 from study_support import build_suite
 
 from grpo_bench.study.export import ExportOptions, export_kit
@@ -34,12 +34,6 @@ from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def server(tmp_path):
     import uvicorn
@@ -48,7 +42,7 @@ def server(tmp_path):
                                                  "sage_grpo kl=dual": ("sage_grpo", "dual", 0.6)})
     kit = root / "kit"
     export_kit(root, kit, ExportOptions(pairs=4, checks=1, repeats=1, seed=5))
-    port = _free_port()
+    port = free_port()
     srv = uvicorn.Server(uvicorn.Config(create_app(kit), host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=srv.run, daemon=True)
     thread.start()

@@ -32,6 +32,7 @@ from grpo_bench.report.claims.fingerprint_lines import (
     read_json_object,
     record_lines,
 )
+from grpo_bench.suite.machine import cpu_of  # noqa: F401  (the CPU a fingerprint is keyed by; read by suite.py)
 
 FINGERPRINTS = "fingerprints.json"
 LEGACY_CPU = "AMD EPYC"
@@ -40,11 +41,6 @@ DIRTY = "+dirty"
 
 Fingerprints = dict[str, dict[str, str]]
 """commit (whole string) -> {cpu: fingerprint hash}."""
-
-
-def cpu_of(machine: str) -> str:
-    """The CPU model of a cell's machine line ("AMD EPYC, 2 CPUs, no GPU, torch ..." -> "AMD EPYC")."""
-    return str(machine or "").split(",", 1)[0].strip() or "?"
 
 
 def read_fingerprints(root: Path) -> Fingerprints:
