@@ -88,6 +88,7 @@ def cell_trend(cell: Path, strata: str, until: int | None = None) -> dict:
     labels = [[stratum(p, strata) for p in drawn_prompts(train, cfg.seed, int(u), cfg.prompts_per_update)] for u in ups]
     b, half, sd = trend(ups, rows["value:reward"].to_numpy(), labels)
     return {"cell": cell.name, "method": cfg.method, "lr": cfg.lr, "seed": cfg.seed, "prompts": cfg.prompts,
+            "model": cfg.model, "reward": cfg.reward,
             "batch": f"{cfg.prompts_per_update}x{cfg.group_size}", "trend": b, "half": half, "resid_sd": sd}
 
 
@@ -111,14 +112,21 @@ def main(argv: list[str] | None = None) -> int:
     if not cells:
         print(f"error: {args.run_dir}: no finished cell", file=sys.stderr)
         return 2
-    out = [cell_trend(c, args.strata, args.until) for c in cells]
+    out = []
+    for c in cells:
+        try:
+            out.append(cell_trend(c, args.strata, args.until))
+        except ValueError as exc:  # too few updates for the strata's effects
+            print(f"error: {c}: {exc}; read more updates or coarser strata (--strata kind or none)",
+                  file=sys.stderr)
+            return 2
     for r in out:
         print(f"{r['cell']} {r['method']:14s} lr {r['lr']:<7g} seed {r['seed']:<4} batch {r['batch']:5s} "
               f"trend {r['trend']:+.3f} ± {r['half']:.3f} (resid sd {r['resid_sd']:.3f})")
     rows: dict[tuple, list[float]] = {}
     for r in out:
-        rows.setdefault((r["method"], r["lr"], r["batch"], r["prompts"]), []).append(r["trend"])
-    print("row (method, lr, batch, prompts): mean trend over seeds ± 95% t")
+        rows.setdefault((r["method"], r["lr"], r["batch"], r["model"], r["reward"]), []).append(r["trend"])
+    print("row (method, lr, batch, model, reward): mean trend over seeds ± 95% t")
     for key, v in sorted(rows.items(), key=str):
         mean, half, n = mean_ci(v)
         print(f"  {key}: {mean:+.3f} ± {half:.3f} ({n} seeds)")

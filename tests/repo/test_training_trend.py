@@ -92,3 +92,27 @@ def test_collect_scores_the_prompts_drawn_prompts_names(tmp_path):
 def test_a_folder_without_finished_cells_is_one_line(tmp_path, capsys):
     assert training_trend.main([str(tmp_path)]) == 2
     assert "no finished cell" in capsys.readouterr().err
+
+
+def test_rows_of_different_rewards_are_read_apart(tmp_path, capsys):
+    """Two cells alike but for their training reward are two rows, each with its own seed: a pilot's rewards side
+    by side are never averaged into one trend."""
+    for name, reward, slope in (("a", "image_world_oracle", 0.0), ("b", "image_world_judge", 0.002)):
+        (tmp_path / name).mkdir()
+        cell = _cell(tmp_path / name, slope)
+        info = json.loads((cell / "cell.json").read_text())
+        info["config"]["reward"] = reward
+        (cell / "cell.json").write_text(json.dumps(info))
+        cell.rename(tmp_path / f"cell_{name}")
+    assert training_trend.main([str(tmp_path)]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  (")]
+    assert len(rows) == 2 and all("(1 seeds)" in line for line in rows)
+    trends = {("judge" if "image_world_judge" in line else "oracle"): float(line.split("): ")[1].split()[0])
+              for line in rows}
+    assert abs(trends["judge"] - 0.002 * 119) < 0.01 and abs(trends["oracle"]) < 0.01
+
+
+def test_too_few_updates_for_the_strata_is_one_line(tmp_path, capsys):
+    _cell(tmp_path, 0.0)
+    assert training_trend.main([str(tmp_path), "--strata", "prompt", "--until", "5"]) == 2
+    assert "cannot fit" in capsys.readouterr().err
