@@ -32,7 +32,6 @@ from grpo_bench.report.claims.fingerprint_lines import (
     read_json_object,
     record_lines,
 )
-from grpo_bench.suite.machine import cpu_of  # noqa: F401  (the CPU a fingerprint is keyed by; read by suite.py)
 
 FINGERPRINTS = "fingerprints.json"
 LEGACY_CPU = "AMD EPYC"
