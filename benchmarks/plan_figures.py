@@ -29,13 +29,20 @@ HEADER = ("| suite | cells | GPUs per cell (sharding) | model | GPU GB per proce
 def real_model_suites(folder: Path = SUITES) -> list[Path]:
     """The suites whose cells run a registered real checkpoint (its factory names a hub id)."""
     from grpo_bench import models
+    from grpo_bench.report.picks import SourceNotStored
+    from grpo_bench.report.suite_parts import load_suite_checked
     from grpo_bench.suite.expand import expand
-    from grpo_bench.suite.parse import load_suite
 
     def real(name: str) -> bool:
         return name in models.MODELS and getattr(models.MODELS.get(name), "hub_id", None) is not None
 
-    return [p for p in sorted(folder.glob("*.yaml")) if any(real(c.config.model) for c in expand(load_suite(p)))]
+    def cells(path: Path) -> list:
+        try:
+            return expand(load_suite_checked(path))
+        except SourceNotStored:  # a pre-registered suite waiting for the report it picks from: no cells yet
+            return []
+
+    return [p for p in sorted(folder.glob("*.yaml")) if any(real(c.config.model) for c in cells(p))]
 
 
 def _span(values: list[float], fmt) -> str:
@@ -47,10 +54,10 @@ def _span(values: list[float], fmt) -> str:
 def suite_row(path: Path) -> str:
     from grpo_bench.cli.plan import duration, plan_cells, suite_totals
     from grpo_bench.plan.estimate import GB
+    from grpo_bench.report.suite_parts import load_suite_checked
     from grpo_bench.suite.expand import expand
-    from grpo_bench.suite.parse import load_suite
 
-    suite = load_suite(path)
+    suite = load_suite_checked(path)
     plans = plan_cells(suite, expand(suite))
     ps = [p for _, p in plans]
     totals = suite_totals(plans)

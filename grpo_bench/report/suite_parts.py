@@ -34,7 +34,10 @@ def check_report_parts(report: ReportSpec, where: str) -> None:
 
 
 def load_suite_checked(path: str | Path, overrides: dict[str, Any] | None = None) -> Suite:
-    """``suite.parse.load_suite``, then its report parts checked (``check_report_parts``)."""
-    suite = load_suite(path, overrides)
+    """``suite.parse.load_suite`` (a ``pick`` block resolved from the stored reports, report/picks.py), then its
+    report parts checked (``check_report_parts``)."""
+    from grpo_bench.report.picks import resolve_picks
+
+    suite = load_suite(path, overrides, resolve_picks)
     check_report_parts(suite.report, f"{suite.path}: ")
     return suite

@@ -12,6 +12,7 @@ A suite file::
     budget: {updates: 40, prompts_per_update: 2, gpus_per_cell: 1}      # equal compute for all
     report: {tables: [table2], figures: [reward_curves], baseline: {method: dance_grpo}}
     decide: {max_seeds: 12, block: 3, alpha: 0.05}   # optional: ``run --until-decided`` adds seeds
+    pick: [...]                   # optional: rows chosen by a rule from stored reports (report/picks.py)
 
 How a suite becomes cells and what a cell id depends on: expand.py. Everything is validated before
 anything runs; an error names the file, the key path (``grid.kl[2]``) and the allowed values.
@@ -19,6 +20,7 @@ anything runs; an error names the file, the key path (``grid.kl[2]``) and the al
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +33,7 @@ from grpo_bench.suite.spec import DecideSpec, Suite
 from grpo_bench.suite.values import check_name, config_values, grid_values, mapping
 
 SUITE_KEYS = ("name", "description", "preset", "base", "grid", "union", "seeds", "budget", "report", "decide",
-              "tune", "design")
+              "tune", "design", "pick")
 BUDGET_CONFIG_KEYS = (
     "updates", "prompts_per_update", "group_size", "steps", "video_size", "inner_epochs", "minibatches",
     "micro_batch", "eval_every", "eval_at", "eval_samples", "diag_every", "checkpoint_every", "save_videos",
@@ -72,8 +74,21 @@ def _decide(data: Any, seeds: list[int], where: str) -> DecideSpec:
     return DecideSpec(max_seeds=max_seeds, block=block, alpha=float(alpha))
 
 
-def parse_suite(data: Any, path: str = "<suite>", overrides: dict[str, Any] | None = None) -> Suite:
-    """Validate a suite mapping (as loaded from YAML); ``overrides`` are typed command-line values."""
+Picker = Callable[[Any, str, str, list[int]], tuple[list[dict[str, list[Any]]], dict[str, Any]]]
+"""Resolves a ``pick`` block into union grids and the baseline's values (report/picks.py ``resolve_picks``: it
+reads stored reports, which the suite layer does not; the report layer hands it in)."""
+
+
+def planned_seeds(seeds: list[int], decide: DecideSpec | None) -> list[int]:
+    """Every seed a suite may run: its own, and those ``run --until-decided`` adds after them."""
+    extra = decide.max_seeds - len(seeds) if decide else 0
+    return [*seeds, *range(max(seeds) + 1, max(seeds) + 1 + extra)]
+
+
+def parse_suite(data: Any, path: str = "<suite>", overrides: dict[str, Any] | None = None,
+                picker: Picker | None = None) -> Suite:
+    """Validate a suite mapping (as loaded from YAML); ``overrides`` are typed command-line values; ``picker``
+    resolves a ``pick`` block (a suite with one is refused without it)."""
     where = f"{path}: "
     data = mapping(data, where, "a suite")
     for key in data:
@@ -109,6 +124,13 @@ def parse_suite(data: Any, path: str = "<suite>", overrides: dict[str, Any] | No
         raise UserError(f"{where}seeds lists a seed twice: {seeds!r}")
     if "seed" in base:
         raise UserError(f"{where}base.seed: set seeds in the top-level 'seeds' list")
+    decide = _decide(data["decide"], seeds, where) if data.get("decide") is not None else None
+    baseline: dict[str, Any] = {}
+    if data.get("pick") is not None:  # rows chosen by a declared rule from stored reports, tuned like the others
+        if picker is None:
+            raise UserError(f"{where}pick reads stored reports: load the suite through a grpo-bench command")
+        picked, baseline = picker(data["pick"], where, path, planned_seeds(seeds, decide))
+        union = [*union, *picked]
     budget_raw = mapping(data.get("budget", {}), where, "budget")
     allowed_budget = BUDGET_CONFIG_KEYS + tuple(RESOURCE_KEYS)
     resources: dict[str, int] = {}
@@ -136,12 +158,15 @@ def parse_suite(data: Any, path: str = "<suite>", overrides: dict[str, Any] | No
     for key, value in overrides.items():
         check_name(key, value, "command line: ")
     report = parse_report(data.get("report", {}), where)
+    if baseline:
+        if report.baseline:
+            raise UserError(f"{where}report.baseline and a pick's baseline: true both name the baseline; keep one")
+        report.baseline = baseline
     if design is not None:
         report.design = design.to_dict()
     description = data.get("description", "")
     if not isinstance(description, str):
         raise UserError(f"{where}description must be text, got {type(description).__name__}")
-    decide = _decide(data["decide"], seeds, where) if data.get("decide") is not None else None
     tune = None
     if data.get("tune") is not None:
         from grpo_bench.config.run import RunConfig
@@ -154,9 +179,9 @@ def parse_suite(data: Any, path: str = "<suite>", overrides: dict[str, Any] | No
                  decide=decide, tune=tune, design=design)
 
 
-def load_suite(path: str | Path, overrides: dict[str, Any] | None = None) -> Suite:
+def load_suite(path: str | Path, overrides: dict[str, Any] | None = None, picker: Picker | None = None) -> Suite:
     """A suite file through the bounded YAML loader (safe_yaml.py), validated."""
     text = safe_yaml.read_text(path, "suite file")
-    suite = parse_suite(safe_yaml.load_text(text, str(path)), str(path), overrides)
+    suite = parse_suite(safe_yaml.load_text(text, str(path)), str(path), overrides, picker)
     suite.text = text
     return suite

@@ -8,15 +8,14 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from shipped_suites import shipped
 
 from grpo_bench.config.presets import PRESETS
 from grpo_bench.config.run import FIELDS
 from grpo_bench.plan.model_specs import real_specs
 from grpo_bench.suite.expand import expand
-from grpo_bench.suite.parse import load_suite
 
 ROOT = Path(__file__).resolve().parents[2]
-SUITES = sorted((ROOT / "suites").glob("*.yaml"))
 SPECS = real_specs()
 """models/real_specs.yaml, read once: parsing it per cell cost most of the whole suite's collection time."""
 WORLD_TUNED = ("lr", "kl_weight", "kl_beta_min", "kl_beta_max", "kl_target")
@@ -44,10 +43,10 @@ def _world_values() -> dict[str, set]:
 
 
 def _real_cells():
-    for path in SUITES:
-        for cell in expand(load_suite(path)):
+    for name, suite in shipped().items():
+        for cell in expand(suite):
             if cell.config.model in SPECS:
-                yield path.stem, cell.config
+                yield name, cell.config
 
 
 REAL = list(_real_cells())

@@ -29,7 +29,7 @@ def _rows(path: Path, cells: list[tuple[float, str]]) -> None:
 def test_suites_lists_cells_and_the_measured_minutes_a_cell(tmp_path):
     suites = tmp_path / "suites"
     suites.mkdir()
-    for name in ("smoke", "main_table", "ablate_kl"):
+    for name in ("smoke", "main_table", "ablate_kl", "factors_best"):
         shutil.copy(ROOT / "suites" / f"{name}.yaml", suites)
     shutil.copytree(ROOT / "suites" / "prompts", suites / "prompts")
     other = "Other CPU, 64 CPUs, no GPU, torch 2, Linux"
@@ -53,3 +53,6 @@ def test_suites_lists_cells_and_the_measured_minutes_a_cell(tmp_path):
     assert lines["smoke"][:3] == [str(smoke), "1.0 min", f"{smoke * 1.0:.0f} min"]
     assert "this machine" in lines["smoke"][3]
     assert lines["ablate_kl"][1:3] == ["-", "-"] and lines["ablate_kl"][3] == "not measured"
+    # pre-registered, its source report not stored here: listed as waiting, the others still listed
+    assert lines["factors_best"][:3] == ["-", "-", "-"]
+    assert lines["factors_best"][3].startswith("waits for the stored report its pick reads")

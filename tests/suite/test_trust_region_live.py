@@ -18,10 +18,10 @@ import json
 from pathlib import Path
 
 import pytest
+from shipped_suites import shipped
 
 from grpo_bench.plan.model_specs import real_specs
 from grpo_bench.suite.expand import expand
-from grpo_bench.suite.parse import load_suite
 from grpo_bench.train.trainer import train
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,21 +51,20 @@ def _trust_region_cells() -> tuple[dict[tuple, dict], dict[tuple, dict]]:
     world: dict[tuple, dict] = {}
     real: dict[tuple, dict] = {}
     specs = real_specs()  # read once: parsing it per cell cost most of the whole suite's collection time
-    for path in sorted((ROOT / "suites").glob("*.yaml")):
-        suite = load_suite(path)
+    for stem, suite in shipped().items():
         gpus = int(suite.resources.get("gpus_per_cell", 1))
         for cell in expand(suite):
             cfg = cell.config.to_dict()
             if cfg["model"] == "world":
                 if cfg["kl"] != "none":
-                    world.setdefault(tuple(str(cfg[k]) for k in TRUST_KEYS), {"suite": path.stem, **cfg})
+                    world.setdefault(tuple(str(cfg[k]) for k in TRUST_KEYS), {"suite": stem, **cfg})
                 continue
             family = _family(cfg["model"], specs)
             if family is None and cfg["model"] in MODELS:  # another embedded world (the image world): its suites
                 continue  # use the video world's trust-region configurations, checked live on the video world
-            assert family in TINY, f"{path.stem}: no tiny preset stands in for {cfg['model']!r}"
+            assert family in TINY, f"{stem}: no tiny preset stands in for {cfg['model']!r}"
             key = (family, cfg["lora_rank"] > 0, *(str(cfg[k]) for k in REAL_KEYS))
-            real.setdefault(key, {"suite": path.stem, "family": family, "gpus": gpus, **cfg})
+            real.setdefault(key, {"suite": stem, "family": family, "gpus": gpus, **cfg})
     return world, real
 
 
