@@ -266,12 +266,14 @@ def compute_curves(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _stored_compute_shape(data: Any) -> expected_compute.ComputeShape | None:
-    """The compute section of a cell's stored config, or None where it no longer builds (a removed method...)."""
-    from grpo_bench.config.run import from_dict
+    """The compute section of a cell's stored config, or None where it no longer builds (a removed method...).
+    Resolved as a cell's config is (its method's options filled in): a stored config read back from disk may lack
+    them, and the closed form needs the run's KL."""
+    from grpo_bench.config.run import from_dict, resolve
     from grpo_bench.config.sections import section
     from grpo_bench.errors import UserError
 
     try:
-        return section(from_dict(dict(data or {})), expected_compute.ComputeShape)
+        return section(resolve(from_dict(dict(data or {}))), expected_compute.ComputeShape)
     except (UserError, TypeError, ValueError):
         return None

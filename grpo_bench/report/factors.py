@@ -2,6 +2,11 @@
 estimates, each with a 95% interval over seeds; table ``factor_effects`` and figure ``factor_effects``; and the
 model's prediction for every point of the full factorial, table ``factor_predictions``.
 
+Two readings of each cell's learning, each fitted by the same model: at equal updates (the end of training,
+Table 2's headline) and at equal training compute (report/equal_compute.py: where the cheapest design row ends, the
+branching step rule, which trains one step a sample where the others train three; measured at an eval point the
+suite places there, else interpolated between two, and the table says which).
+
 The model is the suite's own: the intercept plus every effect its ``design.estimates`` claims, in effect
 (sum-to-zero) coding, fitted by least squares to every finished cell's learning (the held-out oracle gain, Table
 2's headline) with the seed as the cluster: V = (X'X)^-1 (sum_s X_s' u_s u_s' X_s) (X'X)^-1 * G / (G - 1), a t
@@ -106,10 +111,13 @@ def _combos(levels: list[list[str]]) -> list[tuple[str, ...]]:
 
 def design_frame(df: pd.DataFrame, design: dict[str, Any], response: str = RESPONSE) -> pd.DataFrame:
     """One row per finished cell of the design: its level of each factor (read from the cell's grid labels),
-    seed and response; cells outside the design (another method, a baseline row) are left out."""
+    seed, response ``y`` (at equal updates) and ``y_compute`` (the same learning at the design's matched training
+    compute, NaN where a cell has no compute counters); cells outside the design (another method, a baseline row)
+    are left out."""
     learned = data.learning(df)
     if learned.empty or response not in learned:
         return pd.DataFrame()
+    at_compute = _matched_learning(df, design)
     labels = {r.cell: json.loads(r.text).get("labels", {}) for r in df[df["kind"] == "cell"].itertuples()
               if isinstance(r.text, str)}
     out = []
@@ -120,11 +128,27 @@ def design_frame(df: pd.DataFrame, design: dict[str, Any], response: str = RESPO
         point = {f: next((lv for lv, values in levels.items() if all(lab.get(k) == v for k, v in values.items())),
                          None) for f, levels in design["factors"].items()}
         if None not in point.values():
-            out.append({**point, "seed": r.seed, "y": getattr(r, response)})
+            out.append({**point, "seed": r.seed, "y": getattr(r, response),
+                        "y_compute": at_compute.get(r.cell, float("nan"))})
     return pd.DataFrame(out)
 
 
+def _matched_learning(df: pd.DataFrame, design: dict[str, Any]) -> dict[str, float]:
+    """cell -> its learning at the matched compute of the design's own cells (equal_compute.matched over them)."""
+    from grpo_bench.report.equal_compute import matched
+
+    cells = data.cells(df)
+    mine = set(cells.loc[cells["method"] == design["method"], "cell"])
+    mt = matched(df[df["cell"].isin(mine) | (df["kind"] == "suite")])
+    return {} if mt.empty else dict(zip(mt["cell"], mt["learning_matched"]))
+
+
+READINGS = {"y": "equal updates", "y_compute": "equal compute"}
+"""design_frame's responses and the reading each is."""
+
+
 def _effects(ctx: Context) -> pd.DataFrame | None:
+    """Both readings' effects, one frame with a ``reading`` column; None before two seeds of design cells."""
     design = ctx.spec.get("design") or {}
     if not design:
         return None
@@ -132,7 +156,12 @@ def _effects(ctx: Context) -> pd.DataFrame | None:
     if frame.empty or frame["seed"].nunique() < 2:
         return None
     factors = {f: list(levels) for f, levels in design["factors"].items()}
-    return fit_effects(frame, factors, design["estimates"], "y")
+    out = []
+    for column, reading in READINGS.items():
+        part = frame.dropna(subset=[column]) if column in frame else frame.iloc[:0]
+        if part["seed"].nunique() >= 2:
+            out.append(fit_effects(part, factors, design["estimates"], column).assign(reading=reading))
+    return pd.concat(out, ignore_index=True)
 
 
 @TABLES.register("factor_effects")
@@ -143,12 +172,26 @@ def factor_effects_table(ctx: Context) -> list[Section]:
     if effects is None:
         return [Section(title, "Needs a suite with a design block and finished cells on two seeds or more.",
                         "_No factorial results yet._")]
-    rows = [[r.effect, r.level, f"{r.estimate:+.4f}", f"[{r.low:+.4f}, {r.high:+.4f}]"] for r in effects.itertuples()]
-    md = write_table(ctx.out, "factor_effects", ["Effect", "Level", "Estimate", "95% CI"], rows, effects)
+    readings = list(dict.fromkeys(effects["reading"]))
+    first = effects[effects["reading"] == readings[0]]
+    rows = []
+    for i, r in enumerate(first.itertuples()):
+        row = [r.effect, r.level]
+        for reading in readings:
+            e = effects[effects["reading"] == reading].iloc[i]
+            row += [f"{e.estimate:+.4f}", f"[{e.low:+.4f}, {e.high:+.4f}]"]
+        rows.append(row)
+    headers = ["Effect", "Level", *[h for reading in readings for h in (reading.capitalize(), "95% CI")]]
+    md = write_table(ctx.out, "factor_effects", headers, rows, effects)
     aliased = ", ".join(design.get("not_estimated", [])) or "none"
-    how = (f"Least squares over the design's cells (effect coding; oracle gain, final − update 0) with the seed as "
-           f"the cluster, t interval over {int(effects['seeds'].iloc[0])} seeds; a level's deviation from the grand "
-           f"mean. Not estimated by this design: {aliased}.")
+    how = (f"Least squares over the design's cells (effect coding; oracle gain from update 0) with the seed as the "
+           f"cluster, t interval over {int(first['seeds'].iloc[0])} seeds; a level's deviation from the grand mean. "
+           "Equal updates: each cell's learning at its last update (Table 2's). Equal compute: the same learning "
+           "read at the training compute where the design's cheapest row ends (the equal-compute table's matched "
+           "compute; that table says which rows were measured there and which interpolated). "
+           f"Not estimated by this design: {aliased}.")
+    if len(readings) < len(READINGS):
+        how += " Equal compute: not available (cells without compute counters, or fewer than two seeds)."
     return [Section(title, how, md)]
 
 
@@ -180,20 +223,24 @@ def factor_effects_figure(ctx: Context) -> list[Section]:
     if effects is None:
         return []
     mains = [e for e in dict.fromkeys(effects["effect"]) if ":" not in e]
+    readings = list(dict.fromkeys(effects["reading"]))
     fig, axes = plt.subplots(1, len(mains), figsize=(3.2 * len(mains), 3), sharey=True, squeeze=False)
     for ax, effect in zip(axes[0], mains):
-        part = effects[effects["effect"] == effect]
-        pos = np.arange(len(part))
-        ax.errorbar(pos, part["estimate"], yerr=[part["estimate"] - part["low"], part["high"] - part["estimate"]],
-                    fmt="o", capsize=3)
+        for k, (reading, marker) in enumerate(zip(readings, "os")):
+            part = effects[(effects["effect"] == effect) & (effects["reading"] == reading)]
+            pos = np.arange(len(part)) + (k - (len(readings) - 1) / 2) * 0.18  # the readings side by side
+            ax.errorbar(pos, part["estimate"], yerr=[part["estimate"] - part["low"], part["high"] - part["estimate"]],
+                        fmt=marker, capsize=3, label=reading)
         ax.axhline(0, color="grey", lw=0.8)
-        ax.set_xticks(pos, part["level"], rotation=30)
+        ax.set_xticks(np.arange(len(part)), part["level"], rotation=30)
         ax.set_title(effect)
     axes[0][0].set_ylabel("oracle gain vs grand mean")
+    axes[0][-1].legend(fontsize=7)
     folder = ctx.out / "figures"
     folder.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     fig.savefig(folder / "factor_effects.png", dpi=120)
     plt.close(fig)
-    return [Section("Factor main effects", "Each level's deviation from the grand mean, 95% interval over seeds.",
+    return [Section("Factor main effects", "Each level's deviation from the grand mean, 95% interval over seeds, at "
+                    "equal updates (circles) and at equal training compute (squares).",
                     "![factor effects](figures/factor_effects.png)")]

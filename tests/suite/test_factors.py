@@ -3,6 +3,7 @@ cannot estimate a claimed effect is refused in one line before any cell, and the
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -161,3 +162,71 @@ def test_the_predictions_table_shows_the_best_first_and_stores_every_point(tmp_p
     assert len(rows) == 8 and rows[0].startswith(f"| {best.step_rule} | {best.kernel} | {best.objective} |")
     assert len(pd.read_csv(tmp_path / "tables" / "factor_predictions.csv")) == 48
     assert "kernel:objective" in section.how  # says which interactions a prediction takes as zero
+
+
+PASSES = {"branch": 208, "other": 304}
+"""Training passes an update in the factor suite's block (factors_tune's counters, bb7528e): the branching rule
+trains one step a sample, the others three."""
+
+
+def _results(gains: dict[tuple, float], seeds=(1000, 1001), eval_at=(61,), config=None) -> pd.DataFrame:
+    """A results table of the design's cells whose held-out learning rises linearly in training compute, reaching
+    ``gain`` at the branching rule's final compute (90 x 208 passes): the equal-compute reading is the gain exactly,
+    the equal-updates reading 304/208 of it for the three-step rules."""
+    from grpo_bench.config import metrics
+    from grpo_bench.suite.results import COLUMNS
+
+    budget = 90 * PASSES["branch"]
+    rows = [{"suite": "factors", "kind": "suite", "text": json.dumps({"name": "factors"})}]
+    for i, (point, gain) in enumerate(gains.items()):
+        labels = {"method": "flow_grpo"}
+        for factor, level in zip(DESIGN["factors"], point):
+            labels.update(DESIGN["factors"][factor][level])
+        per = PASSES["branch" if point[0] == "branch" else "other"]
+        for seed in seeds:
+            base = {"suite": "factors", "cell": f"c{i}-{seed}", "group": " ".join(point), "setting": "A",
+                    "method": "flow_grpo", "kl": "fixed", "equalizer": False, "seed": seed}
+            rows.append({**base, "kind": "cell", "metric": "wall_time", "value": 1.0, "text": json.dumps(
+                {"labels": {**labels, "seed": seed}, "config": config or {**labels, "seed": seed}, "status": "done"})})
+            rows += [{**base, "kind": "update", "update": u, "metric": metrics.COMPUTE_TRAINING,
+                      "value": float(per * (u + 1))} for u in range(90)]  # after update u: u + 1 updates' passes
+            for u in (0, *eval_at, 90):
+                learned = gain * per * u / budget + 0.01 * seed
+                rows += [{**base, "kind": "update", "update": u, "metric": f"eval_oracle_{d}",
+                          "value": 0.5 + 0.01 * seed + learned / 3} for d in ("vq", "mq", "ta")]
+    frame = pd.DataFrame(rows)
+    for column, kind in COLUMNS.items():
+        frame[column] = (frame[column] if column in frame else pd.Series([None] * len(frame))).astype(kind)
+    return frame
+
+
+def test_the_equal_compute_reading_recovers_effects_that_the_equal_updates_reading_inflates(tmp_path):
+    from grpo_bench.report import factors
+    from grpo_bench.report.parts import Context
+
+    mains = {"step_rule": [0.0, 0.1, -0.2, 0.1], "kernel": [0.05, -0.05, 0.0, 0.0], "objective": [0.02, -0.01, -0.01]}
+    gains = {p: 0.3 + sum(mains[f][LEVELS[f].index(lv)] for f, lv in zip(LEVELS, p)) for p in map(tuple,
+                                                                                               DESIGN["points"])}
+    ctx = Context(df=_results(gains), out=tmp_path, spec={"design": DESIGN})
+    effects = factors._effects(ctx)
+    at_compute = effects[effects["reading"] == "equal compute"]
+    at_updates = effects[effects["reading"] == "equal updates"]
+    for factor, truth in mains.items():
+        np.testing.assert_allclose(at_compute[at_compute["effect"] == factor]["estimate"], truth, atol=1e-9)
+    inflated = at_updates[at_updates["effect"] == "step_rule"].set_index("level")["estimate"]
+    assert inflated["branch"] < mains["step_rule"][3] - 0.05  # three-step rules learn 304/208 as much by update 90
+    (section,) = factors.factor_effects_table(ctx)
+    assert "Equal compute" in section.body and "Equal updates" in section.body
+    assert "not available" not in section.how
+
+
+def test_without_compute_counters_the_table_says_equal_compute_is_not_available(tmp_path):
+    from grpo_bench.config import metrics
+    from grpo_bench.report import factors
+    from grpo_bench.report.parts import Context
+
+    # cells stored without counters whose config builds no closed form (a removed method): NaN counts
+    df = _results({tuple(p): 0.1 for p in DESIGN["points"]}, config={"method": "a_removed_method"})
+    df = df[df["metric"] != metrics.COMPUTE_TRAINING]
+    (section,) = factors.factor_effects_table(Context(df=df, out=tmp_path, spec={"design": DESIGN}))
+    assert "Equal compute: not available" in section.how and "Equal updates" in section.body

@@ -50,3 +50,20 @@ def test_the_field_evaluates_at_every_speed_claims_read_point(tmp_path):
         if u != mine["update"].iloc[-1]:  # a row read at its own end needs no eval of its own
             needed.add(u)
     assert needed and needed <= set(suite.budget["eval_at"])
+
+
+def test_the_factor_suite_evaluates_where_its_equal_compute_reading_reads(tmp_path):
+    """suites/factors.yaml's equal-compute reading (report/factors.py) reads every row at the compute where the
+    cheapest step rule ends: the branching rule, one trained step a sample. The three-step rules' last update
+    within it must be one of the suite's eval points, so that reading is measured there, not interpolated."""
+    suite = load_suite("suites/factors.yaml")
+    cells = {}
+    for c in expand(tuning_suite(suite)):
+        if c.config.seed == suite.tune.seeds[0] and c.config.lr == suite.tune.grid["lr"][0]:
+            cells.setdefault(c.config.step_rule or "all", c.config)  # "all" is FlowGRPO's own rule: None
+    assert set(cells) == {"all", "window", "sparse", "branch"}
+    curves = {rule: _curve(cfg, tmp_path / rule) for rule, cfg in cells.items()}
+    finish = {rule: float(c[metrics.COMPUTE_TRAINING].iloc[-1]) for rule, c in curves.items()}
+    assert min(finish, key=finish.get) == "branch"
+    reads = {read_point(curves[r], finish["branch"]) for r in cells if r != "branch"}
+    assert reads <= set(suite.budget["eval_at"]), (reads, finish)

@@ -187,3 +187,15 @@ def test_a_method_with_its_own_pass_hooks_has_no_closed_form(monkeypatch):
     monkeypatch.setattr(core_method, "make_method", branching)
     with pytest.raises(expected_compute.ClosedFormUnknown, match="share_prefix"):
         expected_compute.per_update(shape(resolve(tiny())))
+
+
+def test_a_stored_config_without_its_method_options_derives_the_resolved_configs_compute():
+    """A config read back from disk that lacks the method's options (its KL among them) is resolved as a cell's
+    is before the closed form reads it: the same counts as the full config, not a traceback."""
+    from grpo_bench.report.data import _stored_compute_shape
+
+    full = resolve(tiny(method="flow_grpo")).to_dict()
+    partial = {k: v for k, v in full.items() if k not in ("kl", "noise_level", "kernel", "step_rule", "objective")}
+    got = expected_compute.expected_curve(_stored_compute_shape(partial), 3)
+    assert got == expected_compute.expected_curve(_stored_compute_shape(full), 3)
+    assert got[-1][metrics.COMPUTE_TRAINING] > 0
