@@ -37,7 +37,7 @@ from torch import Tensor
 from grpo_bench.errors import UserError
 from grpo_bench.image_world.grammar import Scene, parse
 from grpo_bench.image_world.render import SIZE
-from grpo_bench.world.generator import shape_alpha
+from grpo_bench.world.generator import SQUARE_HALF_SIDE, TRIANGLE_INRADIUS
 from grpo_bench.world.vocab import BACKGROUND, COLORS, PALETTE, SHAPES
 
 OFF_PALETTE = 0.35
@@ -84,12 +84,26 @@ def segment(image: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.where(nearest > OFF_PALETTE, -1, label), nearest
 
 
+def coverage(cx: float, cy: float, radius: float, size: int) -> np.ndarray:
+    """Anti-aliased coverage [len(SHAPES), H, W] in [0, 1] of every shape at one centre and radius.
+
+    The renderer's signed distances (world/generator.py ``shape_alpha``: circle, square, triangle, in SHAPES order)
+    in float64, operation for operation (NumPy, but torch's sqrt), so every value is bit-identical to ``shape_alpha``'s
+    (tests/image_world/test_checker_templates.py): a reward call fits several objects of each of 64 images, and
+    torch's per-call cost on 32 x 32 arrays made these fits most of the checker's time."""
+    grid = np.arange(size, dtype=np.float64) + 0.5
+    dx, dy = grid[None, :] - cx, grid[:, None] - cy  # [1, W], [H, 1]
+    # torch's float64 sqrt, not NumPy's: the two differ in the last bit on some inputs (torch's is not always
+    # correctly rounded), and the renderer's circle is torch's
+    circle = torch.sqrt(torch.from_numpy(dx**2 + dy**2)).numpy() - radius
+    square = np.maximum(np.abs(dx), np.abs(dy)) - SQUARE_HALF_SIDE * radius
+    tri = np.maximum(np.maximum(dy, 0.8660254 * dx - 0.5 * dy), -0.8660254 * dx - 0.5 * dy) - TRIANGLE_INRADIUS * radius
+    return np.clip(0.5 - np.stack(np.broadcast_arrays(circle, square, tri)), 0.0, 1.0)
+
+
 def _templates(cx: float, cy: float, radius: float, size: int) -> np.ndarray:
     """Binary masks [len(SHAPES), H, W] of every shape at one centre and radius (coverage above one half)."""
-    n = len(SHAPES)
-    at = torch.full((n, 1), 0.0, dtype=torch.float64)
-    alpha = shape_alpha(torch.arange(n), at + cx, at + cy, torch.full((n,), radius, dtype=torch.float64), size)
-    return alpha[:, 0].numpy() > 0.5
+    return coverage(cx, cy, radius, size) > 0.5
 
 
 def objects(label: np.ndarray) -> tuple[list[Found], np.ndarray]:

@@ -19,8 +19,8 @@ SIZES = (16, 24)
 # Object "radius" and speed as fractions of the frame size (speed per frame).
 RADIUS_RANGE = (0.14, 0.22)
 SPEED_RANGE = (0.045, 0.085)
-_TRI_INRADIUS = 0.7776  # sqrt(pi / (3*sqrt(3))): equal area to the circle of the same radius
-_SQ_HALF = 0.8862  # sqrt(pi) / 2: equal area
+TRIANGLE_INRADIUS = 0.7776  # sqrt(pi / (3*sqrt(3))): equal area to the circle of the same radius
+SQUARE_HALF_SIDE = 0.8862  # sqrt(pi) / 2: equal area
 
 
 @dataclass
@@ -66,10 +66,10 @@ def shape_alpha(shape: Tensor, cx: Tensor, cy: Tensor, radius: Tensor, size: int
     dy = grid[None, None, :, None] - cy[:, :, None, None]  # [B, F, H, 1]
     r = radius[:, None, None, None] if radius.ndim == 1 else radius[:, :, None, None]
     circle = torch.sqrt(dx**2 + dy**2) - r
-    square = torch.maximum(dx.abs(), dy.abs()) - _SQ_HALF * r
+    square = torch.maximum(dx.abs(), dy.abs()) - SQUARE_HALF_SIDE * r
     # Equilateral triangle pointing up: outward normals (0, 1), (±sin 60°, -cos 60°).
     tri = torch.maximum(torch.maximum(dy, 0.8660254 * dx - 0.5 * dy), -0.8660254 * dx - 0.5 * dy)
-    tri = tri - _TRI_INRADIUS * r
+    tri = tri - TRIANGLE_INRADIUS * r
     sdf = torch.stack(torch.broadcast_tensors(circle, square, tri), dim=1)  # [B, 3, F, H, W]
     sdf = sdf.gather(1, shape[:, None, None, None, None].expand(-1, 1, *sdf.shape[2:])).squeeze(1)
     return (0.5 - sdf).clamp(0.0, 1.0)
