@@ -128,7 +128,7 @@ def design_frame(df: pd.DataFrame, design: dict[str, Any], response: str = RESPO
         point = {f: next((lv for lv, values in levels.items() if all(lab.get(k) == v for k, v in values.items())),
                          None) for f, levels in design["factors"].items()}
         if None not in point.values():
-            out.append({**point, "seed": r.seed, "y": getattr(r, response),
+            out.append({**point, "seed": r.seed, "cell": r.cell, "y": getattr(r, response),
                         "y_compute": at_compute.get(r.cell, float("nan"))})
     return pd.DataFrame(out)
 
@@ -192,6 +192,60 @@ def factor_effects_table(ctx: Context) -> list[Section]:
            f"Not estimated by this design: {aliased}.")
     if len(readings) < len(READINGS):
         how += " Equal compute: not available (cells without compute counters, or fewer than two seeds)."
+    return [Section(title, how, md)]
+
+
+SIGNATURE = ("reward", "policy_loss", "kl")
+"""Per-update training metrics that together identify a run's training: two cells whose values agree to the last
+bit at every update trained identically."""
+
+
+def inert_contrasts(df: pd.DataFrame, design: dict[str, Any]) -> pd.DataFrame:
+    """Per factor and pair of its levels: how many pairs of design cells differ in that factor alone (same other
+    levels, seed and lr) and how many of them trained identically (``SIGNATURE``): a contrast whose levels never
+    acted differently, such as a clip that never clips against a mask that never masks."""
+    frame = design_frame(df, design)
+    columns = ["factor", "levels", "pairs", "identical"]
+    if frame.empty:
+        return pd.DataFrame(columns=columns)
+    rows = df[(df["kind"] == "update") & df["metric"].isin(SIGNATURE)]
+    signature = {cell: tuple(map(tuple, part.sort_values(["update", "metric"])[["update", "metric", "value"]]
+                                 .astype(str).to_numpy()))
+                 for cell, part in rows.groupby("cell", sort=False)}
+    lr = dict(zip(data.cells(df)["cell"], (c.get("lr") for c in data.cells(df)["config"])))
+    frame = frame.assign(lr=frame["cell"].map(lr))
+    out = []
+    for factor in design["factors"]:
+        others = [f for f in design["factors"] if f != factor] + ["seed", "lr"]
+        counts: dict[tuple[str, str], list[int]] = {}
+        for _, part in frame.groupby(others, sort=False, dropna=False):
+            cells = list(part[[factor, "cell"]].itertuples(index=False))
+            for i, (a, ca) in enumerate(cells):
+                for b, cb in cells[i + 1:]:
+                    key = tuple(sorted((a, b), key=list(design["factors"][factor]).index))
+                    same = ca in signature and signature.get(ca) == signature.get(cb)
+                    counts.setdefault(key, [0, 0])[0] += 1
+                    counts[key][1] += int(same)
+        out += [{"factor": factor, "levels": " vs ".join(k), "pairs": n, "identical": same}
+                for k, (n, same) in counts.items()]
+    return pd.DataFrame(out, columns=columns)
+
+
+@TABLES.register("factor_liveness")
+def factor_liveness_table(ctx: Context) -> list[Section]:
+    design = ctx.spec.get("design") or {}
+    title = "Factor contrasts the logs show inert"
+    table = inert_contrasts(ctx.df, design) if design else pd.DataFrame()
+    if table.empty:
+        return [Section(title, "Needs a suite with a design block and two finished cells that differ in one factor.",
+                        "_No pairs yet._")]
+    rows = [[r.factor, r.levels, str(r.pairs), f"{r.identical} ({r.identical / r.pairs:.0%})"]
+            for r in table.itertuples()]
+    md = write_table(ctx.out, "factor_liveness", ["Factor", "Levels", "Pairs", "Trained identically"], rows, table)
+    how = ("Pairs of the design's cells that differ in one factor only (same other levels, seed and lr). Two cells "
+           f"whose per-update {', '.join(SIGNATURE)} agree to the last bit trained identically: there the two "
+           "levels never acted differently (a clip that never clipped, a KL mask that never masked), so an effect "
+           "between them is zero by the recipe's step sizes, not evidence that the mechanisms are equivalent.")
     return [Section(title, how, md)]
 
 

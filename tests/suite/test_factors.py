@@ -169,7 +169,7 @@ PASSES = {"branch": 208, "other": 304}
 trains one step a sample, the others three."""
 
 
-def _results(gains: dict[tuple, float], seeds=(1000, 1001), eval_at=(61,), config=None) -> pd.DataFrame:
+def _results(gains: dict[tuple, float], seeds=(1000, 1001), eval_at=(61,), config=None, training=None) -> pd.DataFrame:
     """A results table of the design's cells whose held-out learning rises linearly in training compute, reaching
     ``gain`` at the branching rule's final compute (90 x 208 passes): the equal-compute reading is the gain exactly,
     the equal-updates reading 304/208 of it for the three-step rules."""
@@ -190,6 +190,9 @@ def _results(gains: dict[tuple, float], seeds=(1000, 1001), eval_at=(61,), confi
                 {"labels": {**labels, "seed": seed}, "config": config or {**labels, "seed": seed}, "status": "done"})})
             rows += [{**base, "kind": "update", "update": u, "metric": metrics.COMPUTE_TRAINING,
                       "value": float(per * (u + 1))} for u in range(90)]  # after update u: u + 1 updates' passes
+            if training is not None:  # the per-update training metrics: a value per (point, seed) and update
+                rows += [{**base, "kind": "update", "update": u, "metric": m, "value": training(point, seed) + u}
+                         for u in range(3) for m in ("reward", "policy_loss", "kl")]
             for u in (0, *eval_at, 90):
                 learned = gain * per * u / budget + 0.01 * seed
                 rows += [{**base, "kind": "update", "update": u, "metric": f"eval_oracle_{d}",
@@ -230,3 +233,25 @@ def test_without_compute_counters_the_table_says_equal_compute_is_not_available(
     df = df[df["metric"] != metrics.COMPUTE_TRAINING]
     (section,) = factors.factor_effects_table(Context(df=df, out=tmp_path, spec={"design": DESIGN}))
     assert "Equal compute: not available" in section.how and "Equal updates" in section.body
+
+
+def test_the_liveness_table_counts_the_pairs_that_trained_identically(tmp_path):
+    """clipped and kl_mask train identically (neither acts), ratio_norm differs; every other factor's levels
+    differ too, so only the objective's clipped-vs-kl_mask pairs are inert."""
+    from grpo_bench.report import factors
+    from grpo_bench.report.parts import Context
+
+    def training(point, seed):
+        rule, kernel, objective = point
+        code = {"clipped": 0, "kl_mask": 0, "ratio_norm": 1}[objective]
+        return 100 * LEVELS["step_rule"].index(rule) + 10 * LEVELS["kernel"].index(kernel) + code + 0.001 * seed
+
+    points = [tuple(p) for p in DESIGN["points"]]
+    df = _results({p: 0.1 for p in points}, training=training)
+    table = factors.inert_contrasts(df, DESIGN).set_index(["factor", "levels"])
+    both = sum(1 for p in points if p[2] == "clipped" and (p[0], p[1], "kl_mask") in points)  # pairs in the fraction
+    assert both > 0 and tuple(table.loc[("objective", "clipped vs kl_mask")]) == (2 * both, 2 * both)  # 2 seeds
+    assert table.loc[("objective", "kl_mask vs ratio_norm"), "identical"] == 0
+    assert (table.loc["step_rule", "identical"] == 0).all() and (table.loc["kernel", "identical"] == 0).all()
+    (section,) = factors.factor_liveness_table(Context(df=df, out=tmp_path, spec={"design": DESIGN}))
+    assert f"{2 * both} (100%)" in section.body and "zero by the recipe" in section.how
