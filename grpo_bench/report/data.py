@@ -32,7 +32,8 @@ def oracle_overall(frame: pd.DataFrame, prefix: str = "") -> pd.Series:
     return out
 
 
-def _cell_infos(df: pd.DataFrame) -> dict[str, dict[str, Any]]:
+def cell_infos(df: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    """cell -> its stored record (labels: the grid values that made it; config: the resolved run config; status)."""
     rows = df[df["kind"] == "cell"].drop_duplicates("cell")
     return {r.cell: json.loads(r.text) for r in rows.itertuples() if isinstance(r.text, str)}
 
@@ -40,7 +41,7 @@ def _cell_infos(df: pd.DataFrame) -> dict[str, dict[str, Any]]:
 def with_grid_columns(df: pd.DataFrame) -> pd.DataFrame:
     """The table with one column per varied grid key; files written before those columns existed get
     them rebuilt from the labels and configs their cell rows carry."""
-    infos = _cell_infos(df)
+    infos = cell_infos(df)
     keys = grid_keys([{"labels": i.get("labels", {})} for i in infos.values()])
     missing = [k for k in keys if k not in df.columns]
     if not missing:
@@ -55,7 +56,7 @@ def stratify(df: pd.DataFrame, strata: list[str] | None) -> pd.DataFrame:
     extra = [k for k in (strata or []) if k != "setting"]
     if not extra:
         return df
-    configs = {c: i.get("config", {}) for c, i in _cell_infos(df).items()}
+    configs = {c: i.get("config", {}) for c, i in cell_infos(df).items()}
     out = df.copy()
     for cell, cfg in configs.items():
         rows = out["cell"] == cell
@@ -136,7 +137,7 @@ def _trains_on_oracle(reward: Any) -> bool:
 
 
 def _without_judge_where_oracle_trains(wide: pd.DataFrame, column: str, df: pd.DataFrame) -> pd.DataFrame:
-    cells = {c for c, i in _cell_infos(df).items() if _trains_on_oracle(i.get("config", {}).get("reward"))}
+    cells = {c for c, i in cell_infos(df).items() if _trains_on_oracle(i.get("config", {}).get("reward"))}
     if column in wide and cells:
         wide.loc[wide["cell"].isin(cells), column] = np.nan
     return wide
@@ -238,7 +239,7 @@ def compute_curves(df: pd.DataFrame) -> pd.DataFrame:
             if len(logged) else pd.DataFrame())
     counted = set(wide.index.get_level_values("cell")) if len(wide) else set()
     n_updates = rows.groupby("cell", sort=False)["update"].max()
-    infos = _cell_infos(df)
+    infos = cell_infos(df)
     out: list[dict[str, Any]] = []
     for cell, top in n_updates.items():
         f = first.loc[cell]

@@ -212,7 +212,7 @@ def inert_contrasts(df: pd.DataFrame, design: dict[str, Any]) -> pd.DataFrame:
     signature = {cell: tuple(map(tuple, part.sort_values(["update", "metric"])[["update", "metric", "value"]]
                                  .astype(str).to_numpy()))
                  for cell, part in rows.groupby("cell", sort=False)}
-    lr = dict(zip(data.cells(df)["cell"], (c.get("lr") for c in data.cells(df)["config"])))
+    lr = {cell: info.get("config", {}).get("lr") for cell, info in data.cell_infos(df).items()}
     frame = frame.assign(lr=frame["cell"].map(lr))
     out = []
     for factor in design["factors"]:

@@ -52,11 +52,6 @@ Rule = Callable[[pd.DataFrame, dict[str, Any], str], dict[str, Any]]
 RULES: Registry[Rule] = Registry("pick rule")
 
 
-def _cells(df: pd.DataFrame) -> dict[str, dict[str, Any]]:
-    """cell -> its stored record (labels: the grid values that made it; config: the resolved run config)."""
-    return {r.cell: json.loads(r.text) for r in df[df["kind"] == "cell"].itertuples() if isinstance(r.text, str)}
-
-
 @RULES.register("best_predicted")
 def best_predicted(df: pd.DataFrame, spec: dict[str, Any], where: str) -> dict[str, Any]:
     """The factor model's best point of the full factorial, as config values (the stored design's levels)."""
@@ -82,7 +77,7 @@ def best_row(df: pd.DataFrame, spec: dict[str, Any], where: str) -> dict[str, An
     learned = data.learning(df)
     if learned.empty or RESPONSE not in learned:
         raise UserError(f"{where}the source holds no finished cell with a held-out evaluation on the pick's seeds")
-    cells = _cells(df)
+    cells = data.cell_infos(df)  # cell -> its stored record: labels (the grid values) and resolved config
     rows: dict[str, list[float]] = {}
     configs: dict[str, dict[str, Any]] = {}
     for r in learned.itertuples():

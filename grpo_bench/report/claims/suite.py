@@ -49,7 +49,7 @@ class Suite:
         self.tuned = as_named.read_tuned(self.path)
         self.df = data.with_grid_columns(sources.load_frame(self.path))
         self.info = data.suite_info(self.df)
-        infos = data._cell_infos(self.df)
+        infos = data.cell_infos(self.df)
         self.configs = {c: normalised(i.get("config", {})) for c, i in infos.items()}
         # the whole commit string: ten characters of it let a ``+dirty`` tree pass as its clean commit
         # with the precision and the CPU it ran at: float kernels differ between CPUs (a fingerprint is a fact about
