@@ -5,6 +5,7 @@ the launch's precision; and how the tests share two cores under pytest-xdist (RE
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Callable
 
 import pytest
@@ -73,3 +74,31 @@ def fresh_accelerate_state():
     AcceleratorState._reset_state(reset_partial_state=True)
     yield
     AcceleratorState._reset_state(reset_partial_state=True)
+
+
+@pytest.fixture
+def refused_network(monkeypatch, tmp_path) -> list:
+    """Every host lookup and connection of the test is refused and recorded (the list returned): a loader that
+    promises local files only must leave it empty. The lookup comes first, and fails at once on a machine without
+    DNS, so both are caught rather than timed.
+
+    huggingface_hub 2.x fetches a user-agent registry once a process (and once a day to a file under HF_HOME), so
+    an earlier test or run would hide this test's fetch: both caches start empty here."""
+    tried: list = []
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "AGENT_HARNESSES_PATH", str(tmp_path / "agent_harnesses.json"))
+    try:
+        from huggingface_hub.utils import _detect_agent
+    except ImportError:  # a release before the registry
+        pass
+    else:
+        monkeypatch.setattr(_detect_agent, "_registry", None)
+
+    def refuse(*args, **kwargs):
+        tried.append(args[:2])
+        raise OSError("grpo-bench's tests open no network connection")
+
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    return tried

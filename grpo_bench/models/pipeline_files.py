@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_bench.errors import UserError
+from grpo_bench.hub_offline import offline_hub
 
 DTYPE_KEYWORD_SINCE = (0, 40)
 """diffusers 0.40 renamed ``from_pretrained``'s ``torch_dtype`` to ``dtype`` (the old name warns that it goes in
@@ -39,7 +40,7 @@ def load_pipeline(pipeline_cls: Any, source: str, what: str, dtype: Any = None, 
     """``pipeline_cls.from_pretrained`` from a local folder or the local Hugging Face cache only, ``dtype`` (a dtype
     or one per component) under the name this diffusers release takes it by.
 
-    Never downloads and never retries: a model that is not present gives a one-line UserError
+    Never downloads, retries or opens a socket (``offline_hub``): a model that is not present gives a one-line UserError
     naming what to download and where to put it.
     """
     if dtype is not None:
@@ -54,7 +55,8 @@ def load_pipeline(pipeline_cls: Any, source: str, what: str, dtype: Any = None, 
         )
     kwargs.setdefault("low_cpu_mem_usage", True)  # weights go straight into their tensors (no random init)
     try:
-        return pipeline_cls.from_pretrained(str(path) if local else source, local_files_only=True, **kwargs)
+        with offline_hub():
+            return pipeline_cls.from_pretrained(str(path) if local else source, local_files_only=True, **kwargs)
     except (OSError, ValueError) as exc:
         if local:
             raise UserError(f"cannot load the {what} pipeline from {str(path)!r}: {str(exc).splitlines()[0]}") from None

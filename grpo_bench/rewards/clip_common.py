@@ -10,6 +10,7 @@ pixel (resampling differences), well under the score noise of these models.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from grpo_bench.errors import UserError
+from grpo_bench.hub_offline import offline_hub
 from grpo_bench.rewards.base import Reward, refuse_mismatched_keys
 
 OPENAI_CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
@@ -121,11 +123,11 @@ def load_clip_parts(model_source: str, processor_source: str | None, what: str) 
         return str(p) if p.exists() else src
 
     try:
-        model, info = CLIPModel.from_pretrained(local(model_source), local_files_only=True, output_loading_info=True)
-        tokenizer = AutoTokenizer.from_pretrained(local(processor_source), local_files_only=True)
-        import json
-
-        cfg_file = cached_file(local(processor_source), "preprocessor_config.json", local_files_only=True)
+        with offline_hub():
+            model, info = CLIPModel.from_pretrained(local(model_source), local_files_only=True,
+                                                    output_loading_info=True)
+            tokenizer = AutoTokenizer.from_pretrained(local(processor_source), local_files_only=True)
+            cfg_file = cached_file(local(processor_source), "preprocessor_config.json", local_files_only=True)
         pre = json.loads(Path(cfg_file).read_text())
     except (OSError, ValueError) as exc:
         missing = model_source if not Path(os.path.expanduser(model_source)).exists() else processor_source

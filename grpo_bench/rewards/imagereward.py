@@ -21,13 +21,13 @@ hub offline, so a missing file is one line, never a download.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import torch
 from torch import Tensor
 
 from grpo_bench.errors import UserError
+from grpo_bench.hub_offline import offline_hub
 from grpo_bench.rewards import register
 from grpo_bench.rewards.base import FILE, Reward, RewardModelWeights
 from grpo_bench.rewards.compute import ImageTowers, Tower
@@ -102,16 +102,10 @@ def imagereward(checkpoint: str = DEFAULT_CHECKPOINT, med_config: str = "", devi
     config = local_file(med_config or str(path.with_name("med_config.json")), "ImageReward med_config", download)
     rm = optional_module("ImageReward", INSTALL, "reward imagereward")
     device = auto_device(device)
-    offline = os.environ.get("HF_HUB_OFFLINE")
-    os.environ["HF_HUB_OFFLINE"] = "1"  # the BLIP tokenizer comes from the local cache or not at all
     try:
-        model = rm.load(str(path), device=device, med_config=str(config))
+        with offline_hub():  # the BLIP tokenizer comes from the local cache or not at all
+            model = rm.load(str(path), device=device, med_config=str(config))
     except (OSError, ValueError) as exc:
         raise UserError(f"ImageReward: cannot load {str(path)!r} from local files ({str(exc).splitlines()[0][:120]}); "
                         "its BLIP tokenizer needs `hf download bert-base-uncased` in the Hugging Face cache") from None
-    finally:
-        if offline is None:
-            os.environ.pop("HF_HUB_OFFLINE", None)
-        else:
-            os.environ["HF_HUB_OFFLINE"] = offline
     return ImageRewardScore(model.eval(), device=device)

@@ -30,6 +30,7 @@ import torch
 from torch import Tensor, nn
 
 from grpo_bench.errors import UserError, unknown
+from grpo_bench.hub_offline import offline_hub
 from grpo_bench.rewards import register
 from grpo_bench.rewards.base import FOLDER, Reward, RewardModelWeights, refuse_mismatched_keys
 from grpo_bench.rewards.compute import VisionLanguageVideo
@@ -255,10 +256,11 @@ def videoalign(
     config = json.loads((ck / "model_config.json").read_text())
     base = base_model or config["model_config"]["model_name_or_path"]
     base_dir = _local(base, "config.json", "VideoAlign base model (Qwen2-VL-2B-Instruct)")
-    tokenizer = AutoTokenizer.from_pretrained(str(base_dir), padding_side="right", local_files_only=True)
-    if config["model_config"].get("use_special_tokens", False):
-        tokenizer.add_special_tokens({"additional_special_tokens": list(SPECIAL_TOKENS)})
-    model = build_reward_model(None, config, tokenizer, str(base_dir), TORCH_DTYPES[dtype])
+    with offline_hub():  # both folders are local: nothing to ask the Hub, not even its user-agent registry
+        tokenizer = AutoTokenizer.from_pretrained(str(base_dir), padding_side="right", local_files_only=True)
+        if config["model_config"].get("use_special_tokens", False):
+            tokenizer.add_special_tokens({"additional_special_tokens": list(SPECIAL_TOKENS)})
+        model = build_reward_model(None, config, tokenizer, str(base_dir), TORCH_DTYPES[dtype])
     load_checkpoint_weights(model, ck)
     return VideoAlignReward(model, tokenizer, config, source_fps=source_fps, batch_size=batch_size, device=device,
                             use_norm=use_norm)

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import torch
 from harness_sampler import HarnessSpacingScheduler, harness_ode
@@ -171,11 +169,10 @@ def test_frames_rounded_like_the_pipeline():
     assert m.options.frames == 9 and m.latent_shape == (16, 3, 2, 2)
 
 
-def test_missing_model_is_a_clear_error_without_download(tmp_path):
+def test_missing_model_is_a_clear_error_without_download(tmp_path, refused_network):
     from grpo_bench.models.hunyuan15 import HunyuanVideo15Model
     from grpo_bench.models.wan import WanModel
 
-    t0 = time.perf_counter()
     with pytest.raises(UserError, match="hf download Wan-AI/Wan2.1-T2V-1.3B-Diffusers"):
         WanModel.from_pretrained("wan2.1-1.3b", AdapterOptions())
     with pytest.raises(UserError, match="not available locally"):
@@ -183,7 +180,7 @@ def test_missing_model_is_a_clear_error_without_download(tmp_path):
                                              AdapterOptions())
     with pytest.raises(UserError, match="model_index.json"):
         WanModel.from_pretrained(str(tmp_path), AdapterOptions())
-    assert time.perf_counter() - t0 < 20  # no retries, no network waits
+    assert refused_network == []  # not even huggingface_hub's user-agent registry (grpo_bench/hub_offline.py)
 
 
 def test_load_from_a_local_folder_by_pipeline_class(tmp_path):

@@ -208,7 +208,7 @@ def test_an_image_model_refuses_frames():
         tiny_sd3(AdapterOptions(frames=5))
 
 
-def test_missing_checkpoint_is_one_line_without_download():
+def test_missing_checkpoint_is_one_line_without_download(refused_network):
     from grpo_bench.models.flux import FluxModel
     from grpo_bench.models.qwen_image import QwenImageModel
     from grpo_bench.models.sd3 import SD3Model
@@ -219,6 +219,7 @@ def test_missing_checkpoint_is_one_line_without_download():
         FluxModel.from_pretrained("flux.1-dev", AdapterOptions(frames=1))
     with pytest.raises(UserError, match="not available locally"):
         QwenImageModel.from_pretrained("qwen-image", AdapterOptions(frames=1))
+    assert refused_network == []
 
 
 def test_a_saved_image_pipeline_folder_loads_and_is_known_as_an_image_model(tmp_path):

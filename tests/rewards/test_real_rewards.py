@@ -81,7 +81,7 @@ def test_pickscore_is_logit_scale_times_cosine(clip_parts):
     torch.testing.assert_close(composite(pick, PickScore.settings["B"]), pick["pickscore"])
 
 
-def test_clip_loads_from_a_local_folder_and_missing_is_clear(clip_parts, tmp_path):
+def test_clip_loads_from_a_local_folder_and_missing_is_clear(clip_parts, tmp_path, refused_network):
     from transformers import CLIPImageProcessorPil
 
     model, tok = clip_parts
@@ -100,6 +100,7 @@ def test_clip_loads_from_a_local_folder_and_missing_is_clear(clip_parts, tmp_pat
         rewards.load("clip_score")
     with pytest.raises(UserError, match="PickScore"):
         rewards.load("pickscore")
+    assert refused_network == []
 
 
 # --- VideoAlign ---------------------------------------------------------------------------------
