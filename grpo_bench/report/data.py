@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -56,16 +57,13 @@ def stratify(df: pd.DataFrame, strata: list[str] | None) -> pd.DataFrame:
     extra = [k for k in (strata or []) if k != "setting"]
     if not extra:
         return df
-    configs = {c: i.get("config", {}) for c, i in cell_infos(df).items()}
+    labels = {c: ", ".join(f"{k}={i.get('config', {}).get(k)}" for k in extra) for c, i in cell_infos(df).items()}
     out = df.copy()
-    for cell, cfg in configs.items():
-        rows = out["cell"] == cell
-        label = ", ".join(f"{k}={cfg.get(k)}" for k in extra)
-        out.loc[rows, "setting"] = out.loc[rows, "setting"].astype(str) + ", " + label
-        group = out.loc[rows, "group"].astype(str)
-        for k in extra:
-            group = group.map(lambda g, k=k: without_key(g, k))
-        out.loc[rows, "group"] = group.where(group != "", "base")
+    rows = out["cell"].isin(list(labels))  # every row of a cell with a record, whatever its kind
+    out.loc[rows, "setting"] = out.loc[rows, "setting"].astype(str) + ", " + out.loc[rows, "cell"].map(labels)
+    group = out.loc[rows, "group"].astype(str)
+    group = group.map({g: functools.reduce(without_key, extra, g) for g in group.unique()})  # once a distinct label
+    out.loc[rows, "group"] = group.where(group != "", "base")
     return out
 
 

@@ -71,19 +71,27 @@ def findings(df: pd.DataFrame) -> pd.DataFrame:
     """One row per (setting, row, mechanism) that never acted: setting, group, mechanism, finding."""
     cells = data.cells(df)
     config = dict(zip(cells["cell"], cells["config"]))
+    curves: dict[str, pd.DataFrame] = {}  # each metric's per-update rows, read out of the long table once
+
+    def curve(name: str) -> pd.DataFrame:
+        if name not in curves:
+            curves[name] = data.curves(df, name)
+        return curves[name]
+
+    # NaN kept (data.curves drops it): an update no gradient reached
+    weights_changed = df.loc[(df["kind"] == "update") & (df["metric"] == "weights_changed"), ["cell", "value"]]
     out = []
     for (setting, group), part in cells.groupby(["setting", "group"], sort=False):
         ids = set(part["cell"])
 
         def metric(name: str, ids=ids) -> pd.Series:
-            rows = data.curves(df, name)
+            rows = curve(name)
             return rows.loc[rows["cell"].isin(ids), "value"].astype(float)
 
         def add(mechanism: str, finding: str, setting=setting, group=group) -> None:
             out.append({"setting": setting, "group": group, "mechanism": mechanism, "finding": finding})
 
-        raw = df.loc[(df["kind"] == "update") & (df["metric"] == "weights_changed") & df["cell"].isin(ids),
-                     "value"].astype(float)  # NaN kept: an update no gradient reached
+        raw = weights_changed.loc[weights_changed["cell"].isin(ids), "value"].astype(float)
         noop, dead = int((raw == 0).sum()), int(raw.isna().sum())
         if noop or dead:
             add("weight updates", f"{noop + dead} of {len(raw)} updates were no-ops: {noop} changed no weight "
@@ -116,7 +124,8 @@ def findings(df: pd.DataFrame) -> pd.DataFrame:
                 "identically 0 (its reference is the rollout policy)")
         adaptive = [c for c in ids if config[c].get("kl_adaptive") and str(config[c].get("kl")) not in ("none", "None")]
         for bound, key in (("floor", "kl_beta_min"), ("ceiling", "kl_beta_max")):
-            starts = [_bound_from(df, c, float(config[c].get(key, float("nan"))), bound) for c in adaptive]
+            starts = [_bound_from(curve("kl_weight"), c, float(config[c].get(key, float("nan"))), bound)
+                      for c in adaptive]
             stuck = [s for s in starts if s is not None]
             if stuck:
                 since = f"{min(stuck)}" if min(stuck) == max(stuck) else f"{min(stuck)}–{max(stuck)}"
@@ -151,11 +160,11 @@ def _ratio_within_clip(ratio: pd.Series, configs: list[dict]) -> str:
             f"clip range {clip:g}: the steps moved the policy too little for the clip to act)")
 
 
-def _bound_from(df: pd.DataFrame, cell: str, value: float, bound: str = "floor") -> int | None:
-    """The update from which the cell's KL weight stays at its ``bound`` ('floor' or 'ceiling', of the
-    given value) to the end, when that tail is at least FLOOR_SHARE of its updates; None otherwise."""
-    rows = data.curves(df, "kl_weight")
-    rows = rows[rows["cell"] == cell].sort_values("update")
+def _bound_from(kl_weight: pd.DataFrame, cell: str, value: float, bound: str = "floor") -> int | None:
+    """The update from which the cell's KL weight (``kl_weight``: data.curves' rows of it) stays at its ``bound``
+    ('floor' or 'ceiling', of the given value) to the end, when that tail is at least FLOOR_SHARE of its
+    updates; None otherwise."""
+    rows = kl_weight[kl_weight["cell"] == cell].sort_values("update")
     weight = rows["value"].astype(float)
     at_floor = (weight <= value * (1 + 1e-9) if bound == "floor" else weight >= value * (1 - 1e-9)).tolist()
     tail = 0  # updates at the floor, counted back from the last one

@@ -70,6 +70,7 @@ def paired_differences(df: pd.DataFrame, baseline: dict) -> list[dict]:
         for group in [g for g in data.group_order(df) if g != groups[0] and g in set(here["group"])]:
             other = here[here["group"] == group].set_index("seed")
             seeds = base.index.intersection(other.index)
+            pairs = video_pairs(vids, setting, group, groups[0])
             for title, metric, sign in HEADLINE:
                 if metric not in here:
                     continue
@@ -77,13 +78,24 @@ def paired_differences(df: pd.DataFrame, baseline: dict) -> list[dict]:
                 if diffs.notna().any():  # a metric this family does not measure (the oracle track's judge)
                     out.append({"setting": setting, "row": group, "baseline": groups[0], "metric": title,
                                 "better": "higher" if sign > 0 else "lower", "diffs": diffs,
-                                "eval_var": eval_variances(vids, setting, group, groups[0], title, seeds)})
+                                "eval_var": eval_variances(pairs, title, seeds)})
     return out
 
 
-def eval_variances(vids: pd.DataFrame, setting: str, row: str, baseline: str, title: str,
-                   seeds: pd.Index) -> pd.Series:
-    """Per seed, the eval-sample noise variance of the paired learning difference of ``title``.
+def video_pairs(vids: pd.DataFrame, setting: str, row: str, baseline: str) -> pd.DataFrame:
+    """The row's eval videos joined to the baseline's on prompt, sample and initial noise within each seed: every
+    per-video score of VIDEO_METRIC, the baseline's with the suffix ``_base`` (empty without video rows)."""
+    columns = [c for c in VIDEO_METRIC.values() if c in vids]
+    if vids.empty or not columns:
+        return pd.DataFrame()
+    here = vids[vids["setting"] == setting]
+    return here[here["group"] == row].set_index(VIDEO_KEY)[columns].join(
+        here[here["group"] == baseline].set_index(VIDEO_KEY)[columns], how="inner", rsuffix="_base").reset_index()
+
+
+def eval_variances(pairs: pd.DataFrame, title: str, seeds: pd.Index) -> pd.Series:
+    """Per seed, the eval-sample noise variance of the paired learning difference of ``title`` (``pairs``: the
+    row's and the baseline's eval videos, ``video_pairs``).
 
     Learning is (final eval - eval at update 0); the update-0 eval of a seed is the same base model on the
     same noise for every row, so it cancels in the pair and the paired difference is the row's final eval
@@ -92,12 +104,9 @@ def eval_variances(vids: pd.DataFrame, setting: str, row: str, baseline: str, ti
     their mean that the videos' sampling noise contributes. NaN where there is no per-video score."""
     column = VIDEO_METRIC.get(title)
     out = pd.Series(math.nan, index=seeds, dtype=float)
-    if vids.empty or column not in vids:
+    if pairs.empty or column not in pairs:
         return out
-    here = vids[vids["setting"] == setting]
-    pair = here[here["group"] == row].set_index(VIDEO_KEY)[[column]].join(
-        here[here["group"] == baseline].set_index(VIDEO_KEY)[[column]], how="inner", rsuffix="_base").reset_index()
-    pair["d"] = pair[column].astype(float) - pair[f"{column}_base"].astype(float)
+    pair = pairs.assign(d=pairs[column].astype(float) - pairs[f"{column}_base"].astype(float))
     for seed, part in pair.groupby("seed"):
         if seed in out.index:
             out.loc[seed] = eval_noise_variance(part["d"].to_numpy(), part["prompt"].tolist())

@@ -221,9 +221,9 @@ def winrates(ctx: Context) -> list[Section]:
         part = vids[vids["setting"] == setting]
         # later rows first: A = the proposed method (listed last in suites) against earlier baselines
         groups = [g for g in reversed(order) if g in set(part["group"])]
+        videos = {g: rows_of.set_index(key) for g, rows_of in part.groupby("group", sort=False, observed=True)}
         for a, b in itertools.combinations(groups, 2):
-            joined = part[part["group"] == a].set_index(key).join(
-                part[part["group"] == b].set_index(key), how="inner", lsuffix="_a", rsuffix="_b").reset_index()
+            joined = videos[a].join(videos[b], how="inner", lsuffix="_a", rsuffix="_b").reset_index()
             cells = [setting, a, b, str(len(joined)), str(joined["seed"].nunique())]
             for title, col in WINRATE_DIMS:
                 both = joined[[f"{col}_a", f"{col}_b", "seed"]].dropna()

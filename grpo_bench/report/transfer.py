@@ -101,6 +101,17 @@ def mean_ranks(ranks: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
                         index=ranks.columns)
 
 
+def tau_b(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Kendall's tau-b of each row of x against the same row of y ([draws, items] each), computed as
+    scipy.stats.kendalltau computes one (pairs' signs; NaN where a row is all ties), for a bootstrap's draws at once."""
+    i, j = np.triu_indices(x.shape[1], k=1)
+    sx, sy = np.sign(x[:, i] - x[:, j]), np.sign(y[:, i] - y[:, j])  # 0 exactly where a pair ties
+    untied_x, untied_y = np.count_nonzero(sx, axis=1), np.count_nonzero(sy, axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tau = (sx * sy).sum(axis=1) / np.sqrt(untied_x) / np.sqrt(untied_y)
+    return np.where((untied_x == 0) | (untied_y == 0), np.nan, np.clip(tau, -1.0, 1.0))
+
+
 def tau(a: pd.DataFrame, b: pd.DataFrame, rng: np.random.Generator) -> dict[str, float]:
     """Kendall's tau-b of two worlds' mean ranks on their common methods, with its bootstrap interval."""
     common = [m for m in a.columns if m in b.columns]
@@ -108,9 +119,9 @@ def tau(a: pd.DataFrame, b: pd.DataFrame, rng: np.random.Generator) -> dict[str,
         return {"tau": float("nan"), "low": float("nan"), "high": float("nan"), "methods": len(common)}
     va, vb = a[common].to_numpy(), b[common].to_numpy()
     point = float(kendalltau(va.mean(axis=0), vb.mean(axis=0)).statistic)
-    draws = np.array([kendalltau(va[rng.integers(0, len(va), len(va))].mean(axis=0),
-                                 vb[rng.integers(0, len(vb), len(vb))].mean(axis=0)).statistic for _ in range(BOOT)])
-    lo, hi = _interval(draws)
+    means = [(va[rng.integers(0, len(va), len(va))].mean(axis=0), vb[rng.integers(0, len(vb), len(vb))].mean(axis=0))
+             for _ in range(BOOT)]
+    lo, hi = _interval(tau_b(np.array([m for m, _ in means]), np.array([m for _, m in means])))
     return {"tau": point, "low": float(lo), "high": float(hi), "methods": len(common)}
 
 

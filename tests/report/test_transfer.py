@@ -12,7 +12,7 @@ from scipy.stats import kendalltau
 
 from grpo_bench.errors import UserError
 from grpo_bench.report.parts import FIGURES, TABLES, Context
-from grpo_bench.report.transfer import BOOT, seed_ranks, transfer, world_scores
+from grpo_bench.report.transfer import BOOT, seed_ranks, tau_b, transfer, world_scores
 from grpo_bench.suite.results import COLUMNS
 
 METHODS = ("m1", "m2", "m3", "m4")
@@ -60,6 +60,16 @@ def test_ranks_and_tau_match_hand_computation() -> None:
     want = kendalltau([1, 2, 3, 4], by_hand).statistic
     row = pair.loc[("world / world_oracle", "w4 / r4")]
     assert row["tau"] == pytest.approx(want) and row["low"] <= want <= row["high"] and row["methods"] == 4
+
+
+@pytest.mark.parametrize("items", [3, 4, 10])
+def test_the_bootstraps_tau_b_is_scipys_to_the_bit_ties_included(items) -> None:
+    rng = np.random.default_rng(items)
+    # mean ranks on a coarse grid tie often; the first row ties everywhere (tau-b undefined: NaN, as scipy)
+    x, y = rng.integers(0, 4, (500, items)) / 2, rng.integers(0, 3, (500, items)) / 3
+    x[0] = 1.0
+    expected = np.array([kendalltau(a, b).statistic for a, b in zip(x, y)])
+    np.testing.assert_array_equal(tau_b(x, y), expected)
 
 
 def test_seeds_where_a_method_did_not_finish_are_left_out_and_ties_share_a_rank() -> None:
