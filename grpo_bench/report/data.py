@@ -236,6 +236,8 @@ def compute_curves(df: pd.DataFrame) -> pd.DataFrame:
     wide = (logged.pivot_table(index=["cell", "update"], columns="metric", values="value", aggfunc="last")
             if len(logged) else pd.DataFrame())
     counted = set(wide.index.get_level_values("cell")) if len(wide) else set()
+    if counted:  # every logged total as a float (NaN where a cell did not log it), read once for all cells
+        wide = wide.reindex(columns=[*COMPUTE_COLUMNS, metrics.COMPUTE_SECONDS]).astype(float)
     n_updates = rows.groupby("cell", sort=False)["update"].max()
     infos = cell_infos(df)
     out: list[dict[str, Any]] = []
@@ -247,9 +249,8 @@ def compute_curves(df: pd.DataFrame) -> pd.DataFrame:
             part = wide.loc[cell]
             out.append({**key, "update": 0, **dict.fromkeys(COMPUTE_COLUMNS, 0.0),
                         metrics.COMPUTE_SECONDS: 0.0, "derived": False})
-            for u, line in part.iterrows():
-                out.append({**key, "update": int(u) + 1, **{c: _number(line.get(c)) for c in COMPUTE_COLUMNS},
-                            metrics.COMPUTE_SECONDS: _number(line.get(metrics.COMPUTE_SECONDS)), "derived": False})
+            out += [{**key, "update": int(u) + 1, **totals, "derived": False}
+                    for u, totals in zip(part.index, part.to_dict("records"))]
             continue
         shape = _stored_compute_shape(infos.get(cell, {}).get("config"))
         try:
