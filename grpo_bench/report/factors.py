@@ -34,6 +34,7 @@ from grpo_bench.report.parts import FIGURES, TABLES, Context, Section  # noqa: E
 from grpo_bench.report.stats import LEVEL  # noqa: E402
 from grpo_bench.report.tables import write_table  # noqa: E402
 from grpo_bench.suite.design import effect_columns, model_matrix  # noqa: E402
+from grpo_bench.suite.machine import hardware  # noqa: E402
 
 RESPONSE = "eval_oracle_overall"
 """Table 2's headline: the held-out oracle score after the last update minus at update 0."""
@@ -202,8 +203,8 @@ bit at every update trained identically."""
 
 def inert_contrasts(df: pd.DataFrame, design: dict[str, Any]) -> pd.DataFrame:
     """Per factor and pair of its levels: how many pairs of design cells differ in that factor alone (same other
-    levels, seed and lr) and how many of them trained identically (``SIGNATURE``): a contrast whose levels never
-    acted differently, such as a clip that never clips against a mask that never masks."""
+    levels, seed, lr, precision and machine) and how many of them trained identically (``SIGNATURE``): a contrast
+    whose levels never acted differently, such as a clip that never clips against a mask that never masks."""
     frame = design_frame(df, design)
     columns = ["factor", "levels", "pairs", "identical"]
     if frame.empty:
@@ -212,11 +213,16 @@ def inert_contrasts(df: pd.DataFrame, design: dict[str, Any]) -> pd.DataFrame:
     signature = {cell: tuple(map(tuple, part.sort_values(["update", "metric"])[["update", "metric", "value"]]
                                  .astype(str).to_numpy()))
                  for cell, part in rows.groupby("cell", sort=False)}
-    lr = {cell: info.get("config", {}).get("lr") for cell, info in data.cell_infos(df).items()}
-    frame = frame.assign(lr=frame["cell"].map(lr))
+    infos = data.cell_infos(df)
+    lr = {cell: info.get("config", {}).get("lr") for cell, info in infos.items()}
+    # Bit-identity is a property of one arithmetic: a tuning grid may mix machines and precisions, and a pair
+    # across them differs in its last bits whatever its levels do, so it is no pair.
+    arithmetic = {cell: f"{info.get('precision')} on {hardware(info.get('machine', ''))}"
+                  for cell, info in infos.items()}
+    frame = frame.assign(lr=frame["cell"].map(lr), arithmetic=frame["cell"].map(arithmetic))
     out = []
     for factor in design["factors"]:
-        others = [f for f in design["factors"] if f != factor] + ["seed", "lr"]
+        others = [f for f in design["factors"] if f != factor] + ["seed", "lr", "arithmetic"]
         counts: dict[tuple[str, str], list[int]] = {}
         for _, part in frame.groupby(others, sort=False, dropna=False):
             cells = list(part[[factor, "cell"]].itertuples(index=False))
@@ -242,7 +248,8 @@ def factor_liveness_table(ctx: Context) -> list[Section]:
     rows = [[r.factor, r.levels, str(r.pairs), f"{r.identical} ({r.identical / r.pairs:.0%})"]
             for r in table.itertuples()]
     md = write_table(ctx.out, "factor_liveness", ["Factor", "Levels", "Pairs", "Trained identically"], rows, table)
-    how = ("Pairs of the design's cells that differ in one factor only (same other levels, seed and lr). Two cells "
+    how = ("Pairs of the design's cells that differ in one factor only (same other levels, seed and lr, run at the "
+           "same precision on the same machine: bit-identity is a property of one arithmetic). Two cells "
            f"whose per-update {', '.join(SIGNATURE)} agree to the last bit trained identically: there the two "
            "levels never acted differently (a clip that never clipped, a KL mask that never masked), so an effect "
            "between them is zero by the recipe's step sizes, not evidence that the mechanisms are equivalent.")

@@ -255,3 +255,21 @@ def test_the_liveness_table_counts_the_pairs_that_trained_identically(tmp_path):
     assert (table.loc["step_rule", "identical"] == 0).all() and (table.loc["kernel", "identical"] == 0).all()
     (section,) = factors.factor_liveness_table(Context(df=df, out=tmp_path, spec={"design": DESIGN}))
     assert f"{2 * both} (100%)" in section.body and "zero by the recipe" in section.how
+
+
+def test_cells_run_on_another_machine_or_precision_are_no_pair_for_the_liveness_table():
+    """A tuning grid may mix machines: two cells on different arithmetic differ in their last bits whatever their
+    levels do, so the table pairs a cell only with cells of its own precision and machine."""
+    from grpo_bench.report import factors
+
+    points = [tuple(p) for p in DESIGN["points"]]
+    df = _results({p: 0.1 for p in points}, training=lambda point, seed: {"ratio_norm": 1}.get(point[2], 0))
+    cells = df["kind"] == "cell"
+    info = df.loc[cells, "text"].map(json.loads)
+    moved = info.map(lambda i: i["labels"].get("objective") == "kl_mask" and i["labels"]["seed"] == 1001)
+    df.loc[cells, "text"] = [json.dumps({**i, "precision": "bf16" if m else "fp32",
+                                         "machine": "cpu B, 2 CPUs, no GPU" if m else "cpu A, 2 CPUs, no GPU"})
+                             for i, m in zip(info, moved)]
+    table = factors.inert_contrasts(df, DESIGN).set_index(["factor", "levels"])
+    both = sum(1 for p in points if p[2] == "clipped" and (p[0], p[1], "kl_mask") in points)
+    assert tuple(table.loc[("objective", "clipped vs kl_mask")]) == (both, both)  # seed 1000's pairs alone
