@@ -2,8 +2,9 @@
 
 Look 1 runs the suite's own seeds; each later look adds ``decide.block`` seeds continuing the list
 (max(seeds)+1, ...), so its cells are exactly those of a suite that listed the longer seed list. After
-each look the power table's headline comparisons are decided or left open
-(``grpo_bench.report.sequential``); the run stops when none is open or at ``decide.max_seeds``.
+each look the power table's headline comparisons (or, for a factorial suite without a baseline, its main
+effects: ``grpo_bench.report.factor_looks``) are decided or left open (``grpo_bench.report.sequential``); the
+run stops when none is open or at ``decide.max_seeds``.
 
 The plan and every look are stored in ``<suite>/decide.json`` (atomically, after each look). A rerun
 re-evaluates the last stored look (its cells are done, so that only re-aggregates) and continues; the
@@ -98,6 +99,18 @@ def look_line(look: int, record: dict[str, Any], seeds: list[int], comparisons: 
             f"({effect} effect, {len(comparisons) - n_open - effect} precise), {n_open} open")
 
 
+def headline_look(suite: Suite, frame: Any, look: int, planned: list[int], alpha: float,
+                  previous: list[dict]) -> list[dict]:
+    """A look's decided comparisons: each row against report.baseline, or, for a factorial suite without one,
+    the design's main effects (report/factor_looks.py)."""
+    from grpo_bench.report.factor_looks import evaluate_design_look
+    from grpo_bench.report.sequential import evaluate_look
+
+    if suite.report.baseline:
+        return evaluate_look(frame, suite.report.baseline, suite.report.min_effect, look, planned, alpha, previous)
+    return evaluate_design_look(frame, suite.report.design, suite.report.min_effect, look, planned, alpha, previous)
+
+
 def decide_command(path: Path, jobs: int | None, backend: str, out: Path, dry_run: bool, resume: bool,
                    overrides: list[str], console: Console, stop_at_look: int | None = None) -> int:
     """``grpo-bench run SUITE --until-decided`` (the arguments of ``run``); a tuned suite is tuned first."""
@@ -119,14 +132,14 @@ def run_until_decided(suite: Suite, out: Path, jobs: int | None, backend: str, d
     from grpo_bench.cli.suite import execute, exit_code, resume_command
     from grpo_bench.report import data
     from grpo_bench.report.render import render_report
-    from grpo_bench.report.sequential import OPEN, evaluate_look
+    from grpo_bench.report.sequential import OPEN
 
     if suite.decide is None:
         raise UserError(f"{suite.path}: --until-decided needs a decide block, e.g. "
                         "decide: {max_seeds: 12, block: 3, alpha: 0.05} (docs/statistics.md)")
-    if not suite.report.baseline:
-        raise UserError(f"{suite.path}: --until-decided decides comparisons with report.baseline; set one, "
-                        "e.g. report: {baseline: {method: dance_grpo}}")
+    if not suite.report.baseline and suite.design is None:
+        raise UserError(f"{suite.path}: --until-decided decides comparisons with report.baseline (or a design's "
+                        "main effects); set one, e.g. report: {baseline: {method: dance_grpo}}")
     if not resume:
         raise UserError("--no-resume with --until-decided would retrain every seed at every look; "
                         f"move {out / suite.name} away to start over")
@@ -164,8 +177,7 @@ def run_until_decided(suite: Suite, out: Path, jobs: int | None, backend: str, d
             return code  # not decided on partial data: the look is re-run on resume
         frame = data.stratify(data.with_grid_columns(load_results(summary.suite_dir)), suite.report.strata)
         previous = record["looks"][-1]["comparisons"] if record["looks"] else []
-        comparisons = evaluate_look(frame, suite.report.baseline, suite.report.min_effect, look, planned,
-                                    record["alpha"], previous)
+        comparisons = headline_look(suite, frame, look, planned, record["alpha"], previous)
         record["looks"].append({"look": look, "n": len(seeds), "seeds": seeds, "level": record["levels"][look - 1],
                                 "comparisons": comparisons})
         console.print(look_line(look, record, seeds, comparisons), markup=False, highlight=False)

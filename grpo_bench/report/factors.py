@@ -31,6 +31,7 @@ from scipy import stats  # noqa: E402
 
 from grpo_bench.report import data  # noqa: E402
 from grpo_bench.report.parts import FIGURES, TABLES, Context, Section  # noqa: E402
+from grpo_bench.report.power_table import boundary_text, sequential_verdicts  # noqa: E402
 from grpo_bench.report.stats import LEVEL  # noqa: E402
 from grpo_bench.report.tables import write_table  # noqa: E402
 from grpo_bench.suite.design import effect_columns, model_matrix  # noqa: E402
@@ -39,6 +40,11 @@ from grpo_bench.suite.machine import hardware  # noqa: E402
 RESPONSE = "eval_oracle_overall"
 """Table 2's headline: the held-out oracle score after the last update minus at update 0."""
 COLUMNS = ["effect", "level", "estimate", "low", "high", "seeds"]
+
+
+def row_name(effect: str, level: str) -> str:
+    """A level's name in a ``run --until-decided`` record: ``kernel: sage`` (report/factor_looks.py)."""
+    return f"{effect}: {level}"
 
 
 def _code(levels: list[str], level: str) -> np.ndarray:
@@ -175,14 +181,17 @@ def factor_effects_table(ctx: Context) -> list[Section]:
                         "_No factorial results yet._")]
     readings = list(dict.fromkeys(effects["reading"]))
     first = effects[effects["reading"] == readings[0]]
+    record = data.suite_info(ctx.df).get("decide")
+    sequential = {row: verdict for (_, row, _), verdict in sequential_verdicts(record).items()}
     rows = []
     for i, r in enumerate(first.itertuples()):
         row = [r.effect, r.level]
         for reading in readings:
             e = effects[effects["reading"] == reading].iloc[i]
             row += [f"{e.estimate:+.4f}", f"[{e.low:+.4f}, {e.high:+.4f}]"]
-        rows.append(row)
-    headers = ["Effect", "Level", *[h for reading in readings for h in (reading.capitalize(), "95% CI")]]
+        rows.append(row + ([sequential.get(row_name(r.effect, r.level), "–")] if sequential else []))
+    headers = ["Effect", "Level", *[h for reading in readings for h in (reading.capitalize(), "95% CI")],
+               *(["sequential"] if sequential else [])]
     md = write_table(ctx.out, "factor_effects", headers, rows, effects)
     aliased = ", ".join(design.get("not_estimated", [])) or "none"
     how = (f"Least squares over the design's cells (effect coding; oracle gain from update 0) with the seed as the "
@@ -193,6 +202,9 @@ def factor_effects_table(ctx: Context) -> list[Section]:
            f"Not estimated by this design: {aliased}.")
     if len(readings) < len(READINGS):
         how += " Equal compute: not available (cells without compute counters, or fewer than two seeds)."
+    if sequential:  # `run --until-decided` decided the main effects at equal updates (report/factor_looks.py)
+        how += (" Sequential: the main effects at equal updates, each seed's own fit of the model as its paired "
+                "difference, one Holm family. " + boundary_text(record))
     return [Section(title, how, md)]
 
 

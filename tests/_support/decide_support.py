@@ -1,6 +1,7 @@
 """A fake trainer whose held-out learning is set by the test: every eval metric rises by
-DECIDE_EFFECT for sage_grpo (0 for other methods) plus DECIDE_NOISE x a standard normal drawn from
-(method, seed, metric). Workers import ``decide_support:effect_train`` by name, as suite_support's."""
+DECIDE_EFFECT for sage_grpo or the sage kernel (0 otherwise) plus DECIDE_NOISE x a standard normal drawn
+from (method, seed, metric, and the kernel and objective where a run names them). Workers import
+``decide_support:effect_train`` by name, as suite_support's."""
 
 from __future__ import annotations
 
@@ -18,9 +19,11 @@ from grpo_bench.config.run import RunConfig
 
 def gain(cfg: RunConfig, metric: str) -> float:
     """The learning (last eval minus update-0 eval) of ``metric`` in this cell."""
-    h = hashlib.sha256(json.dumps([cfg.method, cfg.seed, metric]).encode()).hexdigest()
+    named = [cfg.kernel, cfg.objective] if cfg.kernel or cfg.objective else []  # a factorial's cells differ there
+    h = hashlib.sha256(json.dumps([cfg.method, cfg.seed, metric, *named]).encode()).hexdigest()
     noise = np.random.default_rng(int(h[:12], 16)).normal()
-    effect = float(os.environ.get("DECIDE_EFFECT", "0")) if cfg.method == "sage_grpo" else 0.0
+    sage = cfg.method == "sage_grpo" or cfg.kernel == "sage"
+    effect = float(os.environ.get("DECIDE_EFFECT", "0")) if sage else 0.0
     return effect + float(os.environ.get("DECIDE_NOISE", "0")) * float(noise)
 
 
