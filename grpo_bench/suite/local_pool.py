@@ -160,6 +160,9 @@ def _one_pool(queue: list[tuple[dict[str, Any], Path]], trainer: str, slots: lis
             _drain(events, display, owner)
         finally:
             _POOLS.remove(pool)
+    # A result can overtake the events its worker put before returning (each queue has its own feeder thread, and
+    # a loaded machine starves them): the workers have exited now, which flushed their events, so read the rest.
+    _drain(events, display, owner)
     if not broken:
         return []
     # A worker died: its own cell fails; every other cell it took down is retried in a new pool.

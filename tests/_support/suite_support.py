@@ -138,3 +138,21 @@ def env_train(cfg: RunConfig, out_dir: Path, **kw):
     atomic_write_json(out / "env.json", {"CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES"),
                                          "threads": torch.get_num_threads()})
     return fake_train(cfg, out_dir, **kw)
+
+
+
+def lagging_events_train(cfg: RunConfig, out_dir: Path, **kw):
+    """fake_train in a worker whose event pipe delivers every message EVENT_LAG seconds late (default 0.2), as a
+    starved feeder thread does on a loaded machine: a cell's result reaches the runner before its last events."""
+    from grpo_bench.suite.local_pool import _WORKER
+
+    writer = _WORKER["events"]._writer  # the Connection the queue's feeder thread writes to
+    if not getattr(writer, "lagging", False):
+        send, lag = writer._send, float(os.environ.get("EVENT_LAG", "0.2"))
+
+        def late(buf, *args):
+            time.sleep(lag)
+            return send(buf, *args)
+
+        writer._send, writer.lagging = late, True
+    return fake_train(cfg, out_dir, **kw)
