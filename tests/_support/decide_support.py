@@ -37,3 +37,17 @@ def effect_train(cfg: RunConfig, out_dir: Path, **kwargs):
                 line[key] = 0.5 + (gain(cfg, key) if line["eval_at"] == cfg.updates - 1 else 0.0)
     atomic_write_text(path, "".join(json.dumps(line) + "\n" for line in lines))
     return final
+
+
+def run_decided(suite, out: Path) -> tuple[int, str]:
+    """``run --until-decided`` of ``suite`` on this trainer, one worker: (exit code, what it printed)."""
+    import io
+
+    from rich.console import Console
+
+    from grpo_bench.cli.decide import run_until_decided
+
+    buf = io.StringIO()
+    code = run_until_decided(suite, out, 1, "local", False, True, Console(file=buf, width=200),
+                             trainer="decide_support:effect_train")
+    return code, buf.getvalue()

@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 import pytest
+from decide_support import run_decided
 from rich.console import Console
 from scipy import stats
 from suite_support import SMALL_SUITE, write_suite
@@ -135,17 +136,10 @@ def _suite(tmp_path, seeds, decide):
     return load_suite(write_suite(tmp_path / "dec.yaml", data))
 
 
-def _run(suite, out):
-    buf = io.StringIO()
-    code = run_until_decided(suite, out, 1, "local", False, True, Console(file=buf, width=200),
-                             trainer="decide_support:effect_train")
-    return code, buf.getvalue()
-
-
 def test_a_large_effect_stops_at_look_1(tmp_path, monkeypatch):
     monkeypatch.setenv("DECIDE_EFFECT", "1.0")
     monkeypatch.setenv("DECIDE_NOISE", "0.001")
-    code, printed = _run(_suite(tmp_path, [0, 1, 2], {"max_seeds": 12, "block": 3}), tmp_path / "runs")
+    code, printed = run_decided(_suite(tmp_path, [0, 1, 2], {"max_seeds": 12, "block": 3}), tmp_path / "runs")
     assert code == 0, printed
     record = json.loads((tmp_path / "runs" / "dec" / DECIDE_FILE).read_text())
     assert record["stopped"] == {"look": 1, "n": 3, "reason": "decided"}
@@ -161,7 +155,7 @@ def test_noise_runs_to_max_seeds_and_a_killed_run_resumes_from_its_looks(tmp_pat
     monkeypatch.setenv("FAKE_LOG", str(tmp_path / "log"))
     suite = _suite(tmp_path, [0, 1], {"max_seeds": 4, "block": 1, "alpha": 0.05})
     out = tmp_path / "runs"
-    code, printed = _run(suite, out)
+    code, printed = run_decided(suite, out)
     assert code == 0, printed
     folder = out / "dec"
     record = json.loads((folder / DECIDE_FILE).read_text())
@@ -190,13 +184,13 @@ def test_noise_runs_to_max_seeds_and_a_killed_run_resumes_from_its_looks(tmp_pat
     starts = (tmp_path / "log").read_text().count("start")
     record["looks"], record["stopped"] = record["looks"][:2], None
     (folder / DECIDE_FILE).write_text(json.dumps(record))
-    code, printed = _run(suite, out)
+    code, printed = run_decided(suite, out)
     assert code == 0 and (tmp_path / "log").read_text().count("start") == starts == 8
     assert [ln.split(":")[0] for ln in printed.splitlines() if ln.startswith("look ")] == ["look 2 of 3", "look 3 of 3"]
     assert json.loads((folder / DECIDE_FILE).read_text())["stopped"]["look"] == 3
     # another plan for the same folder is refused, before any work
     with pytest.raises(UserError, match="planned with other values"):
-        _run(_suite(tmp_path, [0, 1], {"max_seeds": 6, "block": 1}), out)
+        run_decided(_suite(tmp_path, [0, 1], {"max_seeds": 6, "block": 1}), out)
 
 
 def test_stop_at_look_pauses_undecided_and_a_rerun_continues_at_the_plans_levels(tmp_path, monkeypatch):
@@ -214,7 +208,7 @@ def test_stop_at_look_pauses_undecided_and_a_rerun_continues_at_the_plans_levels
     assert sorted(read_table(out / "dec" / "results.parquet")["seed"].dropna().unique()) == [0, 1, 2]
     assert "Seeding has not stopped yet" in (out / "dec" / "report" / "report.md").read_text()
     starts = (tmp_path / "log").read_text().count("start")
-    code, printed = _run(suite, out)  # continues: look 2 re-aggregated, only seed 3 trained
+    code, printed = run_decided(suite, out)  # continues: look 2 re-aggregated, only seed 3 trained
     assert code == 0 and (tmp_path / "log").read_text().count("start") == starts + 2
     assert json.loads((out / "dec" / DECIDE_FILE).read_text())["stopped"] == {"look": 3, "n": 4, "reason": "max_seeds"}
     with pytest.raises(UserError, match=r"--stop-at-look 5: .* plans looks 1..3"):
@@ -232,16 +226,16 @@ def _explicit(suite, seeds):
 def test_until_decided_without_a_decide_block_or_baseline_is_one_clear_error(tmp_path):
     data = {**SMALL_SUITE}
     with pytest.raises(UserError, match="--until-decided needs a decide block"):
-        _run(load_suite(write_suite(tmp_path / "a.yaml", data)), tmp_path / "runs")
+        run_decided(load_suite(write_suite(tmp_path / "a.yaml", data)), tmp_path / "runs")
     data = {**SMALL_SUITE, "report": {"tables": ["power"]}, "decide": {"max_seeds": 4}}
     with pytest.raises(UserError, match="report.baseline"):
-        _run(load_suite(write_suite(tmp_path / "b.yaml", data)), tmp_path / "runs")
+        run_decided(load_suite(write_suite(tmp_path / "b.yaml", data)), tmp_path / "runs")
     assert not (tmp_path / "runs").exists()
 
 
 def test_a_failed_cell_stops_the_looks_without_deciding(tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_FAIL", "sage_grpo")
-    code, printed = _run(_suite(tmp_path, [0, 1], {"max_seeds": 4, "block": 1}), tmp_path / "runs")
+    code, printed = run_decided(_suite(tmp_path, [0, 1], {"max_seeds": 4, "block": 1}), tmp_path / "runs")
     assert code == 1 and "look 1: 2 cell(s) failed; nothing decided" in printed
     assert not (tmp_path / "runs" / "dec" / DECIDE_FILE).exists()
     assert (tmp_path / "runs" / "dec" / "report" / "report.md").is_file()

@@ -4,17 +4,16 @@ table shows; the look loop runs on a fake trainer whose sage kernel learns more.
 
 from __future__ import annotations
 
-import io
 import json
 import math
 
 import numpy as np
 import pytest
-from rich.console import Console
+from decide_support import run_decided
 from scipy import stats
 from suite_support import write_suite
 
-from grpo_bench.cli.decide import DECIDE_FILE, run_until_decided
+from grpo_bench.cli.decide import DECIDE_FILE
 from grpo_bench.errors import UserError
 from grpo_bench.report.factor_looks import per_seed_main_effects
 from grpo_bench.report.factors import fit_effects
@@ -61,17 +60,10 @@ def _design_suite(tmp_path, seeds, decide, **extra):
     return load_suite(write_suite(tmp_path / "fac.yaml", data))
 
 
-def _run(suite, out):
-    buf = io.StringIO()
-    code = run_until_decided(suite, out, 1, "local", False, True, Console(file=buf, width=200),
-                             trainer="decide_support:effect_train")
-    return code, buf.getvalue()
-
-
 def test_a_factorial_decides_its_main_effects_and_the_table_says_so(tmp_path, monkeypatch):
     monkeypatch.setenv("DECIDE_EFFECT", "1.0")
     monkeypatch.setenv("DECIDE_NOISE", "0.001")
-    code, printed = _run(_design_suite(tmp_path, [0, 1, 2], {"max_seeds": 9, "block": 3}), tmp_path / "runs")
+    code, printed = run_decided(_design_suite(tmp_path, [0, 1, 2], {"max_seeds": 9, "block": 3}), tmp_path / "runs")
     assert code == 0, printed
     record = json.loads((tmp_path / "runs" / "fac" / DECIDE_FILE).read_text())
     assert record["stopped"] == {"look": 1, "n": 3, "reason": "decided"}
@@ -88,7 +80,7 @@ def test_a_factorial_decides_its_main_effects_and_the_table_says_so(tmp_path, mo
 
 def test_a_factorial_without_an_effect_runs_its_looks_to_max_seeds(tmp_path, monkeypatch):
     monkeypatch.setenv("DECIDE_NOISE", "1.0")
-    code, printed = _run(_design_suite(tmp_path, [0, 1], {"max_seeds": 4, "block": 1}), tmp_path / "runs")
+    code, printed = run_decided(_design_suite(tmp_path, [0, 1], {"max_seeds": 4, "block": 1}), tmp_path / "runs")
     record = json.loads((tmp_path / "runs" / "fac" / DECIDE_FILE).read_text())
     assert code == 0 and [lk["n"] for lk in record["looks"]] == [2, 3, 4], printed
     assert record["stopped"]["reason"] == "max_seeds"
@@ -99,5 +91,5 @@ def test_a_suite_with_neither_baseline_nor_design_is_still_refused(tmp_path):
     data = {"name": "plain", "base": {"updates": 2, "steps": 4}, "grid": {"method": ["flow_grpo"]}, "seeds": [0, 1],
             "report": {"tables": ["factor_effects"]}, "decide": {"max_seeds": 4}}
     with pytest.raises(UserError, match=r"report.baseline \(or a design's main effects\)"):
-        _run(load_suite(write_suite(tmp_path / "plain.yaml", data)), tmp_path / "runs")
+        run_decided(load_suite(write_suite(tmp_path / "plain.yaml", data)), tmp_path / "runs")
     assert not (tmp_path / "runs").exists()
