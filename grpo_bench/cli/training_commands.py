@@ -117,7 +117,8 @@ def run(
     until_decided: bool = typer.Option(
         False, "--until-decided", metavar="",
         help="After the suite's seeds, add seeds in blocks (the suite's decide block: max_seeds, block, alpha) "
-             "until every headline comparison of the power table is decided at its O'Brien-Fleming level, or "
+             "until every headline comparison of the power table (a factorial suite: its main effects) is decided at "
+             "its O'Brien-Fleming level, or "
              "max_seeds is reached; one line per look, the boundary in <suite>/decide.json and the report. "
              "Resumable: rerun to continue."),
     stop_at_look: int | None = typer.Option(

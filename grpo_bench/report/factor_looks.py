@@ -24,6 +24,7 @@ from grpo_bench.report.factors import RESPONSE, design_frame, fit_effects, row_n
 from grpo_bench.report.power import ALPHA, min_effect_of, min_effects
 from grpo_bench.report.sequential import OPEN, decide_look
 from grpo_bench.report.tables import TABLE2
+from grpo_bench.suite.design import in_point_order
 
 METRIC = next(title for title, metric, _ in TABLE2 if metric == RESPONSE)
 """The comparisons' metric: Table 2's title of the response (its ``min_effect`` applies)."""
@@ -55,7 +56,8 @@ def evaluate_design_look(df: pd.DataFrame, design: Mapping[str, Any], min_effect
     ``min_effect_spec`` is the report spec's ``min_effect``; a level decided at an earlier look keeps that
     verdict and look."""
     min_effect = min_effect_of(min_effects(min_effect_spec), METRIC)
-    frame = design_frame(df, dict(design))
+    design = in_point_order(dict(design))
+    frame = design_frame(df, design)
     if frame.empty:
         return []
     cells = df[(df["kind"] == "cell") & df["cell"].isin(frame["cell"])]

@@ -34,12 +34,17 @@ from grpo_bench.report.parts import FIGURES, TABLES, Context, Section  # noqa: E
 from grpo_bench.report.power_table import boundary_text, sequential_verdicts  # noqa: E402
 from grpo_bench.report.stats import LEVEL  # noqa: E402
 from grpo_bench.report.tables import write_table  # noqa: E402
-from grpo_bench.suite.design import effect_columns, model_matrix  # noqa: E402
+from grpo_bench.suite.design import effect_columns, in_point_order, model_matrix  # noqa: E402
 from grpo_bench.suite.machine import hardware  # noqa: E402
 
 RESPONSE = "eval_oracle_overall"
 """Table 2's headline: the held-out oracle score after the last update minus at update 0."""
 COLUMNS = ["effect", "level", "estimate", "low", "high", "seeds"]
+
+
+def stored_design(ctx: Context) -> dict[str, Any]:
+    """The report's design ({} for none), its factors in its own order (a stored spec's keys come back sorted)."""
+    return in_point_order(ctx.spec.get("design") or {})
 
 
 def row_name(effect: str, level: str) -> str:
@@ -156,7 +161,7 @@ READINGS = {"y": "equal updates", "y_compute": "equal compute"}
 
 def _effects(ctx: Context) -> pd.DataFrame | None:
     """Both readings' effects, one frame with a ``reading`` column; None before two seeds of design cells."""
-    design = ctx.spec.get("design") or {}
+    design = stored_design(ctx)
     if not design:
         return None
     frame = design_frame(ctx.df, design)
@@ -173,7 +178,7 @@ def _effects(ctx: Context) -> pd.DataFrame | None:
 
 @TABLES.register("factor_effects")
 def factor_effects_table(ctx: Context) -> list[Section]:
-    design = ctx.spec.get("design") or {}
+    design = stored_design(ctx)
     effects = _effects(ctx)
     title = "Factor effects"
     if effects is None:
@@ -251,7 +256,7 @@ def inert_contrasts(df: pd.DataFrame, design: dict[str, Any]) -> pd.DataFrame:
 
 @TABLES.register("factor_liveness")
 def factor_liveness_table(ctx: Context) -> list[Section]:
-    design = ctx.spec.get("design") or {}
+    design = stored_design(ctx)
     title = "Factor contrasts the logs show inert"
     table = inert_contrasts(ctx.df, design) if design else pd.DataFrame()
     if table.empty:
@@ -270,7 +275,7 @@ def factor_liveness_table(ctx: Context) -> list[Section]:
 
 @TABLES.register("factor_predictions")
 def factor_predictions_table(ctx: Context, top: int = 8) -> list[Section]:
-    design = ctx.spec.get("design") or {}
+    design = stored_design(ctx)
     title = "Predicted best combinations"
     frame = design_frame(ctx.df, design) if design else pd.DataFrame()
     if frame.empty or frame["seed"].nunique() < 2:

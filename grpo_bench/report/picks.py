@@ -36,7 +36,7 @@ from grpo_bench.preflight import folder_name
 from grpo_bench.registry import Registry
 from grpo_bench.report import data
 from grpo_bench.report.factors import RESPONSE, design_frame, predict_points
-from grpo_bench.suite.design import parse_design
+from grpo_bench.suite.design import in_point_order, parse_design
 from grpo_bench.suite.results import load_results
 from grpo_bench.suite.values import config_values, mapping
 
@@ -58,7 +58,8 @@ def best_predicted(df: pd.DataFrame, spec: dict[str, Any], where: str) -> dict[s
     stored = data.suite_info(df).get("report", {}).get("design")
     if not stored:
         raise UserError(f"{where}the source holds no factorial design (rule best_predicted reads a design suite)")
-    design = parse_design(stored, f"{where}stored design: ", set(), None)  # read back from disk: checked again
+    # read back from disk: checked again, its factors first put back in the order its points list them
+    design = parse_design(in_point_order(stored), f"{where}stored design: ", set(), None)
     frame = design_frame(df, design.to_dict())
     if frame.empty:
         raise UserError(f"{where}the source holds no finished design cell on the pick's seeds")
@@ -130,12 +131,17 @@ def _source(reports: Path, spec: dict[str, Any], where: str) -> pd.DataFrame:
         raise SourceNotStored(f"{where}{spec['path']}.from: no stored results at {file} (run and store "
                         f"suite {spec['from']!r} first; a pick reads its stored report)")
     df = load_results(file)
-    held = sorted({int(s) for s in df["seed"].dropna().unique()})
+    held = _seeds(df)
     lacking = [s for s in spec["seeds"] if s not in held]
     if lacking:
         raise SourceNotStored(f"{where}{spec['path']}.seeds: {file} holds no cells on seeds {lacking} (it holds "
                         f"{held}); store the source's later looks first")
     return df
+
+
+def _seeds(df: pd.DataFrame) -> list[int]:
+    """The seeds the source's cells ran (its suite row carries seed 0, the fixed columns of no cell)."""
+    return sorted({int(s) for s in df.loc[df["kind"] != "suite", "seed"].dropna().unique()})
 
 
 def resolve_picks(value: Any, where: str, suite_path: str, planned_seeds: list[int]
@@ -152,11 +158,12 @@ def resolve_picks(value: Any, where: str, suite_path: str, planned_seeds: list[i
             raise UserError(f"{where}{spec['path']}.name: {spec['name']!r} names two picks")
         names.add(spec["name"])
         df = _source(reports, spec, where)
-        reused = sorted(set(planned_seeds) & {int(s) for s in df["seed"].dropna().unique()})
+        reused = sorted(set(planned_seeds) & set(_seeds(df)))
         if reused:
             raise UserError(f"{where}seeds {reused} were run by the pick's source {spec['from']!r}; a picked row is "
                             "tested on fresh seeds (those --until-decided adds included)")
-        df = df[df["seed"].isna() | df["seed"].isin(spec["seeds"])]
+        # the pick's seeds only; the suite row stays (a rule reads the stored design there)
+        df = df[df["kind"].eq("suite") | df["seed"].isna() | df["seed"].isin(spec["seeds"])]
         values = RULES.get(spec["rule"])(df, spec, f"{where}{spec['path']} ({spec['rule']} of {spec['from']}): ")
         values = config_values(values, where, f"{spec['path']} (picked)")
         grids.append({k: [v] for k, v in values.items()})

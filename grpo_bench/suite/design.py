@@ -138,6 +138,27 @@ def _factors(data: Any, where: str) -> dict[str, dict[str, dict[str, Any]]]:
     return out
 
 
+def in_point_order(data: Any) -> Any:
+    """A design read back from disk with its factors in the order its points list their levels. A results table
+    stores the suite's record as JSON with sorted keys, which reorders the factors but not the points' lists: the
+    one permutation of the factors under which every point's levels are that factor's restores the order. Anything
+    else (no points list, no fitting or several fitting orders) is returned as it is, for parse_design to judge."""
+    if not isinstance(data, dict):
+        return data
+    factors, points = data.get("factors"), data.get("points")
+    if not isinstance(factors, dict) or not isinstance(points, list) or not points:
+        return data
+    if not all(isinstance(levels, dict) for levels in factors.values()):
+        return data
+
+    def fits(order: tuple[str, ...]) -> bool:
+        return all(isinstance(p, list) and len(p) == len(order)
+                   and all(str(level) in factors[f] for f, level in zip(order, p)) for p in points)
+
+    orders = [order for order in itertools.permutations(factors) if fits(order)]
+    return {**data, "factors": {f: factors[f] for f in orders[0]}} if len(orders) == 1 else data
+
+
 def parse_design(data: Any, where: str, varied: set[str], base_method: str | None) -> Design:
     """A suite's ``design`` block, checked before any cell: factors, points and the claimed effects' estimability;
     ``varied``: the keys the suite's grids vary (a factor's key may not be varied there too)."""

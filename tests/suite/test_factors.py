@@ -273,3 +273,15 @@ def test_cells_run_on_another_machine_or_precision_are_no_pair_for_the_liveness_
     table = factors.inert_contrasts(df, DESIGN).set_index(["factor", "levels"])
     both = sum(1 for p in points if p[2] == "clipped" and (p[0], p[1], "kl_mask") in points)
     assert tuple(table.loc[("objective", "clipped vs kl_mask")]) == (both, both)  # seed 1000's pairs alone
+
+
+def test_a_design_read_back_with_sorted_keys_gets_its_factor_order_back():
+    """A results table stores the suite's record with sorted keys (kernel, objective, step_rule), but the points
+    list step rule, kernel, objective: the one order under which every point fits is the suite's own."""
+    from grpo_bench.suite.design import in_point_order
+
+    stored = json.loads(json.dumps(load_suite(ROOT / "suites" / "factors.yaml").design.to_dict(), sort_keys=True))
+    assert list(stored["factors"]) == ["kernel", "objective", "step_rule"]
+    assert list(in_point_order(stored)["factors"]) == list(DESIGN["factors"]) == ["step_rule", "kernel", "objective"]
+    both = {"factors": {"a": {"on": {}, "off": {}}, "b": {"on": {}, "off": {}}}, "points": [["on", "off"]]}
+    assert in_point_order(both) is both  # two orders fit: left for parse_design to judge

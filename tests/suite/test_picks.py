@@ -33,7 +33,10 @@ EFFECT = {"step_rule": {"sparse": 0.20, "branch": 0.10}, "kernel": {"flow": 0.10
 def _frame(suite: str, cells: list[tuple[dict, dict, int, float]], report: dict | None = None) -> pd.DataFrame:
     """A results table holding, per (labels, config, seed, learning) cell, its cell row and its held-out oracle
     eval at update 0 (0.5 each) and at update 90 (each of VQ, MQ, TA up by learning / 3: Setting A weighs 1, 1, 1)."""
-    rows = [{"suite": suite, "kind": "suite", "text": json.dumps({"name": suite, "report": report or {}})}]
+    # the suite row as the aggregator writes it (suite/aggregate.py): the fixed columns of no cell, seed 0
+    # (suite/rows.py EMPTY_CONFIG), and its record as JSON with sorted keys, which reorders a design's factors
+    rows = [{"suite": suite, "kind": "suite", "seed": 0,
+             "text": json.dumps({"name": suite, "report": report or {}}, sort_keys=True)}]
     for i, (labels, config, seed, gain) in enumerate(cells):
         cell = f"c{i:04d}"
         base = {"suite": suite, "cell": cell, "group": json.dumps(labels, sort_keys=True), "setting": "A",
