@@ -19,7 +19,6 @@ from grpo_bench.config.run import EXECUTION_FIELDS, FIELDS, ID_NEUTRAL, RULES, R
 from grpo_bench.errors import UserError
 from grpo_bench.report.suite_parts import load_suite_checked
 from grpo_bench.suite.expand import expand
-from grpo_bench.suite.parse import load_suite
 from grpo_bench.suite.results import read_table
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,7 +74,7 @@ def test_stored_reports_cells_are_the_golden_cells(report):
         from grpo_bench.suite.selection import chosen_points
         from grpo_bench.suite.tune import tuned_rows, with_chosen
 
-        suite = load_suite(ROOT / "suites" / f"{report}.yaml")
+        suite = load_suite_checked(ROOT / "suites" / f"{report}.yaml")  # as a command loads it: picks resolved
         stored = chosen_points(json.loads(chosen_file.read_text()))
         # a table stored before each reading was tuned apart ran every row of a method at the method's choice
         chosen = {name: stored.get(name, stored.get(method)) for name, method, _ in tuned_rows(suite)}
