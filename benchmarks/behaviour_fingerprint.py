@@ -111,8 +111,8 @@ def main() -> None:
                 printed.append(" ".join((method, "own", *got)))
                 print(printed[-1], flush=True)
     if record is not None and state.is_main_process:
-        from grpo_bench.report.claims.provenance import cpu_of, record_output
-        from grpo_bench.suite.machine import host
+        from grpo_bench.report.claims.provenance import record_output
+        from grpo_bench.suite.machine import cpu_of, host
         from grpo_bench.train.export import provenance
 
         commit, cpu = provenance()["git_commit"], cpu_of(host())
