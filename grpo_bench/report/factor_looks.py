@@ -22,7 +22,7 @@ import pandas as pd
 
 from grpo_bench.report.factors import RESPONSE, design_frame, fit_effects, row_name
 from grpo_bench.report.power import ALPHA, min_effect_of, min_effects
-from grpo_bench.report.sequential import OPEN, decide_look
+from grpo_bench.report.sequential import OPEN, decide_look, look_entry
 from grpo_bench.report.tables import TABLE2
 from grpo_bench.suite.design import in_point_order
 
@@ -64,11 +64,5 @@ def evaluate_design_look(df: pd.DataFrame, design: Mapping[str, Any], min_effect
     setting = "+".join(sorted(cells["setting"].dropna().astype(str).unique())) or "–"
     differences = per_seed_main_effects(frame, design)
     earlier = {c["row"]: c for c in previous if c.get("verdict") != OPEN}
-    out = []
-    for row, decision in decide_look(differences, min_effect, look, planned, alpha).items():
-        entry = {"setting": setting, "row": row, "metric": METRIC, **decision.to_dict(),
-                 "since": look if decision.verdict != OPEN else None}
-        if row in earlier:  # decided before: the run stopped needing it then
-            entry["verdict"], entry["since"] = earlier[row]["verdict"], earlier[row]["since"]
-        out.append(entry)
-    return out
+    return [look_entry({"setting": setting, "row": row, "metric": METRIC}, decision, look, earlier.get(row))
+            for row, decision in decide_look(differences, min_effect, look, planned, alpha).items()]

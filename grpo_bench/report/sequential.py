@@ -106,10 +106,16 @@ def evaluate_look(df, baseline: dict, min_effect_spec: object, look: int, planne
     for setting in dict.fromkeys(c["setting"] for c in found):
         family = {(c["setting"], c["row"], c["metric"]): c["diffs"].tolist() for c in found if c["setting"] == setting}
         decided = decide_look(family, {k: min_effect_of(effects, k[2]) for k in family}, look, planned, alpha)
-        for key, decision in decided.items():
-            row = {"setting": key[0], "row": key[1], "metric": key[2], **decision.to_dict(),
-                   "since": look if decision.verdict != OPEN else None}
-            if key in earlier:  # decided before: the run stopped needing it then
-                row["verdict"], row["since"] = earlier[key]["verdict"], earlier[key]["since"]
-            out.append(row)
+        out += [look_entry({"setting": key[0], "row": key[1], "metric": key[2]}, decision, look, earlier.get(key))
+                for key, decision in decided.items()]
     return out
+
+
+def look_entry(fields: Mapping, decision, look: int, earlier: Mapping | None) -> dict:
+    """One comparison's record at ``look``: ``fields`` (setting, row, metric), the decision and ``since``; one
+    decided at an earlier look (``earlier``, its stored record) keeps that verdict and look, because the run
+    stopped needing it then."""
+    entry = {**fields, **decision.to_dict(), "since": look if decision.verdict != OPEN else None}
+    if earlier is not None:
+        entry["verdict"], entry["since"] = earlier["verdict"], earlier["since"]
+    return entry
