@@ -35,12 +35,18 @@ def report(
     run_dirs: list[Path] = typer.Argument(..., help=_REPORT_HELP),
     out: Path | None = typer.Option(
         None, "--out", help="Report folder (default: RUN_DIR/report; several: runs/compare/A_vs_B)."),
+    parts_from: Path | None = typer.Option(
+        None, "--parts-from", help="Render the report section of this suite file (its tables, figures, baseline) "
+        "instead of the one stored with the results: a table stored before a part existed gets it. The suite "
+        "must be the one that ran the results."),
 ) -> None:
     """Render tables, figures and report.md from whatever RUN_DIR holds (several: side by side)."""
     from grpo_bench.cli.suite import report_command
 
     _report_inputs(run_dirs, out)
-    raise typer.Exit(report_command(run_dirs, out, console))
+    if parts_from is not None and len(run_dirs) != 1:
+        raise UserError("report: --parts-from renders one suite's results; give one RUN_DIR")
+    raise typer.Exit(report_command(run_dirs, out, console, parts_from))
 
 
 def compare(

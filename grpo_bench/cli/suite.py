@@ -224,7 +224,19 @@ def _tuning_before_table(run_dirs: list[Path]) -> Path | None:
     return tuning if tuning.is_dir() else None
 
 
-def report_command(run_dirs: list[Path], out: Path | None, console: Console) -> int:
+def _spec_from(suite_file: Path, frame) -> dict:
+    """The report section of ``suite_file`` (checked as any suite), refused unless that suite ran ``frame``."""
+    from grpo_bench.report import data
+
+    suite = load_suite_checked(suite_file)
+    ran = data.suite_info(frame).get("name")
+    if ran != suite.name:
+        raise UserError(f"report --parts-from: {suite_file} is suite {suite.name!r}, but these results were run by "
+                        f"{ran!r}; give that suite's file")
+    return suite.report.to_dict()
+
+
+def report_command(run_dirs: list[Path], out: Path | None, console: Console, parts_from: Path | None = None) -> int:
     tuning = _tuning_before_table(run_dirs)
     if tuning is not None:  # the main job mid-tuning: its tuning report, and where the table stands
         from grpo_bench.report import sources
@@ -253,7 +265,9 @@ def report_command(run_dirs: list[Path], out: Path | None, console: Console) -> 
             read_chosen(path.parent, name)
     if len(run_dirs) == 1:
         frame = sources.load_frame(run_dirs[0])
-        path = render_report(run_dirs[0], out=out, frame=frame)
+        spec = _spec_from(parts_from, frame) if parts_from is not None else None
+        path = render_report(run_dirs[0], spec=spec, out=out, frame=frame,
+                             spec_source=parts_from.as_posix() if parts_from is not None else None)
     else:
         names = [Path(p).name if Path(p).name != RESULTS else Path(p).parent.name for p in run_dirs]
         if len(set(names)) < len(names):  # two folders of one name: tell them apart by their paths

@@ -50,7 +50,7 @@ def _seeds(cells: pd.DataFrame) -> str:
             f"{', '.join(map(str, seeds))})")
 
 
-def _header(df: pd.DataFrame, info: dict) -> str:
+def _header(df: pd.DataFrame, info: dict, spec_source: str | None = None) -> str:
     cells = data.cells(df)
     done = cells[cells["status"] == "done"]
     machines = sorted({m for m in cells["machine"] if m})
@@ -66,6 +66,8 @@ def _header(df: pd.DataFrame, info: dict) -> str:
         + _last_run(info),
         f"- machine: {'; '.join(machines) if machines else 'unknown'}",
         *([f"- code: {'; '.join(codes)}"] if (codes := sorted({c for c in cells['code'] if c})) else []),
+        *([f"- report section: `{spec_source}`'s, not the one stored with the results (`--parts-from`)"]
+          if spec_source else []),
         "",
     ]
     failed = cells[cells["status"].isin(["failed", "broken"])]
@@ -101,12 +103,12 @@ def _tuned_note(df: pd.DataFrame, folders: list[Path]) -> list[str]:
 
 
 def render_report(run_dir: str | Path, spec: ReportSpec | dict | None = None, out: Path | None = None,
-                  frame: pd.DataFrame | None = None) -> Path:
+                  frame: pd.DataFrame | None = None, spec_source: str | None = None) -> Path:
     """Write ``<run_dir>/report/report.md`` (+ tables/, figures/); returns its path.
 
     The table is whatever ``run_dir`` holds (``sources.load_frame``: a suite folder, finished or
     not, a train run or a results.parquet) unless ``frame`` is given. The spec comes from the
-    suite row unless given.
+    suite row unless given; ``spec_source`` names the suite file a given spec came from, in the header.
     """
     df = data.with_grid_columns(frame if frame is not None else load_frame(run_dir))
     info = data.suite_info(df)
@@ -128,7 +130,7 @@ def render_report(run_dir: str | Path, spec: ReportSpec | dict | None = None, ou
         sections += TABLES.get(name, where="report.tables: ")(ctx)
     for name in dict.fromkeys([*spec.get("figures", []), *(f for f in ALWAYS_FIGURES if f not in always)]):
         sections += FIGURES.get(name, where="report.figures: ")(ctx)
-    body = [_header(df, info), *_tuned_note(df, [base, out])]
+    body = [_header(df, info, spec_source), *_tuned_note(df, [base, out])]
     for s in sections:
         body += [f"## {s.title}", "", f"*How to read:* {s.how}", "", s.body.rstrip(), ""]
     path = out / "report.md"

@@ -7,8 +7,16 @@ compositional and text tasks). The score is the held-out exact oracle after the 
 ranks as the change does). On each seed the methods are ranked (1 = best, ties averaged); a method's rank on a
 world is its mean over the world's seeds, with a percentile interval from resampling those seeds (BOOT draws).
 Between two worlds, tau is computed on the methods both hold from their mean ranks, and its interval from
-resampling each world's seeds independently (their seeds differ: each world has its own test seeds). A method
-with several readings on a world (a fair and an as-shipped row) is read on its first row in the suite's order.
+resampling each world's seeds independently (their seeds differ: each world has its own test seeds), and its p from
+Kendall's test with the methods as the sample, Holm-adjusted over the pairs. A method with several readings on a
+world (a fair and an as-shipped row) is read on its first row in the suite's order.
+
+Whether a world's ranks carry an order at all is read off its own seeds: Kendall's W of the [seed x method] ranks
+with Friedman's test (W = 1: every seed orders the methods alike; near 0: each seed orders them anew, and the
+world's τ's say little about transfer). This is asked of the ranks, not of each method's learning: with 3 seeds a
+method's learning can sit inside its t-interval around 0 while the seeds agree on who learns most. With few seeds
+a percentile bootstrap over them is coarse (3 seeds have 10 distinct resamples) and too narrow; the tests are the
+reading that holds at 3 seeds.
 
 The part reads the report's own results and the stored results of the sibling field reports (``SIBLINGS``,
 ``reports/<name>/results.parquet`` beside this report's folder), so the video world's field report and the
@@ -23,11 +31,12 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy.stats import kendalltau, rankdata
+from scipy.stats import friedmanchisquare, kendalltau, rankdata
 
 from grpo_bench.errors import UserError
 from grpo_bench.report import data
 from grpo_bench.report.parts import FIGURES, TABLES, Context, Section
+from grpo_bench.report.power import holm
 from grpo_bench.suite.results import read_table
 
 SIBLINGS = ("field", "field_image")
@@ -116,13 +125,26 @@ def tau(a: pd.DataFrame, b: pd.DataFrame, rng: np.random.Generator) -> dict[str,
     """Kendall's tau-b of two worlds' mean ranks on their common methods, with its bootstrap interval."""
     common = [m for m in a.columns if m in b.columns]
     if len(common) < 3:
-        return {"tau": float("nan"), "low": float("nan"), "high": float("nan"), "methods": len(common)}
+        nan = float("nan")
+        return {"tau": nan, "low": nan, "high": nan, "methods": len(common), "p": nan}
     va, vb = a[common].to_numpy(), b[common].to_numpy()
-    point = float(kendalltau(va.mean(axis=0), vb.mean(axis=0)).statistic)
+    test = kendalltau(va.mean(axis=0), vb.mean(axis=0))
     means = [(va[rng.integers(0, len(va), len(va))].mean(axis=0), vb[rng.integers(0, len(vb), len(vb))].mean(axis=0))
              for _ in range(BOOT)]
     lo, hi = _interval(tau_b(np.array([m for m, _ in means]), np.array([m for _, m in means])))
-    return {"tau": point, "low": float(lo), "high": float(hi), "methods": len(common)}
+    return {"tau": float(test.statistic), "low": float(lo), "high": float(hi), "methods": len(common),
+            "p": float(test.pvalue)}
+
+
+def consistency(ranks: pd.DataFrame) -> dict[str, float]:
+    """Kendall's W of one world's [seed x method] ranks and Friedman's p: do the seeds order the methods alike?
+    W = chi2 / (n (k - 1)) from Friedman's tie-corrected statistic (n seeds, k methods); NaN below 2 seeds, 3 methods
+    or where every seed ties every method."""
+    n, k = ranks.shape
+    if n < 2 or k < 3 or not np.any(np.ptp(ranks.to_numpy(), axis=1) > 0):
+        return {"w": float("nan"), "p": float("nan"), "seeds": n}
+    chi2, p = friedmanchisquare(*ranks.to_numpy().T)
+    return {"w": float(chi2 / (n * (k - 1))), "p": float(p), "seeds": n}
 
 
 def read_results(path: Path) -> pd.DataFrame:
@@ -153,13 +175,16 @@ def all_results(ctx: Context) -> pd.DataFrame:
 
 
 def transfer(scores: pd.DataFrame, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(ranks: [world, method, mean, low, high, seeds], taus: [world_a, world_b, tau, low, high, methods])."""
+    """(ranks: [world, method, mean, low, high, seeds],
+    taus: [world_a, world_b, tau, low, high, methods, p, p_holm])."""
     rng = np.random.default_rng(seed)
     ranks = seed_ranks(scores)
     rows = [dict(world=w, method=m, **r) for w, r_ in ranks.items() for m, r in mean_ranks(r_, rng).iterrows()]
-    taus = [dict(world_a=a, world_b=b, **tau(ranks[a], ranks[b], rng)) for a, b in itertools.combinations(ranks, 2)]
-    return (pd.DataFrame(rows, columns=["world", "method", "mean", "low", "high", "seeds"]),
-            pd.DataFrame(taus, columns=["world_a", "world_b", "tau", "low", "high", "methods"]))
+    taus = pd.DataFrame([dict(world_a=a, world_b=b, **tau(ranks[a], ranks[b], rng))
+                         for a, b in itertools.combinations(ranks, 2)],
+                        columns=["world_a", "world_b", "tau", "low", "high", "methods", "p"])
+    taus["p_holm"] = holm(taus["p"].to_numpy())
+    return pd.DataFrame(rows, columns=["world", "method", "mean", "low", "high", "seeds"]), taus
 
 
 @TABLES.register("transfer")
@@ -177,20 +202,35 @@ def transfer_table(ctx: Context) -> list[Section]:
     cell = {(r.world, r.method): f"{r.mean:.2f} [{r.low:.2f}, {r.high:.2f}]" for r in ranks.itertuples()}
     rows = [[m, *(cell.get((w, m), "–") for w in worlds)] for m in methods]
     md = write_table(ctx.out, "transfer", ["Method", *worlds], rows, ranks, "l" + "r" * len(worlds))
-    lines = [f"- {t.world_a} vs {t.world_b}: τ = {t.tau:.2f} [{t.low:.2f}, {t.high:.2f}] over {t.methods} methods"
-             for t in taus.itertuples()]
+    lines = [f"- {t.world_a} vs {t.world_b}: τ = {t.tau:.2f} [{t.low:.2f}, {t.high:.2f}] over {t.methods} methods, "
+             f"p = {t.p:.2g} (Holm {t.p_holm:.2g})" for t in taus.itertuples()]
     taus.to_csv(ctx.out / "tables" / "transfer_tau.csv", index=False)
     learn = learners(frame, scores)
-    lines += [f"- {w}: {k} of {n} methods learn (held-out oracle learning, 95% interval above 0)"
-              + ("; no method's learning is distinguishable from 0, so this world's ranks order noise and its τ's "
-                 "say nothing about transfer" if k == 0 else "") for w, (k, n) in learn.items()]
+    lines += [world_line(w, consistency(r), learn.get(w)) for w, r in seed_ranks(scores).items()]
     seeds = ", ".join(f"{w}: {int(ranks.loc[ranks['world'] == w, 'seeds'].iloc[0])}" for w in worlds)
     return [Section(
         "Transfer between worlds — each method's rank on each world",
         f"Mean rank over seeds (1 = best held-out oracle after the last update) [{LEVEL:.0%} bootstrap interval "
         f"over seeds; seeds {seeds}], and Kendall's τ-b between two worlds' mean ranks with its bootstrap "
-        "interval (each world's seeds resampled): τ near 1, the ranking transfers; near 0, it does not.",
+        "interval (each world's seeds resampled) and Kendall's test (methods as the sample; Holm over the pairs): τ "
+        "near 1, the ranking transfers; near 0, it does not. Under each world: whether its own seeds order the "
+        "methods alike (Kendall's W, Friedman's test), and how many methods learn. With 3 seeds a bootstrap over "
+        "them is coarse and too narrow: read the tests.",
         md + "\n\n" + "\n".join(lines))]
+
+
+def world_line(world: str, agree: dict[str, float], learned: tuple[int, int] | None) -> str:
+    """One world's verdict: do its seeds agree on an order (Friedman at 5%), and how many methods learn."""
+    text = (f"- {world}: the seeds' agreement on an order, Kendall's W = {agree['w']:.2f} "
+            f"(Friedman p = {agree['p']:.2g}, {agree['seeds']} seeds)")
+    if learned is not None:
+        text += f"; {learned[0]} of {learned[1]} methods learn (held-out oracle learning, 95% interval above 0)"
+    if not agree["p"] < 0.05:
+        return text + "; its seeds do not agree on an order at 5%, so its ranks order noise and its τ's say little " \
+                      "about transfer"
+    if learned is not None and learned[0] == 0:
+        return text + "; no method's learning alone is told from 0, yet its seeds order the methods alike"
+    return text
 
 
 @FIGURES.register("transfer_ranks")

@@ -282,3 +282,22 @@ def test_the_chosen_points_table_shows_a_readings_row_name_whole():
     _print_chosen({"suite": "s", "rule": "r", "methods": {"sage_grpo": entry, "sage_grpo [kl=dual]": entry}},
                   Console(file=out, width=200))
     assert "sage_grpo [kl=dual]" in out.getvalue()
+
+
+def test_report_parts_from_renders_the_suite_files_parts_on_a_stored_table(tmp_path):
+    """A table stored before a part existed (kl_weight's stored spec lists no `transfer`) gets the parts its suite
+    file lists now (a suite file of another suite: test_malformed_inputs)."""
+    import yaml
+
+    stored = ROOT / "reports" / "kl_weight" / "results.parquet"
+    suite = yaml.safe_load((ROOT / "suites" / "kl_weight.yaml").read_text())
+    suite["report"] = {**suite.get("report", {}), "tables": ["table2", "transfer"]}
+    (tmp_path / "kl_weight.yaml").write_text(yaml.safe_dump(suite))
+    plain = CliRunner().invoke(app, ["report", str(stored), "--out", str(tmp_path / "plain")])
+    res = CliRunner().invoke(app, ["report", str(stored), "--out", str(tmp_path / "r"),
+                                   "--parts-from", str(tmp_path / "kl_weight.yaml")])
+    assert plain.exit_code == 0 and res.exit_code == 0, res.output
+    assert "## Transfer between worlds" not in (tmp_path / "plain" / "report.md").read_text()
+    rendered = (tmp_path / "r" / "report.md").read_text()
+    assert "## Transfer between worlds" in rendered
+    assert f"- report section: `{(tmp_path / 'kl_weight.yaml').as_posix()}`'s, not the one stored" in rendered

@@ -358,3 +358,15 @@ def test_a_failed_write_names_the_users_file_not_the_hidden_temp_file(tmp_path):
         atomic_write(target, fails)
     assert str(target) in str(err.value) and ".tmp" not in str(err.value)
     assert not list(tmp_path.iterdir())  # the temp file is gone, nothing written
+
+
+@pytest.mark.parametrize(("suite", "needle"), [
+    ("suites/field.yaml", "is suite 'field', but these results were run by 'kl_weight'; give that suite's file"),
+    ("suites/no_such.yaml", "no_such.yaml"),
+])
+def test_report_parts_from_another_suite_or_no_file_is_one_line(monkeypatch, capsys, tmp_path, suite, needle):
+    root = Path(__file__).resolve().parents[2]
+    code, out, err = cli(monkeypatch, capsys, "report", str(root / "reports" / "kl_weight" / "results.parquet"),
+                         "--out", str(tmp_path / "r"), "--parts-from", str(root / suite))
+    assert code == 2 and needle in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "r" / "report.md").exists()

@@ -5,7 +5,8 @@ point, and they are most of the time), so report.md's figure sections, which com
 only checked to name files that exist.
 
 The folders are discovered (every results.parquet under reports/), not listed: a report added later is held too.
-A stale stored report is re-rendered with ``grpo-bench report reports/NAME/results.parquet --out reports/NAME``.
+A stale stored report is re-rendered with ``grpo-bench report reports/NAME/results.parquet --out reports/NAME``
+(plus ``--parts-from suites/NAME.yaml`` where its header says its report section came from that suite file).
 """
 
 from __future__ import annotations
@@ -15,11 +16,14 @@ from pathlib import Path
 
 import pytest
 
+from grpo_bench.report.suite_parts import load_suite_checked
+
 ROOT = Path(__file__).resolve().parents[2]
 REPORTS = ROOT / "reports"
 STORED = sorted(p.parent for p in REPORTS.rglob("results.parquet") if (p.parent / "report.md").is_file())
 TABLE_SUFFIXES = (".md", ".tex", ".csv")
 RENDERED_LINE = re.compile(r"^- rendered \d{4}-\d\d-\d\d \d\d:\d\d UTC from `results.parquet`$", re.M)
+PARTS_FROM = re.compile(r"^- report section: `([^`]+)`'s, not the one stored with the results", re.M)
 
 
 class _NoFigures:
@@ -61,7 +65,10 @@ def test_a_stored_report_re_renders_byte_for_byte_from_its_results(folder, tmp_p
         if name != folder.name and (REPORTS / name / "results.parquet").is_file():
             (tmp_path / name).mkdir()
             (tmp_path / name / "results.parquet").symlink_to(REPORTS / name / "results.parquet")
-    out = render.render_report(folder / "results.parquet", out=target)
+    source = PARTS_FROM.search((folder / "report.md").read_text())  # rendered with a suite file's report section
+    spec = load_suite_checked(ROOT / source.group(1)).report if source else None
+    out = render.render_report(folder / "results.parquet", spec=spec, out=target,
+                               spec_source=source.group(1) if source else None)
     fresh, stored = _tables(out.parent), _tables(folder)
     assert sorted(fresh) == sorted(stored), f"{folder}: tables differ in name; re-render it"
     stale = [name for name in stored if fresh[name] != stored[name]]

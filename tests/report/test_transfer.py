@@ -8,11 +8,11 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from scipy.stats import kendalltau
+from scipy.stats import chi2, kendalltau
 
 from grpo_bench.errors import UserError
 from grpo_bench.report.parts import FIGURES, TABLES, Context
-from grpo_bench.report.transfer import BOOT, seed_ranks, tau_b, transfer, world_scores
+from grpo_bench.report.transfer import BOOT, consistency, seed_ranks, tau_b, transfer, world_line, world_scores
 from grpo_bench.suite.results import COLUMNS
 
 METHODS = ("m1", "m2", "m3", "m4")
@@ -110,7 +110,7 @@ def test_one_world_says_it_needs_two() -> None:
     assert "Fewer than two worlds" in sections[0].body
 
 
-def test_a_world_where_no_method_learns_is_said_to_rank_noise() -> None:
+def test_learners_counts_the_methods_whose_learning_interval_is_above_zero() -> None:
     """learners counts the ranked methods whose held-out oracle learning (last eval minus update 0) has its 95%
     t-interval above 0, per world: every method gains 0.2 ± 0.01 on one world, 0 ± 0.05 on the other."""
     from grpo_bench.report.transfer import learners
@@ -129,3 +129,46 @@ def test_a_world_where_no_method_learns_is_said_to_rank_noise() -> None:
         {k: v for k, v in COLUMNS.items() if v != "object"})
     found = learners(frame, world_scores(frame))
     assert found == {"world / world_oracle": (4, 4), "image_world / image_world_oracle": (0, 4)}
+
+
+def test_the_seeds_agreement_is_kendalls_w_by_hand_with_friedmans_p() -> None:
+    """W = 12 S / (n^2 (k^3 - k)), S the squared deviations of the methods' rank sums from their mean (no ties), and
+    Friedman's chi2 = n (k - 1) W on k - 1 degrees of freedom: every seed alike is W = 1, seeds that reverse each
+    other W = 0."""
+    ranks = seed_ranks(world_scores(_results({("w4", "r4"): MIXED, ("world", "world_oracle"): SAME,
+                                              ("w5", "r5"): {0: [0.9, 0.7, 0.5, 0.1], 1: [0.1, 0.5, 0.7, 0.9]}})))
+    sums = np.array([[1, 2, 4, 3], [2, 1, 3, 4], [3, 1, 2, 4]]).sum(axis=0)  # seeds 20, 21, 22: [6, 4, 9, 11]
+    w = 12 * ((sums - sums.mean()) ** 2).sum() / (3**2 * (4**3 - 4))
+    mixed = consistency(ranks["w4 / r4"])
+    assert mixed["w"] == pytest.approx(w) == pytest.approx(348 / 540)
+    assert mixed["p"] == pytest.approx(chi2.sf(3 * 3 * w, 3)) and mixed["seeds"] == 3
+    same = consistency(ranks["world / world_oracle"])
+    assert same["w"] == pytest.approx(1.0) and same["p"] == pytest.approx(chi2.sf(9.0, 3))
+    assert consistency(ranks["w5 / r5"])["w"] == pytest.approx(0.0) and consistency(ranks["w5 / r5"])["p"] == 1.0
+    assert np.isnan(consistency(ranks["w5 / r5"].iloc[:1])["w"])  # one seed cannot agree with another
+
+
+def test_taus_carry_kendalls_test_and_holm_over_the_pairs() -> None:
+    scores = world_scores(_results({("world", "world_oracle"): SAME, ("image_world", "image_world_oracle"): SAME,
+                                    ("w4", "r4"): MIXED}))
+    _, taus = transfer(scores)
+    by_hand = np.array([[1, 2, 4, 3], [2, 1, 3, 4], [3, 1, 2, 4]]).mean(axis=0)
+    pair = taus.set_index(["world_a", "world_b"])
+    assert pair.loc[("world / world_oracle", "w4 / r4"), "p"] == pytest.approx(kendalltau([1, 2, 3, 4], by_hand).pvalue)
+    raw = taus["p"].to_numpy()
+    order = np.argsort(raw)
+    assert taus["p_holm"].to_numpy()[order[0]] == pytest.approx(min(1.0, 3 * raw[order[0]]))
+    assert np.all(taus["p_holm"] >= taus["p"] - 1e-12)
+
+
+@pytest.mark.parametrize(("p", "learned", "says"), [
+    (0.03, (0, 10), "no method's learning alone is told from 0, yet its seeds order the methods alike"),
+    (0.62, (0, 10), "its seeds do not agree on an order at 5%, so its ranks order noise"),
+    (0.62, (10, 10), "its seeds do not agree on an order at 5%, so its ranks order noise"),
+    (0.2, (3, 10), "its seeds do not agree on an order at 5%, so its ranks order noise"),
+    (0.001, (10, 10), "10 of 10 methods learn (held-out oracle learning, 95% interval above 0)"),
+])
+def test_a_worlds_verdict_reads_its_seeds_agreement_before_its_learners(p, learned, says) -> None:
+    line = world_line("image_world / image_world_oracle", {"w": 0.5, "p": p, "seeds": 3}, learned)
+    assert says in line and f"Friedman p = {p:.2g}, 3 seeds" in line
+    assert ("order noise" in line) == (p >= 0.05)
