@@ -177,8 +177,12 @@ def all_results(ctx: Context) -> pd.DataFrame:
 def transfer(scores: pd.DataFrame, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(ranks: [world, method, mean, low, high, seeds],
     taus: [world_a, world_b, tau, low, high, methods, p, p_holm])."""
+    return transfer_of(seed_ranks(scores), seed)
+
+
+def transfer_of(ranks: dict[str, pd.DataFrame], seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``transfer`` from the worlds' seed ranks already computed (``seed_ranks``)."""
     rng = np.random.default_rng(seed)
-    ranks = seed_ranks(scores)
     rows = [dict(world=w, method=m, **r) for w, r_ in ranks.items() for m, r in mean_ranks(r_, rng).iterrows()]
     taus = pd.DataFrame([dict(world_a=a, world_b=b, **tau(ranks[a], ranks[b], rng))
                          for a, b in itertools.combinations(ranks, 2)],
@@ -193,7 +197,8 @@ def transfer_table(ctx: Context) -> list[Section]:
 
     frame = all_results(ctx)
     scores = world_scores(frame)
-    ranks, taus = transfer(scores)
+    by_world = seed_ranks(scores)
+    ranks, taus = transfer_of(by_world)
     if ranks.empty or ranks["world"].nunique() < 2:
         return [Section("Transfer between worlds", "Needs finished cells of two worlds (model / reward tracks).",
                         "_Fewer than two worlds with finished cells._")]
@@ -206,7 +211,7 @@ def transfer_table(ctx: Context) -> list[Section]:
              f"p = {t.p:.2g} (Holm {t.p_holm:.2g})" for t in taus.itertuples()]
     taus.to_csv(ctx.out / "tables" / "transfer_tau.csv", index=False)
     learn = learners(frame, scores)
-    lines += [world_line(w, consistency(r), learn.get(w)) for w, r in seed_ranks(scores).items()]
+    lines += [world_line(w, consistency(r), learn.get(w)) for w, r in by_world.items()]
     seeds = ", ".join(f"{w}: {int(ranks.loc[ranks['world'] == w, 'seeds'].iloc[0])}" for w in worlds)
     return [Section(
         "Transfer between worlds — each method's rank on each world",
