@@ -237,7 +237,7 @@ def _spec_from(suite_file: Path, frame) -> dict:
 
 
 def report_command(run_dirs: list[Path], out: Path | None, console: Console, parts_from: Path | None = None) -> int:
-    tuning = _tuning_before_table(run_dirs)
+    tuning = _tuning_before_table(run_dirs) if parts_from is None else None  # --parts-from names a table's suite
     if tuning is not None:  # the main job mid-tuning: its tuning report, and where the table stands
         from grpo_bench.report import sources
         from grpo_bench.report.render import render_report

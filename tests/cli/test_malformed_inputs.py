@@ -370,3 +370,14 @@ def test_report_parts_from_another_suite_or_no_file_is_one_line(monkeypatch, cap
                          "--out", str(tmp_path / "r"), "--parts-from", str(root / suite))
     assert code == 2 and needle in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "r" / "report.md").exists()
+
+
+def test_report_parts_from_a_table_not_yet_started_is_refused_not_its_tuning_grid(monkeypatch, capsys, tmp_path):
+    """Mid-tuning, `report runs/S` renders the tuning grid; with --parts-from (a table's suite) it says the table
+    is not there instead of rendering the grid with the flag ignored."""
+    (tmp_path / "runs" / "kl_weight_tune").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    root = Path(__file__).resolve().parents[2]
+    code, _, err = cli(monkeypatch, capsys, "report", "runs/kl_weight", "--parts-from",
+                       str(root / "suites" / "kl_weight.yaml"))
+    assert code == 2 and "runs/kl_weight: not found" in err and len(err.strip().splitlines()) == 1
