@@ -89,6 +89,22 @@ def trained_config(path: Path) -> dict[str, Any]:
     return {}
 
 
+def trained_model(path: Path) -> str | None:
+    """The embedded model the run at ``path`` trained (its config's ``model``), so ``sample --checkpoint RUN`` needs
+    no --model; None where no config is beside it (a bare weights file). The config is untrusted: a model that is
+    not a registered embedded one is one line naming the file's run."""
+    from grpo_bench import models
+
+    name = trained_config(path).get("model")
+    if name is None:
+        return None
+    embedded = sorted(m for m in models.names() if getattr(models.MODELS.get(m), "embedded", False))
+    if not isinstance(name, str) or name not in embedded:
+        raise UserError(f"--checkpoint {path}: its run config names model {str(name)[:60]!r}, not an embedded model; "
+                        f"`sample --checkpoint` draws from {', '.join(embedded)}")
+    return name
+
+
 def _card_config(card: Path) -> dict[str, Any]:
     try:
         data = json.loads(card.read_text(encoding="utf-8"))

@@ -37,6 +37,47 @@ def check_model_out(model: str, reward: str | None, out: Path) -> str:
     return kind
 
 
+STRIP_COLUMNS = ("ta", "correct")
+"""The oracle columns a strip's labels show, with every other scorer's (the table and --json have them all)."""
+
+
+def scored(model_name: str, videos: torch.Tensor, prompts: list[str],
+           reward: str | None) -> tuple[dict[str, torch.Tensor], set[str], str | None]:
+    """(scores by column, the columns the oracle gave, a note or None). An embedded model's samples are scored as its runs are evaluated: its
+    prompt set's exact oracle (every column; a constraint no prompt poses, all NaN, left out) and its training
+    reward (the model's default, where that is not the oracle), then ``--reward``; a column another scorer already
+    gave is prefixed with the reward's label (``judge.ta``). A diffusers model has no oracle: ``--reward``'s only.
+    A default training reward that cannot be built (its package missing) is skipped with a note, not an error."""
+    from grpo_bench import models, rewards
+
+    scores: dict[str, torch.Tensor] = {}
+    names, oracle, note = [], None, None
+    factory = models.MODELS.get(model_name) if model_name in models.names() else None
+    defaults = getattr(factory, "run_defaults", {}) if getattr(factory, "embedded", False) else {}
+    prompt_set = defaults.get("prompts")
+    if prompt_set and rewards.declares_ground_truth(prompt_set):
+        oracle = rewards.GROUND_TRUTH[prompt_set]
+        truth = rewards.ground_truth(prompt_set).ground_truth(videos, prompts)
+        scores = {k: v.float().cpu() for k, v in truth.items() if not torch.isnan(v.float()).all()}
+    from_oracle = set(scores)
+    default = defaults.get("reward")
+    for name, given in ((default, False), (reward, True)):
+        if name is None or name == oracle or name in names:
+            continue
+        try:
+            scorer = rewards.load(name, device="cpu")
+        except UserError as exc:
+            if given:
+                raise
+            note = f"training reward {name} not available ({str(exc).splitlines()[0]}); oracle only"
+            continue
+        names.append(name)
+        label = getattr(scorer, "label", name)
+        for k, v in scorer(videos, prompts).items():
+            scores[f"{label}.{k}" if k in scores else k] = v.float().cpu()
+    return scores, from_oracle, note
+
+
 def run_model_sample(model_name: str, prompt: str, n: int, steps: int, shift: float, kernel: Any, guidance: float,
                      seed: int, out: Path, reward: str | None = None, json_path: Path | None = None,
                      console: Console | None = None, loaded: tuple[Any, str] | None = None) -> dict[str, Any]:
@@ -55,23 +96,27 @@ def run_model_sample(model_name: str, prompt: str, n: int, steps: int, shift: fl
     with torch.no_grad():
         videos = model.decode(sample(model, texts, noise, sigmas(steps, shift), kernel, guidance=guidance, generator=g))
     (media.write_png if kind == "image" else media.write_gif)(videos, out, columns=n)
-    scores: dict[str, torch.Tensor] = {}
-    if reward is not None:
-        scores = {k: v.float().cpu() for k, v in rewards.load(reward, device="cpu")(videos, texts).items()}
-    labels = [f"#{i}" + "".join(f"  {k} {float(v[i]):+.3f}" for k, v in scores.items()) for i in range(n)]
+    scores, from_oracle, note = scored(model_name, videos, texts, reward)
+    shown = [k for k in scores if k not in from_oracle or k in STRIP_COLUMNS]
+    labels = [f"#{i}" + "".join(f"  {k} {float(scores[k][i]):.2f}" for k in shown) for i in range(n)]
     strip = out.with_name(out.stem + "_strip.png") if kind == "image" else out.with_suffix(".png")
     media.labelled_strip(videos, labels, strip, title=f"{prompt!r} ({source})")
-    table = Table(title=f"{prompt!r}: {n} {kind}s of {model_name}, {steps} steps, shift {shift:g}, guidance {guidance}")
+    # the heading is its own line: as a Table title it would wrap to the width of a narrow table
+    console.print(f"{prompt!r}: {n} {kind}s of {model_name} ({source}), {steps} steps, shift {shift:g}, "
+                  f"guidance {guidance}", highlight=False)
+    table = Table()
     table.add_column("#", justify="right")
     for k in scores:
         table.add_column(k, justify="right")
     for i in range(n):
         table.add_row(str(i), *(f"{float(v[i]):+.4f}" for v in scores.values()))
     console.print(table)
+    if note:
+        console.print(note, highlight=False)
     console.print(f"wrote {out} and {strip}", highlight=False)
     result = {"prompt": prompt, "model": model_name, "n": n, "steps": steps, "shift": shift, "guidance": guidance,
               "seed": seed, "out": str(out), "strip": str(strip), "reward": reward, "checkpoint": source,
-              "scores": {k: [round(float(x), 6) for x in v] for k, v in scores.items()}}
+              "scores": {k: [round(float(x), 6) for x in v] for k, v in scores.items()}, "note": note}
     if json_path is not None:
         atomic_write_text(json_path, strict_json(result, indent=2) + "\n")
     return result

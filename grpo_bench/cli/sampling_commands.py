@@ -71,8 +71,8 @@ def sample(
     guidance: float = typer.Option(1.0, "--guidance", help="Classifier-free guidance scale (1 = off)."),
     checkpoint: Path | None = typer.Option(
         None, "--checkpoint", help="A run folder (runs/train/...), its policy/, a checkpoints/update_N folder or "
-        "world-model weights (.safetensors), of the world or of the embedded --model it trained (image_world, "
-        "image_world_text...); default: the shipped base model."),
+        "world-model weights (.safetensors), of the world or of the embedded model it trained (a run's own model "
+        "unless --model names one); default: the shipped base model."),
     seed: int = typer.Option(0, "--seed", help="Seed of the initial noise and the kernel noise."),
     out: Path = typer.Option(Path("sample.gif"), "--out", help="Animated GIF to write; a PNG strip goes next to it."),
     json_path: Path | None = typer.Option(None, "--json", help="Also write the per-video scores as JSON."),
@@ -80,7 +80,8 @@ def sample(
         "world", "--model", help="Generator: the world (default), or a diffusers preset / hub id / folder, e.g. "
         "tiny-sd3 (an image model writes a PNG grid: --out x.png)."),
     reward: str | None = typer.Option(
-        None, "--reward", help="Score a diffusers model's samples with this registered reward (weights on disk)."),
+        None, "--reward", help="Also score with this registered reward (weights on disk): a diffusers model's only "
+        "scores; an embedded image model is scored by its oracle and training reward without it."),
     kernel_params: list[str] | None = typer.Argument(
         None, metavar="[kernel.NAME=VALUE]...", help="The kernel's own parameters, e.g. kernel.power=2 "
         "(`grpo-bench methods` lists each kernel's; parsed as train's key=value)."),
@@ -100,6 +101,10 @@ def sample(
         preflight.out_file(json_path, "--json")
     from grpo_bench.world.roles import video_world
 
+    if checkpoint is not None and model == video_world().model:  # --model left out: the run's own model
+        from grpo_bench.cli.sample import trained_model
+
+        model = trained_model(checkpoint) or model
     if model != video_world().model:
         from grpo_bench import models
         from grpo_bench.cli.sample_generator import check_model_out, run_model_sample

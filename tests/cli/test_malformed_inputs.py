@@ -312,6 +312,8 @@ def test_sample_refuses_a_damaged_run_in_one_line_before_drawing(tmp_path, monke
         "card": (lambda f: (f / "policy" / "card.json").write_text("garbage{"), "is not a readable policy card"),
         "config": (lambda f: (f / "config.yaml").write_text("- 1\n"), "a run config must be a mapping"),
         "steps": (lambda f: (f / "config.yaml").write_text("steps: 0\n"), "'steps' must be an integer in 1..1000"),
+        "model": (lambda f: (f / "config.yaml").write_text("model: ../../etc/passwd\n"),
+                  "names model '../../etc/passwd', not an embedded model"),
         "shape": (retensor(lambda t: torch.zeros(3, 3)), "has shape [3, 3], the model's is"),
         "nan": (retensor(lambda t: t * float("nan")), "holds values that are not finite"),
     }

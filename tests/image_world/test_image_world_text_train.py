@@ -3,6 +3,7 @@ reward and its exact reader as the evaluation oracle, and bad input in one line 
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 from importlib import metadata
@@ -138,13 +139,17 @@ def test_text_weights_round_trip_and_a_corrupt_file_is_one_line(tmp_path) -> Non
         load_text_weights(path)
 
 
-@pytest.mark.parametrize("model, prompt, reward", [
-    ("image_world_text", 'the word "moon"', "image_world_text_oracle"),
-    ("image_world", "three green circles", "image_world_oracle"),
+@pytest.mark.parametrize("model, prompt, reward, training", [
+    ("image_world_text", 'the word "moon"', None, "ocr"),
+    ("image_world", "three green circles", "image_world_oracle", None),
+    ("image_world", "a red circle left of a blue square", "image_world_judge", None),
 ])
-def test_sample_writes_png_strips_of_either_task(model: str, prompt: str, reward: str, tmp_path) -> None:
-    """``grpo-bench sample --model image_world[_text] --reward ...``: a PNG grid and a labelled strip, each image
-    scored by the task's exact checker (the same scores the reward gives the same images)."""
+def test_sample_writes_png_strips_of_either_task(model: str, prompt: str, reward: str | None, training: str | None,
+                                                 tmp_path) -> None:
+    """``grpo-bench sample --model image_world[_text]``: a PNG grid and a labelled strip, each image scored as a run
+    evaluates it: the task's oracle (the columns its prompt poses: those it scores on a rendered scene of the same
+    prompt) and its training reward where that is not the oracle, then ``--reward``, whose colliding columns are
+    prefixed with its label."""
     from PIL import Image
 
     from grpo_bench.cli.sample_generator import run_model_sample
@@ -156,8 +161,16 @@ def test_sample_writes_png_strips_of_either_task(model: str, prompt: str, reward
     height, width = models.load(model).latent_shape[-2:]
     factor = max(1, 128 // height)  # media.upscale_factor
     assert grid.size == ((2 * width + 2) * factor, height * factor) and strip.size[0] > grid.size[0] // 2
-    assert set(result["scores"]) == {"vq", "mq", "ta"}
-    assert all(0 <= x <= 1 for v in result["scores"].values() for x in v)
+    defaults = models.MODELS.get(model).run_defaults
+    render = importlib.import_module("grpo_bench.image_world.text_render" if model.endswith("text")
+                                     else "grpo_bench.image_world.render").render
+    posed = [k for k, v in rewards.ground_truth(defaults["prompts"]).ground_truth(render([prompt], 0), [prompt]).items()
+             if not v.isnan().all()]
+    extra = [training] if training else []
+    extra += [f"judge.{k}" for k in ("vq", "mq", "ta")] if reward == "image_world_judge" else []
+    assert list(result["scores"]) == posed + extra
+    assert all(len(v) == 2 and all(math.isfinite(x) for x in v) for v in result["scores"].values())
+    assert all(0 <= x <= 1 for k in ("ta", "correct", *([training] if training else [])) for x in result["scores"][k])
 
 
 def test_an_image_model_asked_for_frames_is_one_line() -> None:

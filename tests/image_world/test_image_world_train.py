@@ -170,3 +170,9 @@ def test_sample_draws_a_trained_image_world_policy_as_it_was_trained(where: str,
     res = CliRunner().invoke(app, ["sample", "--model", "image_world_text", "--prompt", 'the word "cat"',
                                    "--checkpoint", str(path), "--out", str(tmp_path / "t.png")])
     assert isinstance(res.exception, UserError) and "not 'image_world_text'" in str(res.exception)
+    # --model left out: the run's own model (its config's), not the video world's
+    res = CliRunner().invoke(app, ["sample", "--prompt", "a red circle", "--n", "2", "--checkpoint", str(path),
+                                   "--out", str(tmp_path / "r.png"), "--json", str(tmp_path / "r.json")])
+    assert res.exit_code == 0, res.output
+    again = json.loads((tmp_path / "r.json").read_text())
+    assert again["model"] == "image_world" and again["scores"] == written["scores"]
