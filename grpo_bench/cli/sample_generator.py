@@ -43,11 +43,12 @@ STRIP_COLUMNS = ("ta", "correct")
 
 def scored(model_name: str, videos: torch.Tensor, prompts: list[str],
            reward: str | None) -> tuple[dict[str, torch.Tensor], set[str], str | None]:
-    """(scores by column, the columns the oracle gave, a note or None). An embedded model's samples are scored as its runs are evaluated: its
-    prompt set's exact oracle (every column; a constraint no prompt poses, all NaN, left out) and its training
-    reward (the model's default, where that is not the oracle), then ``--reward``; a column another scorer already
-    gave is prefixed with the reward's label (``judge.ta``). A diffusers model has no oracle: ``--reward``'s only.
-    A default training reward that cannot be built (its package missing) is skipped with a note, not an error."""
+    """(scores by column, the columns the oracle gave, a note or None). An embedded model's samples are scored as
+    its runs are evaluated: its prompt set's exact oracle (every column; a constraint no prompt poses, all NaN,
+    left out) and its training reward (the model's default, where that is not the oracle), then ``--reward``; a
+    column another scorer already gave is prefixed with the reward's label (``judge.ta``). A diffusers model has
+    no oracle: ``--reward``'s only. A default training reward that cannot be built (its package missing) is
+    skipped with a note, not an error."""
     from grpo_bench import models, rewards
 
     scores: dict[str, torch.Tensor] = {}
@@ -83,7 +84,7 @@ def run_model_sample(model_name: str, prompt: str, n: int, steps: int, shift: fl
                      console: Console | None = None, loaded: tuple[Any, str] | None = None) -> dict[str, Any]:
     """Sample ``n`` stills (or clips) of ``prompt`` from a registered model; write them and a strip. ``loaded``:
     (model, what was loaded) of a trained policy (``sample.load_policy``) instead of the base."""
-    from grpo_bench import media, models, rewards
+    from grpo_bench import media, models
     from grpo_bench.core.sampling import sample
     from grpo_bench.core.schedule import sigmas
 
