@@ -3,7 +3,7 @@ each one's policy-gradient vector (the method's own loss at ratio 1, every train
 the unbiased split of its expected squared norm into signal and noise.
 
     python benchmarks/gradient_noise.py [--world image|image_text|video] [--method flow_grpo] [--batches 8]
-                                        [--prompts 8] [--group 8] [--seed 0]
+                                        [--prompts 8] [--group 8] [--seed 0] [--reward NAME] [--model NAME]
 
 With g_k the gradient of batch k and mu = E g:
   signal = |mu|^2, estimated without bias by the mean of g_k . g_l over pairs k != l;
@@ -85,6 +85,10 @@ def main() -> None:
     ap.add_argument("--prompts", type=int, default=8, help="prompts per update (the batch: prompts x group)")
     ap.add_argument("--group", type=int, default=8)
     ap.add_argument("--seed", type=int, default=0, help="a development seed (never a table's)")
+    ap.add_argument("--reward", default=None, help="train on this reward instead of the world's fair cell's "
+                                                    "(a candidate training reward, e.g. image_world_ocr_prob)")
+    ap.add_argument("--model", default=None, help="sample this model instead of the fair cell's (e.g. "
+                                                   "image_world_text_ink, the text task's ink decoder)")
     a = ap.parse_args()
     if a.batches < 2:
         ap.error("--batches: at least 2 (the signal is a mean over pairs of batches)")
@@ -93,13 +97,14 @@ def main() -> None:
     if config is None:
         ap.error(f"--method: {a.method!r} has no fair {a.world} row in {suite}")
     torch.manual_seed(a.seed)
+    config = {**config, **({"reward": a.reward} if a.reward else {}), **({"model": a.model} if a.model else {})}
     cfg = resolve(from_dict({**config, "seed": a.seed, "prompts_per_update": a.prompts, "group_size": a.group,
                              "threads": 1}))
     with tempfile.TemporaryDirectory() as out:
         tr = Trainer(cfg, Path(out), None, None)
         grads = [batch_gradient(tr, u) for u in range(a.batches)]
     got = signal_noise(torch.stack(grads))
-    print(f"{a.world} {a.method} {a.prompts}x{a.group} seed {a.seed}, {a.batches} batches, "
+    print(f"{a.world} {cfg.model} {cfg.reward} {a.method} {a.prompts}x{a.group} seed {a.seed}, {a.batches} batches, "
           f"{grads[0].numel():,} parameters: signal {got['signal']:.3g} ± {got['signal_se']:.2g} (jackknife se), "
           f"noise {got['noise']:.3g}, "
           f"SNR {got['snr']:.3g}, batches for SNR 1: {got['batches']:.3g}, mean cosine {got['cosine']:+.3f}")

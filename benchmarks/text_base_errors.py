@@ -7,7 +7,8 @@ the exact reader (text_checker.py ``read``). Per word length: samples, exact rea
 length, and inside those the unreadable cells ('?': no glyph above the cosine threshold, i.e. blur or smudge)
 against wrong letters, and readings with extra cells. Training words only: nothing here reads the held-out ones.
 ``--ocr`` also reads every sample with PP-OCRv4 (the training reward's recogniser) and prints how its scores (word
-score, exact reading, the recogniser's own confidence) rank the samples against the exact reader (Spearman).
+score, exact reading, the recogniser's own confidence, the chance of the exact reading: image_world_ocr_prob)
+rank the samples against the exact reader (Spearman).
 """
 
 from __future__ import annotations
@@ -72,21 +73,24 @@ def ocr_agreement(per_word: int, steps: int, seed: int) -> dict[str, dict[str, f
     """{OCR score: {exact-reader column: Spearman over the samples}}, and each score's mean under "mean"."""
     from scipy.stats import spearmanr
 
+    from grpo_bench.image_world.text_reward import ocr_probability
     from grpo_bench.rewards import rapid_ocr
 
     ocr, rows = rapid_ocr.engine(1), []
     for chunk, images in base_samples(per_word, steps, seed):
         reader = check(images, chunk)
+        probability = ocr_probability(images, chunk)
         grey = ((1.0 - 2.0 * ink_of(images) + 1.0) * 127.5).round().to(torch.uint8).numpy()
         for j, prompt in enumerate(chunk):
             (text, confidence), = ocr(rapid_ocr.bgr(grey[j].copy(), j), use_det=False, use_cls=False,
                                       use_rec=True)[0]
             word, text = word_of(prompt), letters_only(str(text))
             rows.append({"word score": rapid_ocr.word_score(text, word), "exact": float(text == word),
-                         "confidence": float(confidence), "correct": float(reader["correct"][j]),
+                         "confidence": float(confidence), "probability": float(probability[j]),
+                         "correct": float(reader["correct"][j]),
                          "ta": float(reader["ta"][j]), "mq": float(reader["mq"][j])})
     out = {}
-    for score in ("word score", "exact", "confidence"):
+    for score in ("word score", "exact", "confidence", "probability"):
         values = [r[score] for r in rows]
         out[score] = {"mean": sum(values) / len(values),
                       **{col: float(spearmanr(values, [r[col] for r in rows]).statistic)

@@ -9,6 +9,10 @@
   two jitter seeds, measured with ``ocr_scores``).
 * ``image_world_ocr_exact``: the same reading scored 1 if it is the word, else 0 (base samples: 0.73, against a
   word score of 0.92-0.94 that leaves an update little to gain).
+* ``image_world_ocr_prob``: the chance that PP-OCRv4 reads exactly the word, summed over its CTC alignments
+  (``ocr_probability``): the expectation of ``image_world_ocr_exact`` under the recogniser's own per-frame
+  distributions, so it moves with every frame's confidence where the greedy reading moves only when a letter
+  flips.
 * ``image_world_text_oracle`` (ground truth of ``prompts: image_world_text``): the exact reader
   (text_checker.py), independent of the OCR, so over-fitting PP-OCRv4 shows as a gap between the two.
 * ``prompts: image_world_text``: the training words / the held-out words (words.py).
@@ -18,6 +22,7 @@ A missing or unsupported rapidocr-onnxruntime is one line naming the pip command
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 
@@ -54,6 +59,35 @@ def ocr_scores(images: Tensor, prompts: list[str], threads: int = 1) -> dict[str
             "ocr_exact": torch.tensor([float(t == w) for t, w in zip(texts, targets)])}
 
 
+@functools.lru_cache(maxsize=2)
+def letter_classes(characters: tuple[str, ...]) -> Tensor:
+    """Tensor[len(characters), 27]: which task class each recogniser character counts as, column 0 the blank
+    (the CTC blank and every character ``letters_only`` drops: spaces, digits, marks; a character that reduces
+    to more than one letter, such as a ligature, too) and columns 1-26 the letters a-z (each letter's case and
+    width forms summed)."""
+    classes = torch.zeros(len(characters), 27)
+    for i, character in enumerate(characters):
+        reduced = letters_only(character) if i else ""
+        classes[i, ord(reduced) - ord("a") + 1 if len(reduced) == 1 else 0] = 1.0
+    return classes
+
+
+def ocr_probability(images: Tensor, prompts: list[str], threads: int = 1) -> Tensor:
+    """Tensor[B]: P(PP-OCRv4's reading, reduced like ``letters_only``, is the prompt's word), from its per-frame
+    distributions merged onto blank + a-z (``letter_classes``). One approximation: a letter's two cases in
+    adjacent frames merge as one letter here, where the greedy reading keeps both."""
+    from grpo_bench.rewards import rapid_ocr
+
+    targets = [word_of(p) for p in prompts]
+    ink = ink_of(images, "reward image_world_ocr_prob")
+    rapid_ocr.engine(threads)
+    grey = ((1.0 - 2.0 * ink + 1.0) * 127.5).round().to(torch.uint8).numpy()
+    characters, frames = rapid_ocr.frame_probabilities([np.ascontiguousarray(g) for g in grey], threads)
+    classes = letter_classes(tuple(characters)).numpy()
+    return torch.tensor([rapid_ocr.target_probability(f.astype(np.float64) @ classes, [ord(c) - 96 for c in w])
+                         for f, w in zip(frames, targets)], dtype=torch.float32)
+
+
 class TextOcrReward(Reward):
     """{"ocr": Tensor[B]}: PP-OCRv4's reading of the word, scored against the prompt's (module docstring)."""
 
@@ -83,6 +117,18 @@ class TextOcrExactReward(TextOcrReward):
     label = "ocr exact"
 
 
+class TextOcrProbabilityReward(TextOcrReward):
+    """{"ocr_prob": Tensor[B]}: the chance PP-OCRv4 reads exactly the prompt's word (``ocr_probability``)."""
+
+    dimensions = ("ocr_prob",)
+    settings = {"A": {"ocr_prob": 1.0}, "B": {"ocr_prob": 1.0}}
+    label = "ocr probability"
+
+    @torch.no_grad()
+    def __call__(self, images: Tensor, prompts: list[str]) -> dict[str, Tensor]:
+        return {"ocr_prob": ocr_probability(images, prompts, self.threads).to(images.device)}
+
+
 def _built(reward: type[TextOcrReward], threads: int, device: str | None) -> TextOcrReward:
     """``reward`` on a built PP-OCRv4 engine; the package is checked every time (the engine is cached across
     builds), before any image."""
@@ -105,6 +151,12 @@ def image_world_ocr(threads: int = 1, device: str | None = None, **kw: object) -
 def image_world_ocr_exact(threads: int = 1, device: str | None = None, **kw: object) -> TextOcrReward:
     """PP-OCRv4's exact reading as a 0/1 reward (``TextOcrExactReward``); checks the package like image_world_ocr."""
     return _built(TextOcrExactReward, threads, device)
+
+
+@register(TRAINING_REWARD + "_prob", compute=HostSeconds(per_image=0.06))
+def image_world_ocr_prob(threads: int = 1, device: str | None = None, **kw: object) -> TextOcrReward:
+    """PP-OCRv4's chance of reading the word exactly (``TextOcrProbabilityReward``); checks the package alike."""
+    return _built(TextOcrProbabilityReward, threads, device)
 
 
 @register(ORACLE, ground_truth_for=PROMPT_SET, compute=NoNetwork("the exact glyph reader's closed-form checks"))

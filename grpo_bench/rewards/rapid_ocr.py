@@ -5,6 +5,10 @@ Two readings:
 
     recognize(images)   recognition only, on images that each hold one known line of text (a rendered
                         word, a crop): the text recogniser alone, no detector, no angle classifier
+    frame_probabilities(images)
+                        the same recognition's per-frame character distributions (its CTC output), from
+                        which ``recognize`` takes the greedy reading and ``target_probability`` the chance
+                        of one given reading
     read_lines(images)  detection + recognition (flow_grpo's OCR reward: the lines found anywhere in a
                         generated image, each kept when its confidence is >= 0.5, joined in reading order)
 
@@ -92,6 +96,35 @@ def recognize(images: Sequence[np.ndarray], threads: int = 1) -> list[str]:
             raise RuntimeError(f"OCR image {i}: the recogniser returned {result!r}, not one line")
         texts.append(str(result[0][0]).strip())
     return texts
+
+
+def frame_probabilities(images: Sequence[np.ndarray], threads: int = 1) -> tuple[list[str], list[np.ndarray]]:
+    """(the recogniser's characters, index 0 its CTC blank; per image its Tensor[frames, characters] of per-frame
+    probabilities): the very input ``recognize`` decodes (same resizing and padding, one image at a time), so
+    the greedy path through it is that reading."""
+    ocr = engine(threads)
+    rec = ocr.text_rec
+    _, height, width = rec.rec_image_shape
+    frames = []
+    for i, image in enumerate(images):
+        line, _, _ = ocr.preprocess(bgr(image, i))
+        wh_ratio = max(width / height, line.shape[1] / line.shape[0])
+        frames.append(rec.session(rec.resize_norm_img(line, wh_ratio)[np.newaxis].astype(np.float32))[0][0])
+    return list(rec.postprocess_op.character), frames
+
+
+def target_probability(probs: np.ndarray, target: Sequence[int], blank: int = 0) -> float:
+    """P(the CTC reading of per-frame distributions Tensor[frames, classes] is ``target``), summed over every
+    alignment (the CTC forward pass, torch's ``ctc_loss``): the chance that sampling one class a frame, then
+    merging repeats and dropping blanks, yields exactly ``target`` (class indices, none of them ``blank``)."""
+    import torch
+
+    if not len(target):
+        return float(np.prod(probs[:, blank]))
+    logp = torch.from_numpy(np.log(np.clip(probs, 1e-30, None))).double()[:, None, :]
+    nll = torch.nn.functional.ctc_loss(logp, torch.tensor([list(target)]), torch.tensor([probs.shape[0]]),
+                                       torch.tensor([len(target)]), blank=blank, reduction="sum", zero_infinity=False)
+    return float(torch.exp(-nll))
 
 
 def read_lines(images: Sequence[np.ndarray], threads: int = 1) -> list[str]:

@@ -103,6 +103,24 @@ def test_the_exact_ocr_reward_scores_one_only_for_the_whole_word() -> None:
     assert cfg.reward == "image_world_ocr_exact"
 
 
+def test_the_ocr_probability_is_the_chance_of_the_exact_reading_over_the_task_letters() -> None:
+    """image_world_ocr_prob: PP-OCRv4's per-frame characters merged onto blank + a-z (every case and width form of a
+    letter one class; what ``letters_only`` drops, and a character that reduces to two letters, the blank), then the
+    CTC chance of the word: in [0, 1], highest under the word's own prompt, about 0 on a blank page."""
+    from grpo_bench.image_world.text_reward import letter_classes
+
+    classes = letter_classes(("blank", "a", "A", "\uff41", " ", "\u00e4", "1", "\ufb01", "z"))
+    assert classes.argmax(1).tolist() == [0, 1, 1, 1, 0, 0, 0, 0, 26] and classes.sum(1).tolist() == [1.0] * 9
+    prob = rewards.load("image_world_ocr_prob")
+    assert prob.dimensions == ("ocr_prob",) and not rewards.is_ground_truth("image_world_ocr_prob")
+    words = ["cat", "garden", "queen"]
+    images = render([prompt_of(w) for w in words], seed=1).expand(-1, 3, -1, -1, -1)
+    scores = torch.stack([prob(images, [prompt_of(w)] * 3)["ocr_prob"] for w in words])  # [asked, drawn]
+    assert ((scores >= 0) & (scores <= 1)).all() and (scores.argmax(1) == torch.arange(3)).all()
+    assert scores.diagonal().min() > 0.3 and (scores.sum(1) - scores.diagonal()).max() < 1e-3
+    assert prob(torch.ones(1, 3, 1, 32, 128), [prompt_of("cat")])["ocr_prob"].item() < 1e-3
+
+
 def test_the_reading_keeps_only_the_tasks_alphabet() -> None:
     assert letters_only("äcaｒ") == "car" and letters_only("äjam²") == "jam" and letters_only("B o X") == "box"
 

@@ -111,3 +111,32 @@ def test_an_installed_package_that_does_not_import_names_the_fix(monkeypatch, ca
             recognize([rendered("cat")])
     finally:
         rapid_ocr.engine.cache_clear()
+
+
+def _collapse(path: tuple[int, ...], blank: int = 0) -> tuple[int, ...]:
+    """CTC's reading of one path of classes: merge repeats, then drop blanks."""
+    merged = [c for i, c in enumerate(path) if i == 0 or c != path[i - 1]]
+    return tuple(c for c in merged if c != blank)
+
+
+@pytest.mark.parametrize("target", [(1, 2), (1, 1), (2,), ()])
+def test_target_probability_sums_every_path_that_reads_as_the_target(target):
+    """Against brute force: the probability of each of the 4^5 paths through 5 frames of 4 classes, summed over the
+    paths whose CTC reading is the target (a repeated letter needs a blank between its frames)."""
+    import itertools
+
+    probs = np.random.default_rng(len(target)).dirichlet(np.ones(4), size=5)
+    brute = sum(np.prod([probs[t, c] for t, c in enumerate(path)])
+                for path in itertools.product(range(4), repeat=5) if _collapse(path) == target)
+    assert rapid_ocr.target_probability(probs, list(target)) == pytest.approx(brute, rel=1e-9)
+
+
+def test_the_greedy_path_of_the_frame_probabilities_is_recognizes_reading():
+    """``frame_probabilities`` is the very input ``recognize`` decodes: the argmax path, merged and without blanks,
+    is its reading, on clean and noisy lines of several widths."""
+    images = [rendered("cat"), rendered("hello world"), noise(), rendered("moon")[:, :, 0]]
+    characters, frames = rapid_ocr.frame_probabilities(images)
+    assert characters[0] == "blank"
+    greedy = ["".join(characters[c] for c in _collapse(tuple(f.argmax(axis=1)))).strip() for f in frames]
+    assert greedy == recognize(images)
+    assert all(np.allclose(f.sum(axis=1), 1, atol=1e-4) for f in frames)  # distributions over the characters
