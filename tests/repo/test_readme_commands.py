@@ -35,12 +35,13 @@ def _args(command: str, tmp: Path) -> list[str]:
 
 @pytest.mark.parametrize("command", readme_commands())
 def test_each_readme_command_runs_as_written(command, tmp_path, monkeypatch):
-    from grpo_bench.cli import sample, train
+    from grpo_bench.cli import sample, sample_generator, train
 
     monkeypatch.chdir(ROOT)
     started = []
     monkeypatch.setattr(train, "run_train", lambda cfg, *a, **k: started.append(cfg) or {})
     monkeypatch.setattr(sample, "run_sample", lambda **kw: started.append(kw) or {})
+    monkeypatch.setattr(sample_generator, "run_model_sample", lambda *a, **kw: started.append(kw) or {})
     args = _args(command, tmp_path)
     res = CliRunner().invoke(app, args, terminal_width=200)
     assert res.exit_code == 0, (command, res.output, res.exception)
