@@ -1,7 +1,7 @@
 """Offline OCR with the PP-OCRv4 ONNX models that ship inside the ``rapidocr-onnxruntime`` wheel: no weights
 to download, no Paddle, CPU by default.
 
-Two readings:
+Readings:
 
     recognize(images)   recognition only, on images that each hold one known line of text (a rendered
                         word, a crop): the text recogniser alone, no detector, no angle classifier
@@ -101,7 +101,8 @@ def recognize(images: Sequence[np.ndarray], threads: int = 1) -> list[str]:
 def frame_probabilities(images: Sequence[np.ndarray], threads: int = 1) -> tuple[list[str], list[np.ndarray]]:
     """(the recogniser's characters, index 0 its CTC blank; per image its Tensor[frames, characters] of per-frame
     probabilities): the very input ``recognize`` decodes (same resizing and padding, one image at a time), so
-    the greedy path through it is that reading."""
+    the greedy path through it is that reading. It reads the engine's recogniser (``text_rec``) directly; a test
+    checks that greedy path against ``recognize`` on the installed version."""
     ocr = engine(threads)
     rec = ocr.text_rec
     _, height, width = rec.rec_image_shape
