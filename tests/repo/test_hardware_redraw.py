@@ -1,0 +1,41 @@
+"""benchmarks/hardware_redraw.py: the spread a second machine adds to the same cells, against the seeds' own."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import hardware_redraw  # noqa: E402
+
+
+def test_the_seed_spread_is_the_residual_of_a_method_plus_seed_fit():
+    """Additive method and seed effects plus residuals whose rows and columns sum to 0: the fit leaves exactly
+    those residuals, whose squares sum to 4 over (3 - 1) x (3 - 1) degrees of freedom, so the spread is 1."""
+    residual = np.array([[1, -1, 0], [-1, 1, 0], [0, 0, 0]], dtype=float)
+    values = np.array([0.1, 0.5, -0.2])[:, None] + np.array([2.0, 3.0, 5.0])[None, :] + residual
+    cells = pd.DataFrame([{"seed": s, "method": m, "learning": values[i, j]}
+                          for i, s in enumerate([7, 8, 9]) for j, m in enumerate("abc")])
+    assert hardware_redraw.residual_sd(cells) == pytest.approx(1.0)
+    assert math.isnan(hardware_redraw.residual_sd(cells[cells["seed"] == 7]))  # one seed: no spread to read
+
+
+def test_a_table_against_itself_reproduces_every_cell():
+    """The stored image-world table paired with itself: every cell pairs, the machines add no spread, the update-0
+    evals agree, each seed orders the methods alike on both, and each world's agreement is the transfer table's."""
+    table = hardware_redraw.table(ROOT / "reports" / "field_image")
+    got = hardware_redraw.compare(table, table)
+    assert got["cells_paired"] == 90 and got["update0_largest_gap"] == 0.0
+    assert len(got["worlds"]) == 3
+    for world in got["worlds"].values():
+        assert world["cells"] == 30 and world["correlation"] == pytest.approx(1.0) and world["machine_sd"] == 0.0
+        assert world["seed_sd"][0] == world["seed_sd"][1] > 0
+        assert list(world["tau_by_seed"].values()) == pytest.approx([1.0, 1.0, 1.0])
+        assert world["agreement"][0] == world["agreement"][1]
+    assert got["worlds"]["image_world / image_world_oracle"]["agreement"][0]["w"] == pytest.approx(0.69, abs=0.005)
