@@ -1,6 +1,10 @@
 """How far apart two machines put the same cells: a stored table's cells re-run, unchanged, on another kind of CPU.
 
     python benchmarks/hardware_redraw.py reports/field_image runs/field_image [--json out.json]
+    python benchmarks/hardware_redraw.py reports/field_image reports/field_image_blocks/xeon_redraw.parquet
+
+Each argument is a suite folder, a stored report or a results table itself (the stored re-draw keeps only what
+this reads: the cells, their evals and finals).
 
 Both folders hold results tables of one suite at one commit (the same cell ids), run on two CPUs whose float
 kernels differ (an AMD EPYC with AVX512-BF16 and an Intel Xeon with AMX: their behaviour fingerprints differ,
@@ -40,8 +44,8 @@ from grpo_bench.report.transfer import METRIC, consistency, seed_ranks, world_sc
 from grpo_bench.suite.results import read_table  # noqa: E402
 
 
-def table(folder: Path) -> pd.DataFrame:
-    path = Path(folder) / "results.parquet"
+def table(where: Path) -> pd.DataFrame:
+    path = Path(where) if Path(where).is_file() else Path(where) / "results.parquet"
     if not path.is_file():
         raise SystemExit(f"{path}: no results table (give a suite folder or a stored report)")
     return read_table(path)
@@ -78,6 +82,11 @@ def update0_gap(a: pd.DataFrame, b: pd.DataFrame) -> float:
     return float((both.iloc[:, 0] - both.iloc[:, 1]).abs().max()) if len(both) else math.nan
 
 
+def _tau(a: pd.Series, b: pd.Series) -> dict[str, float]:
+    got = kendalltau(a, b)
+    return {"tau": float(got.statistic), "p": float(got.pvalue)}
+
+
 def compare(a: pd.DataFrame, b: pd.DataFrame) -> dict:
     la, lb = learning(a), learning(b)
     paired = la.merge(lb[["cell", "learning"]], on="cell", suffixes=("_a", "_b")).dropna()
@@ -96,6 +105,7 @@ def compare(a: pd.DataFrame, b: pd.DataFrame) -> dict:
             "mean_learning": [float(part["learning_a"].mean()), float(part["learning_b"].mean())],
             "agreement": [consistency(r) if r is not None else {} for r in (ra, rb)],
             "tau_by_seed": {int(s): float(kendalltau(ra.loc[s], rb.loc[s][ra.columns]).statistic) for s in seeds},
+            "tau_mean_ranks": _tau(ra.mean(), rb.mean()[ra.columns]) if seeds else {},
         }
     return out
 
@@ -115,7 +125,8 @@ def main() -> None:
               f"machine sd {f['machine_sd']:.3f} against the seeds' residual sd {f['seed_sd'][0]:.3f} / "
               f"{f['seed_sd'][1]:.3f}; mean learning {f['mean_learning'][0]:+.3f} / {f['mean_learning'][1]:+.3f}")
         print(f"  agreement over seeds: {agree}; tau between the machines' orders by seed: "
-              + ", ".join(f"{s} {t:+.2f}" for s, t in f["tau_by_seed"].items()))
+              + ", ".join(f"{s} {t:+.2f}" for s, t in f["tau_by_seed"].items())
+              + f"; of their mean ranks {f['tau_mean_ranks']['tau']:+.2f} (p {f['tau_mean_ranks']['p']:.3f})")
     if args.json is not None:
         args.json.write_text(json.dumps(got, indent=2, default=float) + "\n")
 

@@ -37,5 +37,17 @@ def test_a_table_against_itself_reproduces_every_cell():
         assert world["cells"] == 30 and world["correlation"] == pytest.approx(1.0) and world["machine_sd"] == 0.0
         assert world["seed_sd"][0] == world["seed_sd"][1] > 0
         assert list(world["tau_by_seed"].values()) == pytest.approx([1.0, 1.0, 1.0])
+        assert world["tau_mean_ranks"]["tau"] == pytest.approx(1.0)
         assert world["agreement"][0] == world["agreement"][1]
     assert got["worlds"]["image_world / image_world_oracle"]["agreement"][0]["w"] == pytest.approx(0.69, abs=0.005)
+
+
+def test_the_stored_re_draw_is_what_the_docs_quote():
+    """reports/field_image_blocks/xeon_redraw.parquet (the first look's 90 cells re-run at 96d84c7 on an Intel Xeon
+    with AMX) against the stored table: the numbers docs/image_world.md and the README quote."""
+    stored, redraw = ROOT / "reports" / "field_image", ROOT / "reports" / "field_image_blocks" / "xeon_redraw.parquet"
+    got = hardware_redraw.compare(hardware_redraw.table(stored), hardware_redraw.table(redraw))
+    assert got["cells_paired"] == 90 and got["update0_largest_gap"] == pytest.approx(0.0211, abs=5e-4)
+    oracle, judge = got["worlds"]["image_world / image_world_oracle"], got["worlds"]["image_world / image_world_judge"]
+    assert (round(oracle["correlation"], 2), round(oracle["machine_sd"], 3)) == (0.60, 0.037)
+    assert round(oracle["tau_mean_ranks"]["tau"], 2) == 0.14 and round(judge["tau_mean_ranks"]["tau"], 2) == 0.71
