@@ -16,7 +16,9 @@ with Friedman's test (W = 1: every seed orders the methods alike; near 0: each s
 world's τ's say little about transfer). This is asked of the ranks, not of each method's learning: with 3 seeds a
 method's learning can sit inside its t-interval around 0 while the seeds agree on who learns most. With few seeds
 a percentile bootstrap over them is coarse (3 seeds have 10 distinct resamples) and too narrow; the tests are the
-reading that holds at 3 seeds.
+reading that holds at 3 seeds. At 3 seeds the agreement can rest on the two ends alone (one method first and
+another last on every seed; the image world's first look re-run on another CPU kept its ends and W and lost its
+middle), so each world also gets W of the methods between its first and last (``between_the_ends``).
 
 The part reads the report's own results and the stored results of the sibling field reports (``SIBLINGS``,
 ``reports/<name>/results.parquet`` beside this report's folder), so the video world's field report and the
@@ -147,6 +149,20 @@ def consistency(ranks: pd.DataFrame) -> dict[str, float]:
     return {"w": float(chi2 / (n * (k - 1))), "p": float(p), "seeds": n}
 
 
+def between_the_ends(ranks: pd.DataFrame) -> tuple[list[str], dict[str, float]]:
+    """([first, last] method by mean rank, ``consistency`` of the others re-ranked on each seed): does the seeds'
+    agreement reach past the two ends? With few seeds a world can agree at 5% only because one method is first and
+    another last on every seed, which says nothing of the order between them. The two are chosen by the same
+    ranks, so the p is a reading, not an exact test; NaN with fewer than 5 methods (3 left to order)."""
+    if ranks.shape[1] < 5:
+        return [], {"w": float("nan"), "p": float("nan"), "seeds": len(ranks)}
+    order = ranks.mean().sort_values(kind="stable")
+    ends = [str(order.index[0]), str(order.index[-1])]
+    middle = ranks.drop(columns=ends)
+    return ends, consistency(pd.DataFrame(rankdata(middle.to_numpy(), axis=1), index=middle.index,
+                                          columns=middle.columns))
+
+
 def read_results(path: Path) -> pd.DataFrame:
     """A stored results.parquet (untrusted: one line naming the file when it cannot be read as results)."""
     try:
@@ -211,7 +227,7 @@ def transfer_table(ctx: Context) -> list[Section]:
              f"p = {t.p:.2g} (Holm {t.p_holm:.2g})" for t in taus.itertuples()]
     taus.to_csv(ctx.out / "tables" / "transfer_tau.csv", index=False)
     learn = learners(frame, scores)
-    lines += [world_line(w, consistency(r), learn.get(w)) for w, r in by_world.items()]
+    lines += [world_line(w, consistency(r), learn.get(w), between_the_ends(r)) for w, r in by_world.items()]
     seeds = ", ".join(f"{w}: {int(ranks.loc[ranks['world'] == w, 'seeds'].iloc[0])}" for w in worlds)
     return [Section(
         "Transfer between worlds — each method's rank on each world",
@@ -219,13 +235,16 @@ def transfer_table(ctx: Context) -> list[Section]:
         f"over seeds; seeds {seeds}], and Kendall's τ-b between two worlds' mean ranks with its bootstrap "
         "interval (each world's seeds resampled) and Kendall's test (methods as the sample; Holm over the pairs): τ "
         "near 1, the ranking transfers; near 0, it does not. Under each world: whether its own seeds order the "
-        "methods alike (Kendall's W, Friedman's test), and how many methods learn. With 3 seeds a bootstrap over "
-        "them is coarse and too narrow: read the tests.",
+        "methods alike (Kendall's W, Friedman's test), whether that agreement reaches past its first and last "
+        "method (W of the others), and how many methods learn. With 3 seeds a bootstrap over them is coarse and "
+        "too narrow: read the tests.",
         md + "\n\n" + "\n".join(lines))]
 
 
-def world_line(world: str, agree: dict[str, float], learned: tuple[int, int] | None) -> str:
-    """One world's verdict: do its seeds agree on an order (Friedman at 5%), and how many methods learn."""
+def world_line(world: str, agree: dict[str, float], learned: tuple[int, int] | None,
+               middle: tuple[list[str], dict[str, float]] | None = None) -> str:
+    """One world's verdict: do its seeds agree on an order (Friedman at 5%), how many methods learn, and whether
+    the agreement reaches past its first and last method (``between_the_ends``)."""
     text = (f"- {world}: the seeds' agreement on an order, Kendall's W = {agree['w']:.2f} "
             f"(Friedman p = {agree['p']:.2g}, {agree['seeds']} seeds)")
     if learned is not None:
@@ -234,7 +253,11 @@ def world_line(world: str, agree: dict[str, float], learned: tuple[int, int] | N
         return text + "; its seeds do not agree on an order at 5%, so its ranks order noise and its τ's say little " \
                       "about transfer"
     if learned is not None and learned[0] == 0:
-        return text + "; no method's learning alone is told from 0, yet its seeds order the methods alike"
+        text += "; no method's learning alone is told from 0, yet its seeds agree on an order"
+    if middle is not None and middle[0] and not middle[1]["p"] < 0.05:
+        (first, last), rest = middle
+        text += (f"; without {first} (first) and {last} (last) the seeds' agreement is W = {rest['w']:.2f} "
+                 f"(p = {rest['p']:.2g}): the order between the two ends is not told from noise")
     return text
 
 

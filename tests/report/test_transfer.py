@@ -12,7 +12,16 @@ from scipy.stats import chi2, kendalltau
 
 from grpo_bench.errors import UserError
 from grpo_bench.report.parts import FIGURES, TABLES, Context
-from grpo_bench.report.transfer import BOOT, consistency, seed_ranks, tau_b, transfer, world_line, world_scores
+from grpo_bench.report.transfer import (
+    BOOT,
+    between_the_ends,
+    consistency,
+    seed_ranks,
+    tau_b,
+    transfer,
+    world_line,
+    world_scores,
+)
 from grpo_bench.suite.results import COLUMNS
 
 METHODS = ("m1", "m2", "m3", "m4")
@@ -162,7 +171,7 @@ def test_taus_carry_kendalls_test_and_holm_over_the_pairs() -> None:
 
 
 @pytest.mark.parametrize(("p", "learned", "says"), [
-    (0.03, (0, 10), "no method's learning alone is told from 0, yet its seeds order the methods alike"),
+    (0.03, (0, 10), "no method's learning alone is told from 0, yet its seeds agree on an order"),
     (0.62, (0, 10), "its seeds do not agree on an order at 5%, so its ranks order noise"),
     (0.62, (10, 10), "its seeds do not agree on an order at 5%, so its ranks order noise"),
     (0.2, (3, 10), "its seeds do not agree on an order at 5%, so its ranks order noise"),
@@ -172,3 +181,21 @@ def test_a_worlds_verdict_reads_its_seeds_agreement_before_its_learners(p, learn
     line = world_line("image_world / image_world_oracle", {"w": 0.5, "p": p, "seeds": 3}, learned)
     assert says in line and f"Friedman p = {p:.2g}, 3 seeds" in line
     assert ("order noise" in line) == (p >= 0.05)
+
+
+def test_an_agreement_carried_by_the_two_ends_says_so() -> None:
+    """a first and b last on both seeds, the three between them in reversed orders: the five agree at W = 0.8
+    (Friedman's chi2 by hand), the three between the ends not at all (W = 0, p = 1), and the verdict names the two
+    ends; where the middle agrees too (one order on four seeds) it says nothing more."""
+    ranks = pd.DataFrame([[1, 5, 2, 3, 4], [1, 5, 4, 3, 2]], index=[30, 31], columns=list("abcde"), dtype=float)
+    sums = ranks.sum().to_numpy()
+    w = 12 * ((sums - sums.mean()) ** 2).sum() / (2**2 * (5**3 - 5))
+    assert consistency(ranks)["w"] == pytest.approx(w) == pytest.approx(0.8)
+    ends, middle = between_the_ends(ranks)
+    assert ends == ["a", "b"] and middle["w"] == pytest.approx(0.0) and middle["p"] == pytest.approx(1.0)
+    line = world_line("image_world / image_world_oracle", {"w": 0.8, "p": 0.04, "seeds": 2}, (0, 5), (ends, middle))
+    assert "without a (first) and b (last) the seeds' agreement is W = 0.00 (p = 1)" in line
+    same = pd.DataFrame([[1, 5, 2, 3, 4]] * 4, index=[30, 31, 32, 33], columns=list("abcde"), dtype=float)
+    assert between_the_ends(same)[1]["p"] == pytest.approx(chi2.sf(4 * 2 * 1.0, 2))  # the middle's own Friedman
+    assert "without" not in world_line("w", {"w": 1.0, "p": 0.01, "seeds": 4}, None, between_the_ends(same))
+    assert between_the_ends(ranks[list("abcd")])[0] == []  # 2 left between the ends: no order to read
