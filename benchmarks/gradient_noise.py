@@ -97,7 +97,7 @@ def main() -> None:
     if config is None:
         ap.error(f"--method: {a.method!r} has no fair {a.world} row in {suite}")
     torch.manual_seed(a.seed)
-    config = {**config, **({"reward": a.reward} if a.reward else {}), **({"model": a.model} if a.model else {})}
+    config = {**config, **{key: value for key, value in (("reward", a.reward), ("model", a.model)) if value}}
     cfg = resolve(from_dict({**config, "seed": a.seed, "prompts_per_update": a.prompts, "group_size": a.group,
                              "threads": 1}))
     with tempfile.TemporaryDirectory() as out:

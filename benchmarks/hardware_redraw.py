@@ -17,8 +17,8 @@ report/data.py ``learning``), is paired across the two by cell id, and printed:
   method-plus-seed fit, the noise a comparison of methods sees);
 * the update-0 evals, which sample the shipped base model with no training: their largest difference between the
   machines (the float kernels' own size, before any update compounds it);
-* each machine's rank agreement over its seeds (Kendall's W, Friedman's p) and, per seed, Kendall's tau between
-  the two machines' orders of the rows.
+* each machine's rank agreement over its seeds (Kendall's W, Friedman's p) and Kendall's tau between the two
+  machines' orders of the methods, per seed and of the mean ranks over the seeds (the order a table reports).
 
 If the spread a machine adds is about the seeds' own, a cell re-run on the other CPU is another draw, as a new seed
 is, and two machines' cells cannot be paired as one behaviour; if it is far smaller, they nearly reproduce.

@@ -50,6 +50,7 @@ def scored(model_name: str, videos: torch.Tensor, prompts: list[str],
     no oracle: ``--reward``'s only. A default training reward that cannot be built (its package missing) is
     skipped with a note, not an error."""
     from grpo_bench import models, rewards
+    from grpo_bench.train.evaluation import exact_oracle
 
     scores: dict[str, torch.Tensor] = {}
     names, oracle, note = [], None, None
@@ -57,13 +58,13 @@ def scored(model_name: str, videos: torch.Tensor, prompts: list[str],
     defaults = getattr(factory, "run_defaults", {}) if getattr(factory, "embedded", False) else {}
     prompt_set = defaults.get("prompts")
     if prompt_set and rewards.declares_ground_truth(prompt_set):
-        oracle = rewards.GROUND_TRUTH[prompt_set]
-        truth = rewards.ground_truth(prompt_set).ground_truth(videos, prompts)
+        oracle = exact_oracle(prompt_set)  # the scorer a run's eval_oracle uses
+        truth = oracle.ground_truth(videos, prompts)
         scores = {k: v.float().cpu() for k, v in truth.items() if not torch.isnan(v.float()).all()}
     from_oracle = set(scores)
     default = defaults.get("reward")
     for name, given in ((default, False), (reward, True)):
-        if name is None or name == oracle or name in names:
+        if name is None or name in names or (oracle is not None and rewards.product(name) is type(oracle)):
             continue
         try:
             scorer = rewards.load(name, device="cpu")

@@ -44,17 +44,26 @@ def letters_only(text: str) -> str:
     return re.sub(r"[^a-z]", "", unicodedata.normalize("NFKC", text).casefold())
 
 
+def _lines(images: Tensor, prompts: list[str], reward: str, threads: int) -> tuple[list[str], list[np.ndarray]]:
+    """(each prompt's word, each image as the recogniser's grey uint8 line): the prompts, the images' size and the
+    OCR package checked first, each a one-line error naming ``reward``."""
+    from grpo_bench.rewards import rapid_ocr
+
+    targets = [word_of(p) for p in prompts]
+    ink = ink_of(images, f"reward {reward}")
+    rapid_ocr.engine(threads)
+    grey = ((1.0 - 2.0 * ink + 1.0) * 127.5).round().to(torch.uint8).numpy()
+    return targets, [np.ascontiguousarray(g) for g in grey]
+
+
 def ocr_scores(images: Tensor, prompts: list[str], threads: int = 1) -> dict[str, Tensor]:
     """{"ocr": word score, "ocr_exact": reading == word} of images Tensor[B, 1 or 3, 1, 32, 128] for text
     prompts; a prompt outside the vocabulary, an image of the wrong size or a missing OCR package is one line,
     before any image is read."""
     from grpo_bench.rewards import rapid_ocr
 
-    targets = [word_of(p) for p in prompts]
-    ink = ink_of(images, "reward image_world_ocr")
-    rapid_ocr.engine(threads)
-    grey = ((1.0 - 2.0 * ink + 1.0) * 127.5).round().to(torch.uint8).numpy()
-    texts = [letters_only(t) for t in rapid_ocr.recognize([np.ascontiguousarray(g) for g in grey], threads)]
+    targets, lines = _lines(images, prompts, TRAINING_REWARD, threads)
+    texts = [letters_only(t) for t in rapid_ocr.recognize(lines, threads)]
     return {"ocr": torch.tensor([rapid_ocr.word_score(t, w) for t, w in zip(texts, targets)], dtype=torch.float32),
             "ocr_exact": torch.tensor([float(t == w) for t, w in zip(texts, targets)])}
 
@@ -78,11 +87,8 @@ def ocr_probability(images: Tensor, prompts: list[str], threads: int = 1) -> Ten
     adjacent frames merge as one letter here, where the greedy reading keeps both."""
     from grpo_bench.rewards import rapid_ocr
 
-    targets = [word_of(p) for p in prompts]
-    ink = ink_of(images, "reward image_world_ocr_prob")
-    rapid_ocr.engine(threads)
-    grey = ((1.0 - 2.0 * ink + 1.0) * 127.5).round().to(torch.uint8).numpy()
-    characters, frames = rapid_ocr.frame_probabilities([np.ascontiguousarray(g) for g in grey], threads)
+    targets, lines = _lines(images, prompts, TRAINING_REWARD + "_prob", threads)
+    characters, frames = rapid_ocr.frame_probabilities(lines, threads)
     classes = letter_classes(tuple(characters)).numpy()
     return torch.tensor([rapid_ocr.target_probability(f.astype(np.float64) @ classes, [ord(c) - 96 for c in w])
                          for f, w in zip(frames, targets)], dtype=torch.float32)
