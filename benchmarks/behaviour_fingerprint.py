@@ -19,8 +19,9 @@ prints other hashes than an AMD EPYC for one commit), so it is recorded with the
     python benchmarks/behaviour_fingerprint.py --record reports/fingerprints.json
 
 adds {commit: {cpu: sha256 of the printed lines}} for this checkout (its whole commit string, ``+dirty`` kept: a
-dirty tree's cells count in the claims ledger only where its behaviour is recorded so) and this CPU
-(grpo_bench/report/claims/provenance.py), and the printed lines under that sha256 in
+dirty tree's cells count in the claims ledger only where its behaviour is recorded so) and this CPU, named by
+its model and kernels as cells' machine lines name it ("AMD EPYC (AVX2)"; grpo_bench/suite/machine.py
+``cpu_identity``; grpo_bench/report/claims/provenance.py), and the printed lines under that sha256 in
 ``fingerprint_lines.json`` beside it ({sha256: [line, ...]}; grpo_bench/report/claims/fingerprint_lines.py: an
 entry whose lines do not hash to its key is refused when read).
 
@@ -112,10 +113,10 @@ def main() -> None:
                 print(printed[-1], flush=True)
     if record is not None and state.is_main_process:
         from grpo_bench.report.claims.provenance import record_output
-        from grpo_bench.suite.machine import cpu_of, host
+        from grpo_bench.suite.machine import cpu_identity, machine
         from grpo_bench.train.export import provenance
 
-        commit, cpu = provenance()["git_commit"], cpu_of(host())
+        commit, cpu = provenance()["git_commit"], cpu_identity(machine())  # "AMD EPYC (AVX2)": model and kernels
         digest = record_output(record, commit, cpu, printed)
         print(f"recorded {commit} on {cpu}: {digest} in {record}", file=sys.stderr)
 

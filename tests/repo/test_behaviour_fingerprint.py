@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import behaviour_fingerprint  # noqa: E402
 
-from grpo_bench.suite.machine import cpu_of, host  # noqa: E402
+from grpo_bench.suite.machine import cpu_identity, cpu_of, host, kernels, machine  # noqa: E402
 from grpo_bench.train.export import provenance  # noqa: E402
 
 
@@ -31,6 +31,7 @@ def test_record_stores_the_printed_lines_under_commit_and_cpu(tmp_path, monkeypa
     out = "".join(f"{line}\n" for line in lines)  # sha256sum of the script's stdout
     digest = hashlib.sha256(out.encode()).hexdigest()
     held = json.loads(target.read_text())
-    assert held == {provenance()["git_commit"]: {cpu_of(host()): digest}}
+    assert held == {provenance()["git_commit"]: {cpu_identity(machine()): digest}}
+    assert cpu_identity(machine()) == f"{cpu_of(host())} ({kernels()})"  # the model and its kernels, not the model
     behind = json.loads((tmp_path / "fingerprint_lines.json").read_text())
     assert behind == {digest: lines}

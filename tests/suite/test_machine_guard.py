@@ -14,7 +14,7 @@ from suite_support import SMALL_SUITE, TRAINER
 from grpo_bench.errors import UserError
 from grpo_bench.suite import machine as machine_mod
 from grpo_bench.suite.expand import expand
-from grpo_bench.suite.machine import finished_hardware, hardware
+from grpo_bench.suite.machine import cpu_identity, finished_hardware, hardware, same_hardware
 from grpo_bench.suite.parse import parse_suite
 from grpo_bench.suite.results import read_table, write_table
 from grpo_bench.suite.run_folder import DONE, ROWS
@@ -28,6 +28,30 @@ def test_hardware_is_the_gpu_where_there_is_one_else_the_cpu_model():
     assert hardware("Intel(R) Xeon(R) Platinum, 16 CPUs, NVIDIA H100 80GB HBM3, torch 2.13.0, Linux") == \
         "NVIDIA H100 80GB HBM3"
     assert hardware("") == "?"
+
+
+def test_one_cpu_model_name_covers_several_kernels_and_they_are_told_apart():
+    """Two AMD EPYCs both read "AMD EPYC": one with AVX512-BF16 (the world runs bf16), one with AVX2 only (fp32).
+    A line names its kernels now; an older line is read through its cell's precision (bf16 only with the units)."""
+    avx2, bf16 = AMD + ", AVX2 kernels", AMD + ", AVX512-BF16 kernels"
+    assert cpu_identity(avx2) == hardware(avx2) == "AMD EPYC (AVX2)"
+    assert cpu_identity(AMD) == "AMD EPYC"
+    assert hardware(AMD, "bf16") == "AMD EPYC (bf16 units)" and hardware(AMD, "no") == "AMD EPYC"
+    assert hardware(bf16, "bf16") == "AMD EPYC (AVX512-BF16)"  # a line's own kernels over what precision tells
+    assert not same_hardware(hardware(AMD, "bf16"), hardware(avx2))
+    assert same_hardware(hardware(AMD, "bf16"), hardware(bf16)) and same_hardware(hardware(bf16), hardware(AMD, "bf16"))
+    assert not same_hardware(hardware(avx2), "AMD EPYC (AVX512)")
+    assert same_hardware(hardware(AMD, "no"), hardware(avx2))  # an older fp32 line tells nothing: not refused
+    assert not same_hardware(hardware(INTEL, "bf16"), hardware(bf16))  # another CPU model
+
+
+def _at(cell_dir, line: str, precision: str) -> None:
+    """Rewrite a finished cell's rows as if it had run on ``line``'s machine at ``precision``."""
+    frame = read_table(cell_dir / ROWS)
+    at = frame.index[frame["kind"] == "cell"]
+    frame.loc[at, "text"] = [json.dumps({**json.loads(t), "machine": line, "precision": precision})
+                             for t in frame.loc[at, "text"]]
+    write_table(cell_dir / ROWS, frame)
 
 
 def _ran_on(cell_dir, line: str) -> None:
@@ -79,5 +103,29 @@ def test_a_tuning_grid_may_mix_hardware(tmp_path, monkeypatch):
     _ran_on(folder / cells[0].id, INTEL)
     (folder / cells[-1].id / DONE).unlink()
     monkeypatch.setattr(machine_mod, "machine", lambda: AMD)
+    execute(suite, tmp_path, 2, "local", False, True, console, trainer=TRAINER, render=False)
+    assert (folder / cells[-1].id / DONE).is_file()
+
+
+def test_a_table_of_bf16_cells_is_not_resumed_on_a_cpu_of_the_same_name_without_bf16_units(tmp_path, monkeypatch):
+    """The stored tables' cells name "AMD EPYC" and ran at bf16; an AMD EPYC with AVX2 only would run the rest at
+    fp32: another behaviour under the same name (measured: every fingerprint row differs), refused before it runs."""
+    from grpo_bench.cli.suite import execute
+
+    suite = parse_suite(SMALL_SUITE, "tiny.yaml")
+    cells = expand(suite)
+    console = Console(file=open(tmp_path / "out.txt", "w"), width=200)
+    monkeypatch.setattr(machine_mod, "machine", lambda: AMD)
+    execute(suite, tmp_path, 2, "local", False, True, console, trainer=TRAINER, render=False)
+    folder = tmp_path / suite.name
+    for c in cells:
+        _at(folder / c.id, AMD, "bf16")  # written before machine lines named their kernels
+    (folder / cells[-1].id / DONE).unlink()
+    monkeypatch.setattr(machine_mod, "machine", lambda: AMD + ", AVX2 kernels")
+    with pytest.raises(UserError, match=re.escape(f"({len(cells) - 1} on AMD EPYC (bf16 units)); this machine is "
+                                                  "AMD EPYC (AVX2)")):
+        execute(suite, tmp_path, 2, "local", False, True, console, trainer=TRAINER, render=False)
+    assert not (folder / cells[-1].id / DONE).is_file()
+    monkeypatch.setattr(machine_mod, "machine", lambda: AMD + ", AVX512-BF16 kernels")
     execute(suite, tmp_path, 2, "local", False, True, console, trainer=TRAINER, render=False)
     assert (folder / cells[-1].id / DONE).is_file()

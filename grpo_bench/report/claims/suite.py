@@ -15,7 +15,7 @@ from grpo_bench.report.claims import as_named, look, provenance
 from grpo_bench.report.claims.finding import NOT_TESTED, NOT_VERIFIED, Finding
 from grpo_bench.report.claims.fingerprint_lines import read_fingerprint_lines, row_label
 from grpo_bench.report.power import min_effect_of, min_effects
-from grpo_bench.suite.machine import cpu_of
+from grpo_bench.suite.machine import cpu_identity
 
 Where = dict[str, Any]
 """Config values that select rows: {"method": "sage_grpo", "kl": "dual"}; {} selects every row."""
@@ -53,9 +53,10 @@ class Suite:
         self.configs = {c: normalised(i.get("config", {})) for c, i in infos.items()}
         # the whole commit string: ten characters of it let a ``+dirty`` tree pass as its clean commit
         # with the precision and the CPU it ran at: float kernels differ between CPUs (a fingerprint is a fact about
-        # a (commit, CPU) pair), so one commit at one precision on two CPUs is two behaviours
+        # a (commit, CPU) pair), so one commit at one precision on two CPUs is two behaviours; the CPU with the
+        # kernels its line names (one model name covers several: "AMD EPYC (AVX2)")
         self.code = {c: (str(i.get("git_commit") or "?"), str(i.get("precision") or "?"),
-                         cpu_of(str(i.get("machine") or ""))) for c, i in infos.items()}
+                         cpu_identity(str(i.get("machine") or ""))) for c, i in infos.items()}
         self.labels = {c: dict(i.get("labels") or {}) for c, i in infos.items()}
         seeds = [int(c["seed"]) for c in self.configs.values() if isinstance(c.get("seed"), int)]
         self.look = look.suite_look(self.info, seeds, str(self.path / "results.parquet"))
