@@ -4,6 +4,14 @@ the unbiased split of its expected squared norm into signal and noise.
 
     python benchmarks/gradient_noise.py [--world image|image_text|video] [--method flow_grpo] [--batches 8]
                                         [--prompts 8] [--group 8] [--seed 0] [--reward NAME] [--model NAME]
+                                        [--save DIR [--block 16]]
+    python benchmarks/gradient_noise.py --read DIR
+
+A long measurement is kept as it goes (``--save``): each block of ``--block`` batches lands in DIR as the sum of its
+gradients, the sum of their squared norms and its count (the estimate below needs no more), written atomically; a
+killed run re-run with the same arguments skips the blocks it has, and runs with other ``--seed`` s add independent
+blocks of the same distribution (the policy is the base one: no optimizer step). ``--read`` pools every block in
+DIR (one configuration; anything else there is refused) with a delete-one-block jackknife.
 
 With g_k the gradient of batch k and mu = E g:
   signal = |mu|^2, estimated without bias by the mean of g_k . g_l over pairs k != l;
@@ -17,6 +25,7 @@ the samples per optimizer step to move as reliably. Development seeds only: it r
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -61,6 +70,59 @@ def signal_noise(grads: torch.Tensor) -> dict[str, float]:
             "batches": noise / signal if signal > 0 else float("inf"), "cosine": mean_cos}
 
 
+def block_signal_noise(blocks: list[tuple[torch.Tensor, float, int]]) -> dict[str, float]:
+    """``signal_noise``'s signal and noise over every batch of ``blocks``, each kept as (sum of its gradients, sum
+    of their squared norms, its count): |sum g|^2 - sum |g|^2 is the sum over pairs k != l of g_k . g_l. The
+    standard error is a delete-one-block jackknife (one-batch blocks: ``signal_noise``'s own)."""
+    total = torch.stack([b[0].double() for b in blocks]).sum(0)
+    sq, k = sum(float(b[1]) for b in blocks), sum(int(b[2]) for b in blocks)
+
+    def signal(s: torch.Tensor, q: float, n: int) -> float:
+        return float((s @ s - q) / (n * (n - 1)))
+
+    est = signal(total, sq, k)
+    noise = sq / k - est
+    m, se = len(blocks), float("nan")
+    if m >= 3:
+        loo = torch.tensor([signal(total - b[0].double(), sq - float(b[1]), k - int(b[2])) for b in blocks])
+        se = float(((m - 1) / m * ((loo - loo.mean()) ** 2).sum()).sqrt())
+    return {"signal": est, "signal_se": se, "noise": noise, "batches_drawn": k, "blocks": m,
+            "snr": est / noise if noise > 0 else float("inf"),
+            "batches": noise / est if est > 0 else float("inf")}
+
+
+def save_block(folder: Path, key: dict, seed: int, first: int, grads: list[torch.Tensor]) -> None:
+    """Block ``first``.. of ``seed`` as its sums, written whole or not at all."""
+    g = torch.stack(grads).double()
+    path = folder / f"seed{seed}_u{first:05d}.pt"
+    tmp = path.with_suffix(".tmp")
+    torch.save({"key": key, "sum": g.sum(0), "sq": float((g * g).sum()), "count": len(grads)}, tmp)
+    os.replace(tmp, path)
+
+
+def read_blocks(folder: Path) -> tuple[dict, list[tuple[torch.Tensor, float, int]]]:
+    """Every block in ``folder`` (data from disk: tensors only, one configuration, sane counts), or one line."""
+    paths = sorted(folder.glob("seed*_u*.pt"))
+    if not paths:
+        sys.exit(f"{folder}: no blocks (seed<S>_u<U>.pt); write them with --save")
+    key, blocks = None, []
+    for path in paths:
+        try:
+            got = torch.load(path, map_location="cpu", weights_only=True)
+            b = (got["sum"], float(got["sq"]), int(got["count"]))
+            this = dict(got["key"])
+        except Exception as exc:  # noqa: BLE001 - any unreadable block is one line, not a traceback
+            sys.exit(f"{path}: not a gradient block ({type(exc).__name__}); delete it and re-run its --save")
+        if not (isinstance(b[0], torch.Tensor) and b[0].ndim == 1 and b[2] >= 1 and b[1] >= 0):
+            sys.exit(f"{path}: key sum/sq/count: a 1-D tensor, a norm >= 0 and a count >= 1")
+        if key is None:
+            key = this
+        if this != key or (blocks and b[0].shape != blocks[0][0].shape):
+            sys.exit(f"{path}: key {this} differs from {paths[0].name}'s {key}; one folder holds one configuration")
+        blocks.append(b)
+    return key, blocks
+
+
 def batch_gradient(tr: Trainer, u: int) -> torch.Tensor:
     """The flattened policy gradient of update u's batch (its prompts and noise) at the current parameters."""
     batch = collect(tr.policy, tr.reward, tr.method, tr.train_prompts, tr.cfg.seed, u, tr.groups, tr.shard,
@@ -89,7 +151,17 @@ def main() -> None:
                                                     "(a candidate training reward, e.g. image_world_ocr_prob)")
     ap.add_argument("--model", default=None, help="sample this model instead of the fair cell's (e.g. "
                                                    "image_world_text_ink, the text task's ink decoder)")
+    ap.add_argument("--save", type=Path, default=None, help="keep each block of batches in this folder (resumable)")
+    ap.add_argument("--block", type=int, default=16, help="batches a saved block sums")
+    ap.add_argument("--read", type=Path, default=None, help="pool the blocks saved in this folder and print")
     a = ap.parse_args()
+    if a.read is not None:
+        key, blocks = read_blocks(a.read)
+        got = block_signal_noise(blocks)
+        print(f"{key}: {got['batches_drawn']} batches in {got['blocks']} blocks: signal {got['signal']:.3g} ± "
+              f"{got['signal_se']:.2g} (block jackknife se), noise {got['noise']:.3g}, SNR {got['snr']:.3g}, "
+              f"batches for SNR 1: {got['batches']:.3g}")
+        return
     if a.batches < 2:
         ap.error("--batches: at least 2 (the signal is a mean over pairs of batches)")
     suite, reward = SUITES[a.world]
@@ -102,6 +174,15 @@ def main() -> None:
                              "threads": 1}))
     with tempfile.TemporaryDirectory() as out:
         tr = Trainer(cfg, Path(out), None, None)
+        if a.save is not None:
+            a.save.mkdir(parents=True, exist_ok=True)
+            key = {"model": cfg.model, "reward": cfg.reward, "method": a.method, "batch": f"{a.prompts}x{a.group}"}
+            for first in range(0, a.batches, a.block):
+                if not (a.save / f"seed{a.seed}_u{first:05d}.pt").is_file():
+                    last = min(first + a.block, a.batches)
+                    save_block(a.save, key, a.seed, first, [batch_gradient(tr, u) for u in range(first, last)])
+                    print(f"block seed {a.seed} batches {first}-{last - 1} saved", flush=True)
+            return
         grads = [batch_gradient(tr, u) for u in range(a.batches)]
     got = signal_noise(torch.stack(grads))
     print(f"{a.world} {cfg.model} {cfg.reward} {a.method} {a.prompts}x{a.group} seed {a.seed}, {a.batches} batches, "

@@ -46,3 +46,36 @@ def test_identical_batches_have_no_noise():
     g = torch.tensor([[1.0, 2.0]] * 3)
     got = gn.signal_noise(g)
     assert got["noise"] == pytest.approx(0.0, abs=1e-12) and got["cosine"] == pytest.approx(1.0)
+
+
+def test_blocks_of_sums_give_the_same_estimate_and_one_batch_blocks_the_same_jackknife():
+    gen = torch.Generator().manual_seed(1)
+    grads = torch.tensor([1.0, -2.0, 0.5]) + torch.randn(12, 3, generator=gen)
+    whole = gn.signal_noise(grads)
+
+    def blocks(size):
+        return [(g.sum(0), float((g * g).sum()), len(g)) for g in grads.split(size)]
+
+    by_four = gn.block_signal_noise(blocks(4))
+    assert by_four["signal"] == pytest.approx(whole["signal"]) and by_four["noise"] == pytest.approx(whole["noise"])
+    assert by_four["batches_drawn"] == 12 and by_four["blocks"] == 3
+    one = gn.block_signal_noise(blocks(1))
+    assert one["signal_se"] == pytest.approx(whole["signal_se"])  # delete-one-block = delete-one-batch
+
+
+def test_saved_blocks_pool_and_a_foreign_block_is_one_line(tmp_path):
+    gen = torch.Generator().manual_seed(2)
+    grads = list(torch.randn(6, 5, generator=gen))
+    key = {"model": "m", "reward": "r", "method": "flow_grpo", "batch": "8x8"}
+    gn.save_block(tmp_path, key, 0, 0, grads[:3])
+    gn.save_block(tmp_path, key, 1, 0, grads[3:])
+    got_key, blocks = gn.read_blocks(tmp_path)
+    assert got_key == key and sorted(b[2] for b in blocks) == [3, 3]
+    pooled = gn.block_signal_noise(blocks)
+    assert pooled["signal"] == pytest.approx(gn.signal_noise(torch.stack(grads))["signal"])
+    gn.save_block(tmp_path, {**key, "reward": "other"}, 2, 0, grads[:2])
+    with pytest.raises(SystemExit, match="one folder holds one configuration"):
+        gn.read_blocks(tmp_path)
+    (tmp_path / "seed2_u00000.pt").write_bytes(b"not a tensor file")
+    with pytest.raises(SystemExit, match="not a gradient block"):
+        gn.read_blocks(tmp_path)
