@@ -86,10 +86,13 @@ def same_hardware(a: str, b: str) -> bool:
     names no kernels (an older line at fp32: nothing tells, so nothing is refused), or one names bf16 units and the
     other kernels that have them."""
     (cpu_a, k_a), (cpu_b, k_b) = _split(a), _split(b)
-    if a == b or (cpu_a == cpu_b and None in (k_a, k_b)):
-        return cpu_a == cpu_b
-    with_units = {BF16_UNITS, "AMX", "AVX512-BF16"}
-    return cpu_a == cpu_b and BF16_UNITS in (k_a, k_b) and {k_a, k_b} <= with_units
+    if a == b:
+        return True
+    if cpu_a != cpu_b:
+        return False
+    if k_a is None or k_b is None:
+        return True
+    return BF16_UNITS in (k_a, k_b) and {k_a, k_b} <= {BF16_UNITS, "AMX", "AVX512-BF16"}
 
 
 def finished_hardware(suite_dir: Path, cell_ids: list[str]) -> dict[str, list[str]]:
