@@ -45,87 +45,76 @@ def test_one_cpu_model_name_covers_several_kernels_and_they_are_told_apart():
     assert not same_hardware(hardware(INTEL, "bf16"), hardware(bf16))  # another CPU model
 
 
-def _at(cell_dir, line: str, precision: str) -> None:
-    """Rewrite a finished cell's rows as if it had run on ``line``'s machine at ``precision``."""
+
+def _ran_on(cell_dir, line: str, precision: str | None = None) -> None:
+    """Rewrite a finished cell's rows as if it had run on ``line``'s machine (at ``precision`` where given)."""
     frame = read_table(cell_dir / ROWS)
     at = frame.index[frame["kind"] == "cell"]
-    frame.loc[at, "text"] = [json.dumps({**json.loads(t), "machine": line, "precision": precision})
-                             for t in frame.loc[at, "text"]]
+    extra = {"precision": precision} if precision is not None else {}
+    frame.loc[at, "text"] = [json.dumps({**json.loads(t), "machine": line, **extra}) for t in frame.loc[at, "text"]]
     write_table(cell_dir / ROWS, frame)
 
 
-def _ran_on(cell_dir, line: str) -> None:
-    """Rewrite a finished cell's rows as if it had run on ``line``'s machine."""
-    frame = read_table(cell_dir / ROWS)
-    at = frame.index[frame["kind"] == "cell"]
-    frame.loc[at, "text"] = [json.dumps({**json.loads(t), "machine": line}) for t in frame.loc[at, "text"]]
-    write_table(cell_dir / ROWS, frame)
+def _finished(tmp_path, monkeypatch, name: str = "tiny"):
+    """A small suite run to the end here as if on the AMD EPYC: (its cells, its folder, a function running it)."""
+    from grpo_bench.cli.suite import execute
+
+    suite = parse_suite({**SMALL_SUITE, "name": name}, "tiny.yaml")
+    console = Console(file=open(tmp_path / "out.txt", "w"), width=200)
+
+    def run():
+        execute(suite, tmp_path, 2, "local", False, True, console, trainer=TRAINER, render=False)
+
+    monkeypatch.setattr(machine_mod, "machine", lambda: AMD)
+    run()
+    return expand(suite), tmp_path / suite.name, run
 
 
 def test_a_table_resumed_on_other_hardware_is_refused_before_any_cell_runs(tmp_path, monkeypatch):
-    from grpo_bench.cli.suite import execute
-
-    suite = parse_suite(SMALL_SUITE, "tiny.yaml")
-    cells = expand(suite)
-    console = Console(file=open(tmp_path / "out.txt", "w"), width=200)
-    monkeypatch.setattr(machine_mod, "machine", lambda: AMD)
-    execute(suite, tmp_path, 2, "local", False, True, console, trainer=TRAINER, render=False)
-    folder = tmp_path / suite.name
+    cells, folder, run = _finished(tmp_path, monkeypatch)
     for c in cells:
         _ran_on(folder / c.id, AMD if c is not cells[0] else INTEL)
     assert finished_hardware(folder, [c.id for c in cells]) == {
         "AMD EPYC": [c.id for c in cells[1:]], "Intel(R) Xeon(R) Processor": [cells[0].id]}
     # every cell finished: nothing would run, nothing to refuse
-    execute(suite, tmp_path, 2, "local", False, True, console, trainer=TRAINER, render=False)
+    run()
     (folder / cells[-1].id / DONE).unlink()
     started = (folder / cells[-1].id / "final.json").stat().st_mtime_ns
     with pytest.raises(UserError, match=re.escape(f"({len(cells) - 2} on AMD EPYC, 1 on Intel(R) Xeon(R) Processor)"
                                                   "; this machine is NVIDIA H100")):
         monkeypatch.setattr(machine_mod, "machine", lambda: "x, 8 CPUs, NVIDIA H100, torch, Linux")
-        execute(suite, tmp_path, 2, "local", False, True, console, trainer=TRAINER, render=False)
+        run()
     assert (folder / cells[-1].id / "final.json").stat().st_mtime_ns == started  # refused before it ran
     # the folder's cells all on the AMD EPYC and this machine one too: the unfinished cell runs
     _ran_on(folder / cells[0].id, AMD)
     monkeypatch.setattr(machine_mod, "machine", lambda: AMD)
-    execute(suite, tmp_path, 2, "local", False, True, console, trainer=TRAINER, render=False)
+    run()
     assert (folder / cells[-1].id / DONE).is_file()
 
 
 def test_a_tuning_grid_may_mix_hardware(tmp_path, monkeypatch):
-    from grpo_bench.cli.suite import execute
     from grpo_bench.suite.tune import TUNE_SUFFIX
 
-    suite = parse_suite({**SMALL_SUITE, "name": "tiny" + TUNE_SUFFIX}, "tiny.yaml")
-    cells = expand(suite)
-    console = Console(file=open(tmp_path / "out.txt", "w"), width=200)
-    execute(suite, tmp_path, 2, "local", False, True, console, trainer=TRAINER, render=False)
-    folder = tmp_path / suite.name
+    cells, folder, run = _finished(tmp_path, monkeypatch, "tiny" + TUNE_SUFFIX)
     _ran_on(folder / cells[0].id, INTEL)
     (folder / cells[-1].id / DONE).unlink()
     monkeypatch.setattr(machine_mod, "machine", lambda: AMD)
-    execute(suite, tmp_path, 2, "local", False, True, console, trainer=TRAINER, render=False)
+    run()
     assert (folder / cells[-1].id / DONE).is_file()
 
 
 def test_a_table_of_bf16_cells_is_not_resumed_on_a_cpu_of_the_same_name_without_bf16_units(tmp_path, monkeypatch):
     """The stored tables' cells name "AMD EPYC" and ran at bf16; an AMD EPYC with AVX2 only would run the rest at
     fp32: another behaviour under the same name (measured: every fingerprint row differs), refused before it runs."""
-    from grpo_bench.cli.suite import execute
-
-    suite = parse_suite(SMALL_SUITE, "tiny.yaml")
-    cells = expand(suite)
-    console = Console(file=open(tmp_path / "out.txt", "w"), width=200)
-    monkeypatch.setattr(machine_mod, "machine", lambda: AMD)
-    execute(suite, tmp_path, 2, "local", False, True, console, trainer=TRAINER, render=False)
-    folder = tmp_path / suite.name
+    cells, folder, run = _finished(tmp_path, monkeypatch)
     for c in cells:
-        _at(folder / c.id, AMD, "bf16")  # written before machine lines named their kernels
+        _ran_on(folder / c.id, AMD, "bf16")  # written before machine lines named their kernels
     (folder / cells[-1].id / DONE).unlink()
     monkeypatch.setattr(machine_mod, "machine", lambda: AMD + ", AVX2 kernels")
     with pytest.raises(UserError, match=re.escape(f"({len(cells) - 1} on AMD EPYC (bf16 units)); this machine is "
                                                   "AMD EPYC (AVX2)")):
-        execute(suite, tmp_path, 2, "local", False, True, console, trainer=TRAINER, render=False)
+        run()
     assert not (folder / cells[-1].id / DONE).is_file()
     monkeypatch.setattr(machine_mod, "machine", lambda: AMD + ", AVX512-BF16 kernels")
-    execute(suite, tmp_path, 2, "local", False, True, console, trainer=TRAINER, render=False)
+    run()
     assert (folder / cells[-1].id / DONE).is_file()
