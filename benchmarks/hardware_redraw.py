@@ -96,6 +96,9 @@ def compare(a: pd.DataFrame, b: pd.DataFrame) -> dict:
         diff = part["learning_a"] - part["learning_b"]
         ra, rb = ranks_a.get(world), ranks_b.get(world)
         seeds = sorted(set(ra.index) & set(rb.index)) if ra is not None and rb is not None else []
+        if seeds:  # a partial re-draw (a stopped run): both orders over the methods both machines ran (tau and
+            common = [m for m in ra.columns if m in rb.columns]  # W read orders, not the rank values)
+            ra, rb = ra[common], rb[common]
         out["worlds"][world] = {
             "cells": len(part),
             "correlation": float(pearsonr(part["learning_a"], part["learning_b"]).statistic) if len(part) > 2
@@ -104,8 +107,9 @@ def compare(a: pd.DataFrame, b: pd.DataFrame) -> dict:
             "seed_sd": [residual_sd(la[la["world"] == world]), residual_sd(lb[lb["world"] == world])],
             "mean_learning": [float(part["learning_a"].mean()), float(part["learning_b"].mean())],
             "agreement": [consistency(r) if r is not None else {} for r in (ra, rb)],
-            "tau_by_seed": {int(s): float(kendalltau(ra.loc[s], rb.loc[s][ra.columns]).statistic) for s in seeds},
-            "tau_mean_ranks": _tau(ra.mean(), rb.mean()[ra.columns]) if seeds else {},
+            "methods": int(ra.shape[1]) if seeds else 0,
+            "tau_by_seed": {int(s): float(kendalltau(ra.loc[s], rb.loc[s]).statistic) for s in seeds},
+            "tau_mean_ranks": _tau(ra.mean(), rb.mean()) if seeds else {},
         }
     return out
 
@@ -121,7 +125,7 @@ def main() -> None:
           f"{got['update0_largest_gap']:.2e}")
     for world, f in got["worlds"].items():
         agree = " / ".join(f"W {x.get('w', math.nan):.2f} (p {x.get('p', math.nan):.3f})" for x in f["agreement"])
-        print(f"{world}: {f['cells']} cells; learning correlation across machines {f['correlation']:+.2f}; "
+        print(f"{world}: {f['cells']} cells, {f['methods']} methods ranked; learning correlation across machines {f['correlation']:+.2f}; "
               f"machine sd {f['machine_sd']:.3f} against the seeds' residual sd {f['seed_sd'][0]:.3f} / "
               f"{f['seed_sd'][1]:.3f}; mean learning {f['mean_learning'][0]:+.3f} / {f['mean_learning'][1]:+.3f}")
         print(f"  agreement over seeds: {agree}; tau between the machines' orders by seed: "
