@@ -125,7 +125,8 @@ def main() -> None:
           f"{got['update0_largest_gap']:.2e}")
     for world, f in got["worlds"].items():
         agree = " / ".join(f"W {x.get('w', math.nan):.2f} (p {x.get('p', math.nan):.3f})" for x in f["agreement"])
-        print(f"{world}: {f['cells']} cells, {f['methods']} methods ranked; learning correlation across machines {f['correlation']:+.2f}; "
+        print(f"{world}: {f['cells']} cells, {f['methods']} methods ranked; learning correlation across machines "
+              f"{f['correlation']:+.2f}; "
               f"machine sd {f['machine_sd']:.3f} against the seeds' residual sd {f['seed_sd'][0]:.3f} / "
               f"{f['seed_sd'][1]:.3f}; mean learning {f['mean_learning'][0]:+.3f} / {f['mean_learning'][1]:+.3f}")
         print(f"  agreement over seeds: {agree}; tau between the machines' orders by seed: "
