@@ -2,13 +2,14 @@
 
     python benchmarks/hardware_redraw.py reports/field_image runs/field_image [--json out.json]
     python benchmarks/hardware_redraw.py reports/field_image reports/field_image_blocks/xeon_redraw.parquet
+    python benchmarks/hardware_redraw.py reports/field_image reports/field_image_blocks/epyc_avx2_redraw.parquet
 
 Each argument is a suite folder, a stored report or a results table itself (the stored re-draw keeps only what
 this reads: the cells, their evals and finals).
 
 Both folders hold results tables of one suite at one commit (the same cell ids), run on two CPUs whose float
-kernels differ (an AMD EPYC with AVX512-BF16 and an Intel Xeon with AMX: their behaviour fingerprints differ,
-docs/statistics.md). Each cell's headline, held-out oracle learning (the last eval minus update 0,
+kernels differ (an AMD EPYC with AVX512-BF16, an Intel Xeon with AMX, an AMD EPYC with AVX2 only: their behaviour
+fingerprints differ, docs/statistics.md). Each cell's headline, held-out oracle learning (the last eval minus update 0,
 report/data.py ``learning``), is paired across the two by cell id, and printed:
 
 * per world (a model / reward track, report/transfer.py): the correlation of the paired learnings, the standard

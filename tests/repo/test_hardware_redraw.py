@@ -65,3 +65,20 @@ def test_a_partial_re_draw_orders_the_methods_both_machines_ran():
     assert oracle["cells"] == 12 and oracle["methods"] == 4
     assert list(oracle["tau_by_seed"].values()) == pytest.approx([1.0, 1.0, 1.0])
     assert oracle["agreement"][0] == oracle["agreement"][1]  # both read over the same four methods
+
+
+def test_the_stored_avx2_re_draw_is_what_the_docs_quote():
+    """reports/field_image_blocks/epyc_avx2_redraw.parquet (the first look's 90 cells re-run at 96d84c7 on an AMD
+    EPYC with AVX2 only, at fp32) against the stored table and the Xeon's: the numbers docs/image_world.md and the
+    README quote."""
+    blocks = ROOT / "reports" / "field_image_blocks"
+    stored, avx2 = hardware_redraw.table(ROOT / "reports" / "field_image"), hardware_redraw.table(
+        blocks / "epyc_avx2_redraw.parquet")
+    got = hardware_redraw.compare(stored, avx2)
+    assert got["cells_paired"] == 90 and got["update0_largest_gap"] == pytest.approx(0.0176, abs=5e-4)
+    oracle, judge = got["worlds"]["image_world / image_world_oracle"], got["worlds"]["image_world / image_world_judge"]
+    assert (round(oracle["correlation"], 2), round(oracle["machine_sd"], 3)) == (0.65, 0.035)
+    assert round(oracle["agreement"][1]["w"], 2) == 0.79 and round(judge["agreement"][1]["w"], 2) == 0.70
+    assert round(oracle["tau_mean_ranks"]["tau"], 2) == 0.23 and round(judge["tau_mean_ranks"]["tau"], 2) == 0.70
+    between = hardware_redraw.compare(hardware_redraw.table(blocks / "xeon_redraw.parquet"), avx2)
+    assert round(between["worlds"]["image_world / image_world_oracle"]["tau_mean_ranks"]["tau"], 2) == 0.63
