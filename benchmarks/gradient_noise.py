@@ -42,39 +42,24 @@ from grpo_bench.train.optimize import trained_rows  # noqa: E402
 from grpo_bench.train.trainer import Trainer  # noqa: E402
 
 
-def _signal(gram: torch.Tensor) -> float:
-    """Mean off-diagonal entry of a Gram matrix of batch gradients: the mean of g_k . g_l over pairs k != l."""
-    k = gram.shape[0]
-    return float((gram.sum() - gram.diagonal().sum()) / (k * (k - 1)))
-
-
 def signal_noise(grads: torch.Tensor) -> dict[str, float]:
     """Unbiased signal |E g|^2 (with its jackknife standard error over batches) and noise E|g - E g|^2 of
     gradients Tensor[K >= 2, P], their ratio, the batches an average needs for noise = signal, and the mean
-    pairwise cosine."""
-    k = grads.shape[0]
+    pairwise cosine: ``block_signal_noise`` with a block a batch."""
     g = grads.double()
-    gram = g @ g.T
-    signal = _signal(gram)
-    noise = float(gram.diagonal().mean()) - signal
-    se = float("nan")
-    if k >= 3:  # leave one batch out at a time: batch i's row and column leave the off-diagonal sum
-        off = gram.sum() - gram.diagonal().sum()
-        loo = (off - 2 * (gram.sum(1) - gram.diagonal())) / ((k - 1) * (k - 2))
-        se = float(((k - 1) / k * ((loo - loo.mean()) ** 2).sum()).sqrt())  # conservative for this U-statistic
+    got = block_signal_noise([(row, float(row @ row), 1) for row in g])
+    k = g.shape[0]
     unit = g / g.norm(dim=1, keepdim=True).clamp_min(1e-300)
     cos = unit @ unit.T
     mean_cos = float((cos.sum() - cos.diagonal().sum()) / (k * (k - 1)))
-    return {"signal": signal, "signal_se": se, "noise": noise,
-            "snr": signal / noise if noise > 0 else float("inf"),
-            "batches": noise / signal if signal > 0 else float("inf"), "cosine": mean_cos}
+    return {key: got[key] for key in ("signal", "signal_se", "noise", "snr", "batches")} | {"cosine": mean_cos}
 
 
 def block_signal_noise(blocks: list[tuple[torch.Tensor, float, int]]) -> dict[str, float]:
     """``signal_noise``'s signal and noise over every batch of ``blocks``, each kept as (sum of its gradients, sum
     of their squared norms, its count): |sum g|^2 - sum |g|^2 is the sum over pairs k != l of g_k . g_l. The
-    standard error is a delete-one-block jackknife (one-batch blocks: ``signal_noise``'s own)."""
-    total = torch.stack([b[0].double() for b in blocks]).sum(0)
+    standard error is a delete-one-block jackknife (conservative for this U-statistic)."""
+    total = sum(b[0].double() for b in blocks)  # summed in place of a stack: no second copy of every gradient
     sq, k = sum(float(b[1]) for b in blocks), sum(int(b[2]) for b in blocks)
 
     def signal(s: torch.Tensor, q: float, n: int) -> float:
