@@ -78,6 +78,9 @@ def execute(suite: Suite, out: Path, jobs: int | None, backend: str, dry_run: bo
         from grpo_bench.extras import require
 
         require("submitit", "--backend submitit")
+    from grpo_bench.cpu_kernels import use
+
+    use(str(suite.resources.get("cpu_kernels", "native")), f"{suite.path}: budget.")  # before a worker spawns
     preflight(suite, cells, console)  # real models: weight folders exist and every cell fits gpu_memory_gb
     from grpo_bench.suite.tune import TUNE_SUFFIX
 

@@ -21,17 +21,23 @@ def host() -> str:
 
 
 def kernels() -> str:
-    """The float kernels torch runs here on the CPU: ``AMX`` or ``AVX512-BF16`` where the CPU has bf16 units, else
-    torch's dispatch level (``AVX512``, ``AVX2``, ``DEFAULT``). One CPU model name covers several of these (an AMD
-    EPYC with AVX512-BF16 and one with AVX2 only both read "AMD EPYC"), and one commit computes other numbers under
-    each: the world runs bf16 on the first and fp32 on the second."""
+    """The float kernels torch runs here on the CPU: ``AVX2`` under the portable caps (grpo_bench/cpu_kernels.py),
+    else ``AMX`` or ``AVX512-BF16`` where the CPU has bf16 units, else torch's dispatch level (``AVX512``, ``AVX2``,
+    ``DEFAULT``). One CPU model name covers several of these (an AMD EPYC with AVX512-BF16 and one with AVX2 only both
+    read "AMD EPYC"), and one commit computes other numbers under each: the world runs bf16 on the first and fp32 on
+    the second."""
     import torch
 
+    from grpo_bench.cpu_kernels import capped
+
+    level = str(torch.backends.cpu.get_cpu_capability())
+    if capped() and level == "AVX2":
+        return level
     if getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)():
         return "AMX"
     if getattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)():
         return "AVX512-BF16"
-    return str(torch.backends.cpu.get_cpu_capability())
+    return level
 
 
 def machine() -> str:
@@ -50,6 +56,8 @@ def cpu_of(machine_line: str) -> str:
 
 
 KERNELS = " kernels"
+PORTABLE = "AVX2"
+"""The kernels that compute alike on every CPU model that runs them (grpo_bench/cpu_kernels.py)."""
 BF16_UNITS = "bf16 units"
 """What a machine line written before lines named their kernels tells of them, where its cell ran at bf16 on the
 CPU: ``auto`` resolves to bf16 only on a CPU with bf16 units (AMX or AVX512-BF16)."""
@@ -82,11 +90,12 @@ def _split(hw: str) -> tuple[str, str | None]:
 
 
 def same_hardware(a: str, b: str) -> bool:
-    """Whether cells on ``a`` and ``b`` (``hardware`` strings) compute alike: equal; or one CPU model where one side
-    names no kernels (an older line at fp32: nothing tells, so nothing is refused), or one names bf16 units and the
-    other kernels that have them."""
+    """Whether cells on ``a`` and ``b`` (``hardware`` strings) compute alike: equal; or both ran AVX2 kernels, on
+    any CPU model (an Intel Xeon under the portable caps reproduced an AMD EPYC with AVX2 only bit for bit,
+    grpo_bench/cpu_kernels.py); or one CPU model where one side names no kernels (an older line at fp32: nothing
+    tells, so nothing is refused), or one names bf16 units and the other kernels that have them."""
     (cpu_a, k_a), (cpu_b, k_b) = _split(a), _split(b)
-    if a == b:
+    if a == b or k_a == k_b == PORTABLE:
         return True
     if cpu_a != cpu_b:
         return False

@@ -39,13 +39,14 @@ BUDGET_CONFIG_KEYS = (
     "micro_batch", "eval_every", "eval_at", "eval_samples", "diag_every", "checkpoint_every", "save_videos",
 )
 RESOURCE_KEYS = {"gpus_per_cell": int, "timeout_min": int, "cpus_per_cell": int, "gpu_memory_gb": int,
-                 "accelerate_config": str, "requeue": int}
+                 "accelerate_config": str, "requeue": int, "cpu_kernels": str}
 """Budget keys read by the runner, not by the trainer (they never change a cell id): GPUs per cell
 (default 1 on a GPU machine, none on SLURM unless set), the SLURM time limit and the SLURM cpus per task;
 GPU memory per device (``grpo-bench plan`` refuses cells predicted not to fit) and the accelerate
 config a multi-GPU cell is launched with (default multi_gpu; fsdp2 / deepspeed_zero2 shard); how many times
 the SLURM backend resubmits a cell whose job died at its time limit (``requeue``, default 0; ``grpo-bench
-plan`` refuses a cell predicted to outlast timeout_min x (1 + requeue))."""
+plan`` refuses a cell predicted to outlast timeout_min x (1 + requeue)); the CPU kernels every cell runs on
+(``cpu_kernels``: ``native``, the default, or ``avx2``, the same numbers on any x86-64 CPU: grpo_bench/cpu_kernels.py)."""
 DECIDE_KEYS = ("max_seeds", "block", "alpha")
 MAX_SEEDS = 1000
 MAX_SEED = 2**63 - 1
@@ -139,7 +140,12 @@ def parse_suite(data: Any, path: str = "<suite>", overrides: dict[str, Any] | No
         if key not in allowed_budget:
             raise unknown("budget key", key, allowed_budget, where)
         if key in RESOURCE_KEYS:
-            if RESOURCE_KEYS[key] is str:  # accelerate_config: a shipped launch config or a YAML path
+            if key == "cpu_kernels":
+                from grpo_bench.cpu_kernels import CHOICES
+
+                if value not in CHOICES:
+                    raise UserError(f"{where}budget.cpu_kernels must be one of {', '.join(CHOICES)}, got {value!r}")
+            elif RESOURCE_KEYS[key] is str:  # accelerate_config: a shipped launch config or a YAML path
                 from grpo_bench.config.accelerate_configs import config_path
 
                 config_path(str(value))

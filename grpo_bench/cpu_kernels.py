@@ -1,0 +1,48 @@
+"""Portable CPU kernels: one commit computes the same numbers on every x86-64 CPU with AVX2.
+
+Float kernels differ between CPUs: torch, oneDNN and MKL each pick the widest code their CPU runs (AMX,
+AVX512-BF16, AVX512, AVX2), and each sums in its own order, so one cell trained on two kinds of CPU is two draws
+(docs/statistics.md). A table whose looks must run on whatever machine is at hand declares ``budget.cpu_kernels:
+avx2``: ``run`` then caps all three at AVX2 before any cell starts, and the world runs at fp32 (bf16 autocast needs
+the wider units). Measured (docs/statistics.md, "Portable kernels"): two cells of ``suites/field_image.yaml``
+trained for 120 updates under the caps on an Intel Xeon with AVX512-BF16 gave every training and held-out number
+of the same cells on an AMD EPYC with AVX2 only, bit for bit; only the in-group diversity diagnostic (torch's cdist)
+differed, in its 8th digit. The price is bf16's speed: there a compositional cell took 125 compute-s under the
+caps against 109 at bf16 (the AMD EPYC with AVX512-BF16 the table first ran on: 55).
+
+``native`` (the default) leaves the kernels to the CPU, the fastest, and a table then runs on one kind of CPU.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+CHOICES = ("native", "avx2")
+CAPS = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_CBWR": "AVX2"}
+"""torch's own kernels, oneDNN's (convolutions, bf16 matmuls) and MKL's code branch (fp32 matmuls), each capped
+at AVX2. Each is read once, when its library first runs a kernel: they are set before a worker imports torch."""
+
+
+def capped() -> bool:
+    """Whether this process runs under the AVX2 caps (all three set as ``CAPS`` sets them)."""
+    return all(os.environ.get(k, "").upper() == v.upper() for k, v in CAPS.items())
+
+
+def use(choice: str, where: str = "") -> None:
+    """Run this process and the workers it spawns on ``choice``'s kernels (``avx2``: set ``CAPS``). Refused in one
+    line where torch here already runs other kernels (the caps are read once, so they would not take)."""
+    from grpo_bench.errors import UserError
+
+    if choice not in CHOICES:
+        raise UserError(f"{where}cpu_kernels must be one of {', '.join(CHOICES)}, got {choice!r}")
+    if choice == "native":
+        return
+    os.environ.update(CAPS)
+    if "torch" in sys.modules:
+        import torch
+
+        level = str(torch.backends.cpu.get_cpu_capability())
+        if level not in ("AVX2", "DEFAULT"):
+            raise UserError(f"{where}cpu_kernels avx2: torch in this process already runs {level} kernels; "
+                            "start a new process with ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_CBWR=AVX2")
