@@ -46,3 +46,10 @@ def use(choice: str, where: str = "") -> None:
         if level not in ("AVX2", "DEFAULT"):
             raise UserError(f"{where}cpu_kernels avx2: torch in this process already runs {level} kernels; "
                             "start a new process with ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_CBWR=AVX2")
+
+
+def for_suite(suite):
+    """``suite`` after ``use`` of its ``budget.cpu_kernels``: called where a command loads a suite to run, before
+    anything there can make torch choose its kernels."""
+    use(str(suite.resources.get("cpu_kernels", "native")), f"{suite.path}: budget.")
+    return suite

@@ -23,6 +23,7 @@ from rich.console import Console
 
 from grpo_bench.atomic import atomic_write_json
 from grpo_bench.config.run import parse_overrides
+from grpo_bench.cpu_kernels import for_suite
 from grpo_bench.errors import UserError
 from grpo_bench.report.suite_parts import load_suite_checked
 from grpo_bench.suite.results import load_results, read_table, write_table
@@ -116,8 +117,8 @@ def decide_command(path: Path, jobs: int | None, backend: str, out: Path, dry_ru
     """``grpo-bench run SUITE --until-decided`` (the arguments of ``run``); a tuned suite is tuned first."""
     from grpo_bench.cli.tuning import tuned_suite
 
-    suite, code = tuned_suite(load_suite_checked(path, parse_overrides(overrides)), out, jobs, backend, dry_run, resume,
-                              console)
+    loaded = for_suite(load_suite_checked(path, parse_overrides(overrides)))
+    suite, code = tuned_suite(loaded, out, jobs, backend, dry_run, resume, console)
     return code if suite is None else run_until_decided(suite, out, jobs, backend, dry_run, resume, console,
                                                         stop_at_look=stop_at_look)
 

@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from grpo_bench.config.run import parse_overrides
+from grpo_bench.cpu_kernels import for_suite
 from grpo_bench.errors import UserError
 from grpo_bench.report.suite_parts import load_suite_checked
 from grpo_bench.suite.ablation import ablation, legacy_ablation_name
@@ -78,9 +79,7 @@ def execute(suite: Suite, out: Path, jobs: int | None, backend: str, dry_run: bo
         from grpo_bench.extras import require
 
         require("submitit", "--backend submitit")
-    from grpo_bench.cpu_kernels import use
-
-    use(str(suite.resources.get("cpu_kernels", "native")), f"{suite.path}: budget.")  # before a worker spawns
+    for_suite(suite)  # a suite run from code, not from a command: before a worker spawns
     preflight(suite, cells, console)  # real models: weight folders exist and every cell fits gpu_memory_gb
     from grpo_bench.suite.tune import TUNE_SUFFIX
 
@@ -171,7 +170,7 @@ def write_index(suite: Suite, cells: list[Cell], out: Path) -> Path:
 
 def run_command(path: Path, jobs: int | None, backend: str, out: Path, dry_run: bool, resume: bool,
                 overrides: list[str], console: Console) -> int:
-    suite = load_suite_checked(path, parse_overrides(overrides))
+    suite = for_suite(load_suite_checked(path, parse_overrides(overrides)))
     return run_loaded(suite, out, jobs, backend, dry_run, resume, console)
 
 
@@ -196,7 +195,7 @@ def ablate_command(kl: str | None, equalizer: str | None, sde: str | None, base:
     from grpo_bench.core.trust_region import KL_VARIANTS
 
     base_path = base if base is not None else suites_dir() / DEFAULT_ABLATE_BASE
-    base_suite = load_suite_checked(base_path, parse_overrides(overrides))
+    base_suite = for_suite(load_suite_checked(base_path, parse_overrides(overrides)))
     kls = _split(kl, every=KL_VARIANTS.names())
     eq = None
     if equalizer:

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from grpo_bench.cpu_kernels import for_suite
 from grpo_bench.errors import UserError
 from grpo_bench.suite.live import JobPhases
 from grpo_bench.suite.runner import TRAINER
@@ -141,7 +142,7 @@ def tune_command(path: Path, jobs: int | None, backend: str, out: Path, dry_run:
     from grpo_bench.config.run import parse_overrides
     from grpo_bench.report.suite_parts import load_suite_checked
 
-    suite = load_suite_checked(path, parse_overrides(overrides))
+    suite = for_suite(load_suite_checked(path, parse_overrides(overrides)))
     if suite.tune is None:
         raise UserError(f"{path}: no tune block; add one (docs/suites.md, 'Tuning'), e.g. tune: {{grid: {{lr: "
                         "[3.0e-5, 1.0e-4, 3.0e-4, 1.0e-3]}, seeds: [100, 101, 102], family: {setting: A}}")
@@ -156,7 +157,7 @@ def run_command(path: Path, jobs: int | None, backend: str, out: Path, dry_run: 
     from grpo_bench.config.run import parse_overrides
     from grpo_bench.report.suite_parts import load_suite_checked
 
-    loaded = load_suite_checked(path, parse_overrides(overrides))
+    loaded = for_suite(load_suite_checked(path, parse_overrides(overrides)))
     phases = job_phases(loaded, out, console) if loaded.tune is not None and not dry_run else None
     suite, code = tuned_suite(loaded, out, jobs, backend, dry_run, resume, console, phases=phases)
     return code if suite is None else run_loaded(suite, out, jobs, backend, dry_run, resume, console,
