@@ -91,7 +91,7 @@ def _split(hw: str) -> tuple[str, str | None]:
 
 def same_hardware(a: str, b: str) -> bool:
     """Whether cells on ``a`` and ``b`` (``hardware`` strings) compute alike: equal; or both ran AVX2 kernels, on
-    any CPU model (an Intel Xeon under the portable caps reproduced an AMD EPYC with AVX2 only bit for bit,
+    any CPU model (an Intel Xeon under the portable caps reproduced an AMD EPYC with AVX2 only's held-out scores,
     grpo_bench/cpu_kernels.py); or one CPU model where one side names no kernels (an older line at fp32: nothing
     tells, so nothing is refused), or one names bf16 units and the other kernels that have them."""
     (cpu_a, k_a), (cpu_b, k_b) = _split(a), _split(b)

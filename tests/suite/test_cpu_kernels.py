@@ -1,7 +1,7 @@
 """Portable CPU kernels (grpo_bench/cpu_kernels.py): a suite's ``budget.cpu_kernels: avx2`` caps torch, oneDNN and MKL
 at AVX2 in the workers, the world runs fp32, the machine line names AVX2, and the one-machine guard takes AVX2 cells
-of any CPU model as one behaviour (measured: an Intel Xeon under the caps gave an AMD EPYC with AVX2 only's numbers
-bit for bit; the slow test below re-runs one stored cell to show it on the machine at hand)."""
+of any CPU model as one behaviour (measured: an Intel Xeon under the caps gave an AMD EPYC with AVX2 only's held-out
+scores exactly; the slow test below re-runs one stored cell to show it on the machine at hand)."""
 
 from __future__ import annotations
 
@@ -23,9 +23,9 @@ ROOT = Path(__file__).resolve().parents[2]
 AVX512 = "avx512f" in Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else False
 
 
-def _python(code: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def _python(code: str, env: dict[str, str] | None = None, args: list[str] | None = None) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if k not in CAPS}
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+    return subprocess.run([sys.executable, "-c", code, *(args or [])], capture_output=True, text=True, timeout=300,
                           env={**clean, **(env or {})}, cwd=ROOT)
 
 
@@ -74,6 +74,29 @@ def test_avx2_cells_of_any_cpu_model_are_one_behaviour_and_no_other_kernels_are(
     assert not same_hardware(hardware(intel + ", AVX512-BF16 kernels"), hardware(amd + ", AVX2 kernels"))
     assert not same_hardware(hardware(intel + ", AVX2 kernels"), hardware(amd + ", AVX512 kernels"))
     assert not same_hardware(hardware(intel + ", AVX2 kernels"), hardware(amd, "no"))  # an old line: its model
+
+
+SUITE = """name: kernels
+base: {model: image_world, video_size: 32}
+grid: {method: [flow_grpo]}
+seeds: [0]
+budget: {updates: 1, prompts_per_update: 1, group_size: 2, eval_every: 1, eval_samples: 1, diag_every: 0,
+         checkpoint_every: 1, steps: 4, cpu_kernels: avx2}
+report: {tables: [], figures: []}
+"""
+
+
+def test_run_of_a_suite_that_names_avx2_trains_its_cells_on_avx2_kernels_at_fp32(tmp_path):
+    """End to end through the command: the caps reach the spawned worker, which says so in the cell's record."""
+    from grpo_bench.suite.results import load_results
+
+    (tmp_path / "k.yaml").write_text(SUITE)
+    done = _python("from grpo_bench.cli import main; main()", {}, ["run", str(tmp_path / "k.yaml"), "--out",
+                                                                     str(tmp_path / "runs"), "--jobs", "1"])
+    assert done.returncode == 0, done.stderr[-2000:]
+    table = load_results(tmp_path / "runs" / "kernels")
+    record = json.loads(table.loc[table["kind"] == "cell", "text"].iloc[0])
+    assert record["machine"].endswith(", AVX2 kernels") and record["precision"] == "no"
 
 
 BLOCK = ROOT / "reports" / "field_image_blocks" / "epyc_avx2_redraw.parquet"
