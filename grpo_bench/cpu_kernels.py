@@ -6,11 +6,12 @@ AVX512-BF16, AVX512, AVX2), and each sums in its own order, so one cell trained 
 avx2``: ``run`` then caps all three at AVX2 before any cell starts, and the world runs at fp32 (bf16 autocast needs
 the wider units). Measured (docs/statistics.md, "Looks on any machine"): six cells of ``suites/field_image.yaml``
 (both tasks, both reward tracks) trained under the caps on an Intel Xeon with AVX512-BF16 gave the same cells of an
-AMD EPYC with AVX2 only every held-out oracle score at every eval as the same float, and their training
-rewards within 5e-6 relative; the KL, gradient norm and weight change differ by up to 2e-5 relative (some
-reduction the caps do not reach), and that gap did not grow between update 40 and 120. Natively the two CPUs' cells
-are two draws (0.03 apart in held-out score by update 120). The price is bf16's speed: there a compositional cell
-took 125 compute-s under the caps against 109 at bf16 (the AMD EPYC with AVX512-BF16 the table first ran on: 55).
+AMD EPYC with AVX2 only every checker score and every reading at every eval as the same float (the text reader's
+glyph scores within 2e-7), and their training rewards within 5e-6 relative; the KL, gradient norm and weight change
+differ by up to 2e-5 relative (some reduction the caps do not reach), and that gap did not grow between update 40
+and 120. Natively the two CPUs' cells are two draws (0.03 apart in held-out score by update 120). The price is
+bf16's speed: there a compositional cell took 125 compute-s under the caps against 109 at bf16 (the AMD EPYC with
+AVX512-BF16 the table first ran on: 55).
 
 ``native`` (the default) leaves the kernels to the CPU, the fastest, and a table then runs on one kind of CPU.
 """
