@@ -41,7 +41,10 @@ from grpo_bench.report.parts import FIGURES, TABLES, Context, Section
 from grpo_bench.report.power import holm
 from grpo_bench.suite.results import read_table
 
-SIBLINGS = ("field", "field_image")
+SIBLINGS = ("field", "field_image_avx2", "field_image")
+"""The field reports a transfer table reads beside its own, one table a suite, the first found: the image world's
+table on portable kernels (``field_image_avx2``, its looks from the second on) stands for the suite before its
+first look at bf16 (``field_image``), which could not be continued (docs/image_world.md)."""
 METRIC = "eval_oracle_overall"
 BOOT = 2000
 LEVEL = 0.95
@@ -180,13 +183,16 @@ def read_results(path: Path) -> pd.DataFrame:
 
 
 def all_results(ctx: Context) -> pd.DataFrame:
-    """This report's results and those of the sibling field reports found beside it."""
-    frames = [ctx.df]
+    """This report's results and those of the sibling field reports found beside it (``SIBLINGS``: one a suite)."""
+    frames, suites = [ctx.df], set(ctx.df["suite"].dropna())
     for name in SIBLINGS:
         folder = ctx.out.parent / name
         path = folder / "results.parquet"
         if folder.resolve() != ctx.out.resolve() and path.is_file():
-            frames.append(read_results(path))
+            frame = read_results(path)
+            if not suites & set(frame["suite"].dropna()):  # one table a suite: another would count its cells twice
+                suites |= set(frame["suite"].dropna())
+                frames.append(frame)
     return pd.concat(frames, ignore_index=True) if len(frames) > 1 else ctx.df
 
 

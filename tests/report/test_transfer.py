@@ -22,7 +22,7 @@ from grpo_bench.report.transfer import (
     world_line,
     world_scores,
 )
-from grpo_bench.suite.results import COLUMNS
+from grpo_bench.suite.results import COLUMNS, read_table
 
 METHODS = ("m1", "m2", "m3", "m4")
 
@@ -101,6 +101,20 @@ def test_the_part_reads_the_sibling_field_report_and_draws_its_figure(tmp_path) 
     assert set(table["world"]) == {"world / world_oracle", "image_world / image_world_oracle"}
     assert FIGURES.get("transfer_ranks")(ctx) and (out / "figures" / "transfer_ranks.png").stat().st_size > 0
     assert BOOT >= 1000
+
+
+def test_one_table_a_suite_the_first_sibling_found_stands_for_it(tmp_path) -> None:
+    """The image world's table on portable kernels stands for its suite; the bf16 first look of the same suite
+    beside it is not read again (its cells would count twice), nor is a sibling of this report's own suite."""
+    for name, suite, world in (("field", "field", SAME), ("field_image_avx2", "field_image", MIXED),
+                               ("field_image", "field_image", REVERSED)):
+        (tmp_path / name).mkdir()
+        _results({("image_world" if suite != "field" else "world", "o"): world}, suite=suite).to_parquet(
+            tmp_path / name / "results.parquet")
+    for here in ("field", "field_image_avx2"):  # MIXED's 3 seeds, never REVERSED's 2 beside them
+        TABLES.get("transfer")(Context(read_table(tmp_path / here / "results.parquet"), tmp_path / here))
+        table = pd.read_csv(tmp_path / here / "tables" / "transfer.csv")
+        assert table.loc[table["world"] == "image_world / o", "seeds"].tolist() == [3] * 4
 
 
 def test_a_damaged_sibling_results_file_is_one_line(tmp_path) -> None:
