@@ -20,10 +20,12 @@ from grpo_bench.config.run import RunConfig, from_dict, parse_overrides, resolve
 
 def suite_base(path: Path) -> dict[str, Any]:
     """What ``train --like SUITE`` starts from: the suite's base config and budget (what every cell
-    of it shares), so that a run with a cell's method, setting and seed reproduces that cell."""
+    of it shares), so that a run with a cell's method, setting and seed reproduces that cell: on the suite's CPU
+    kernels too (``budget.cpu_kernels``, set here before the run makes torch choose)."""
+    from grpo_bench.cpu_kernels import for_suite
     from grpo_bench.report.suite_parts import load_suite_checked
 
-    suite = load_suite_checked(path)
+    suite = for_suite(load_suite_checked(path))
     return {**suite.base, **suite.budget}
 
 

@@ -99,6 +99,16 @@ def test_run_of_a_suite_that_names_avx2_trains_its_cells_on_avx2_kernels_at_fp32
     assert record["machine"].endswith(", AVX2 kernels") and record["precision"] == "no"
 
 
+def test_train_like_a_suite_that_names_avx2_runs_on_its_kernels():
+    """``train --like SUITE`` reproduces a cell of the suite, so it takes the suite's kernels too."""
+    done = _python("import sys, tempfile, pathlib\n"
+                   "d = pathlib.Path(tempfile.mkdtemp()); (d / 'k.yaml').write_text(sys.argv[1])\n"
+                   "from grpo_bench.cli.train import build_config\n"
+                   "build_config({}, [], d / 'k.yaml')\n" + PROBE, {}, [SUITE])
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.splitlines()[-1]) == ["AVX2", "AVX2", "no"]
+
+
 BLOCK = ROOT / "reports" / "field_image_blocks" / "epyc_avx2_redraw.parquet"
 CELL = "9a6dd827d8a4"  # DanceGRPO, compositional task, oracle track, seed 2000: 120 updates of 8 x 8
 
