@@ -54,5 +54,12 @@ def use(choice: str, where: str = "") -> None:
 def for_suite(suite):
     """``suite`` after ``use`` of its ``budget.cpu_kernels``: called where a command loads a suite to run, before
     anything there can make torch choose its kernels."""
-    use(str(suite.resources.get("cpu_kernels", "native")), f"{suite.path}: budget.")
+    choice = str(suite.resources.get("cpu_kernels", "native"))
+    asked = {**suite.base, **suite.overrides}.get("mixed_precision", "auto")
+    if choice == "avx2" and asked not in ("auto", "no"):  # bf16 below AVX512 is emulated: neither fast nor portable
+        from grpo_bench.errors import UserError
+
+        raise UserError(f"{suite.path}: mixed_precision {asked!r} with budget.cpu_kernels avx2: the portable kernels "
+                        "run fp32; allowed: auto, no")
+    use(choice, f"{suite.path}: budget.")
     return suite

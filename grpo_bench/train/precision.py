@@ -18,6 +18,8 @@ import warnings
 
 import torch
 
+from grpo_bench.cpu_kernels import capped
+
 _SAID: set[str] = set()
 
 
@@ -25,8 +27,6 @@ def has_bf16_units(cpu: bool) -> bool:
     """Whether bf16 matrix work runs natively here (not emulated): AVX512-BF16 / AMX, or a bf16 GPU."""
     if not cpu:
         return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
-    from grpo_bench.cpu_kernels import capped
-
     if capped():  # the portable kernels (grpo_bench/cpu_kernels.py) stop at AVX2, below the bf16 units
         return False
     checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
@@ -43,8 +43,6 @@ def resolve(requested: str, bf16_by_default: bool, cpu: bool) -> str:
         return "bf16"
     where = "this GPU has no bf16 support"
     if cpu:
-        from grpo_bench.cpu_kernels import capped
-
         where = ("the CPU kernels are capped at AVX2 (cpu_kernels: avx2)" if capped()
                  else "this CPU has no bf16 units (AVX512-BF16 or AMX)")
     if where not in _SAID:

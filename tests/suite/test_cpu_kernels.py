@@ -68,6 +68,16 @@ def test_a_suite_names_its_kernels_from_the_allowed_ones():
         parse_suite({**base, "budget": {"cpu_kernels": "avx512"}}, "k.yaml")
 
 
+def test_a_portable_suite_that_asks_for_bf16_is_one_line_before_any_work():
+    from grpo_bench.cpu_kernels import for_suite
+
+    base = {"name": "k", "base": {"model": "tiny", "mixed_precision": "bf16"}, "grid": {"method": ["dance_grpo"]},
+            "seeds": [0], "budget": {"cpu_kernels": "avx2"}}
+    with pytest.raises(UserError, match=re.escape("k.yaml: mixed_precision 'bf16' with budget.cpu_kernels avx2: the "
+                                                  "portable kernels run fp32; allowed: auto, no")):
+        for_suite(parse_suite(base, "k.yaml"))
+
+
 def test_avx2_cells_of_any_cpu_model_are_one_behaviour_and_no_other_kernels_are():
     amd, intel = "AMD EPYC, 2 CPUs, no GPU, torch 2.13.0+cpu, Linux", "Intel(R) Xeon(R) Processor, 2 CPUs, no GPU, x, y"
     assert same_hardware(hardware(intel + ", AVX2 kernels"), hardware(amd + ", AVX2 kernels"))
