@@ -1,4 +1,4 @@
-"""Portable CPU kernels: one commit computes (nearly) the same numbers on every x86-64 CPU with AVX2.
+"""Portable CPU kernels: one commit computes nearly the same numbers on x86-64 CPUs with AVX2 (two measured).
 
 Float kernels differ between CPUs: torch, oneDNN and MKL each pick the widest code their CPU runs (AMX,
 AVX512-BF16, AVX512, AVX2), and each sums in its own order, so one cell trained on two kinds of CPU is two draws

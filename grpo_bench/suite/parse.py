@@ -46,7 +46,7 @@ GPU memory per device (``grpo-bench plan`` refuses cells predicted not to fit) a
 config a multi-GPU cell is launched with (default multi_gpu; fsdp2 / deepspeed_zero2 shard); how many times
 the SLURM backend resubmits a cell whose job died at its time limit (``requeue``, default 0; ``grpo-bench
 plan`` refuses a cell predicted to outlast timeout_min x (1 + requeue)); the CPU kernels every cell runs on
-(``cpu_kernels``: ``native``, the default, or ``avx2``, one behaviour on any x86-64 CPU: cpu_kernels.py)."""
+(``cpu_kernels``: ``native``, the default, or ``avx2``, one table on any x86-64 CPU: cpu_kernels.py)."""
 DECIDE_KEYS = ("max_seeds", "block", "alpha")
 MAX_SEEDS = 1000
 MAX_SEED = 2**63 - 1
