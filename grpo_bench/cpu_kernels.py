@@ -20,6 +20,9 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
+
+from grpo_bench.errors import UserError
 
 CHOICES = ("native", "avx2")
 CAPS = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_CBWR": "AVX2"}
@@ -32,14 +35,17 @@ def capped() -> bool:
     return all(os.environ.get(k, "").upper() == v.upper() for k, v in CAPS.items())
 
 
+def check(choice: object, where: str = "") -> str:
+    """``choice`` if it names kernels (``CHOICES``), else one line naming ``where`` and the allowed values."""
+    if choice not in CHOICES:
+        raise UserError(f"{where}cpu_kernels must be one of {', '.join(CHOICES)}, got {choice!r}")
+    return str(choice)
+
+
 def use(choice: str, where: str = "") -> None:
     """Run this process and the workers it spawns on ``choice``'s kernels (``avx2``: set ``CAPS``). Refused in one
     line where torch here already runs other kernels (the caps are read once, so they would not take)."""
-    from grpo_bench.errors import UserError
-
-    if choice not in CHOICES:
-        raise UserError(f"{where}cpu_kernels must be one of {', '.join(CHOICES)}, got {choice!r}")
-    if choice == "native":
+    if check(choice, where) == "native":
         return
     os.environ.update(CAPS)
     if "torch" in sys.modules:
@@ -51,14 +57,13 @@ def use(choice: str, where: str = "") -> None:
                             "start a new process with ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_CBWR=AVX2")
 
 
-def for_suite(suite):
-    """``suite`` after ``use`` of its ``budget.cpu_kernels``: called where a command loads a suite to run, before
-    anything there can make torch choose its kernels."""
+def for_suite(suite: Any) -> Any:
+    """``suite`` (a suite/spec.py ``Suite``, not imported: this module sits below train/) after ``use`` of its
+    ``budget.cpu_kernels``: called where a command loads a suite to run, before anything there can make torch choose
+    its kernels."""
     choice = str(suite.resources.get("cpu_kernels", "native"))
     asked = {**suite.base, **suite.overrides}.get("mixed_precision", "auto")
     if choice == "avx2" and asked not in ("auto", "no"):  # bf16 below AVX512 is emulated: neither fast nor portable
-        from grpo_bench.errors import UserError
-
         raise UserError(f"{suite.path}: mixed_precision {asked!r} with budget.cpu_kernels avx2: the portable kernels "
                         "run fp32; allowed: auto, no")
     use(choice, f"{suite.path}: budget.")

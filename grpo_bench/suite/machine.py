@@ -7,6 +7,8 @@ import os
 import re
 from pathlib import Path
 
+from grpo_bench.cpu_kernels import capped
+
 
 def host() -> str:
     """This host's CPU model and core count: the start of ``machine()``, read without importing torch."""
@@ -27,8 +29,6 @@ def kernels() -> str:
     read "AMD EPYC"), and one commit computes other numbers under each: the world runs bf16 on the first and fp32 on
     the second."""
     import torch
-
-    from grpo_bench.cpu_kernels import capped
 
     level = str(torch.backends.cpu.get_cpu_capability())
     if capped() and level == "AVX2":

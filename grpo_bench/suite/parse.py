@@ -141,10 +141,9 @@ def parse_suite(data: Any, path: str = "<suite>", overrides: dict[str, Any] | No
             raise unknown("budget key", key, allowed_budget, where)
         if key in RESOURCE_KEYS:
             if key == "cpu_kernels":
-                from grpo_bench.cpu_kernels import CHOICES
+                from grpo_bench.cpu_kernels import check
 
-                if value not in CHOICES:
-                    raise UserError(f"{where}budget.cpu_kernels must be one of {', '.join(CHOICES)}, got {value!r}")
+                check(value, f"{where}budget.")
             elif RESOURCE_KEYS[key] is str:  # accelerate_config: a shipped launch config or a YAML path
                 from grpo_bench.config.accelerate_configs import config_path
 
